@@ -1,0 +1,2 @@
+//! The `guidepost` command.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Guidepost's domain types and agent definition format.

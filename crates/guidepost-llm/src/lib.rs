@@ -1,0 +1,25 @@
+//! The Guidepost model layer: every engine decision that needs a model goes through the
+//! [`ChatModel`] and [`Embedder`] ports defined here.
+//!
+//! - Ports and data: [`ChatModel`], [`Embedder`], [`ChatRequest`], [`ChatResponse`],
+//!   [`Usage`], [`LlmError`].
+//! - Configuration: [`ModelSpec`] strings (`openai:gpt-4.1`, `anthropic:claude-sonnet-4-5`,
+//!   `openai-compatible:<url>#<model>`, `local:<model>`, `scripted`), per-task
+//!   [`ModelSettings`], and the [`ProviderFactory`] hook for local inference.
+//! - Accounting: [`UsageLedger`] sums tokens, latency and cost per turn and session.
+
+pub mod config;
+pub mod error;
+pub mod ports;
+pub mod request;
+pub mod usage;
+
+pub use config::{
+    ACCEPTED_SPECS, ModelSettings, ModelSpec, ProviderFactory, ProviderKeys, ProviderRegistry,
+};
+pub use error::LlmError;
+pub use ports::{ChatModel, Embedder, TextStream, single_shot_stream};
+pub use request::{
+    ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind,
+};
+pub use usage::{ModelPrice, PriceTable, Usage, UsageLedger, UsageTotals};

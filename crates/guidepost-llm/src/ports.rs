@@ -1,0 +1,103 @@
+//! The two ports every engine decision goes through: [`ChatModel`] and [`Embedder`].
+//!
+//! Both are object safe (`async-trait`), because the engine holds `Arc<dyn ChatModel>` and
+//! `Arc<dyn Embedder>` chosen from configuration at run time.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::stream::{self, BoxStream};
+
+use crate::error::LlmError;
+use crate::request::{ChatRequest, ChatResponse, Output, StreamEvent};
+
+/// A stream of text pieces ending with [`StreamEvent::Done`].
+pub type TextStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
+
+/// A model that answers a conversation with text or with JSON conforming to a schema.
+///
+/// Implementations: the OpenAI-compatible and Anthropic providers, the scripted test model,
+/// local inference (in `guidepost-llm-local`), and every middleware layer, which wraps another
+/// `ChatModel`.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// A stable identifier of the model, `provider:model` (e.g. `openai:gpt-4.1`).
+    fn model_id(&self) -> &str;
+
+    /// Answers `req` in one piece.
+    ///
+    /// For [`OutputFormat::Json`](crate::OutputFormat::Json) requests the answer is
+    /// [`Output::Json`]; providers parse it but only the re-ask middleware validates it
+    /// against the schema.
+    async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// Answers `req` piece by piece. The stream yields [`StreamEvent::Delta`]s and ends with
+    /// one [`StreamEvent::Done`] carrying the full answer and its usage.
+    ///
+    /// The default calls [`complete`](ChatModel::complete) and yields the whole answer as one
+    /// delta, which suits models that cannot stream.
+    async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
+        let response = self.complete(req).await?;
+        Ok(single_shot_stream(response))
+    }
+}
+
+/// A stream of one delta (the whole answer as text) followed by `Done`.
+pub fn single_shot_stream(response: ChatResponse) -> TextStream {
+    let text = match &response.output {
+        Output::Text(text) => text.clone(),
+        Output::Json(value) => value.to_string(),
+    };
+    Box::pin(stream::iter([
+        Ok(StreamEvent::Delta(text)),
+        Ok(StreamEvent::Done(response)),
+    ]))
+}
+
+/// A model that maps texts to vectors.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// A stable identifier of the model, `provider:model`.
+    fn model_id(&self) -> &str;
+
+    /// The length of every vector this embedder returns (0 when not known before the first
+    /// call).
+    fn dimensions(&self) -> usize;
+
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError>;
+}
+
+// Blanket impls: the engine passes models around as `Arc<dyn ChatModel>`, while the middleware
+// decorators are generic over their inner model (`Retry<M: ChatModel>`). Forwarding through
+// `Arc<T>` lets an `Arc<dyn ChatModel>` (or an `Arc` shared with other owners) be wrapped by
+// any decorator without another box, and lets tests keep an `Arc` to a scripted model to
+// inspect it after handing a clone to the stack.
+
+/// Forwards to the shared model, so an `Arc<dyn ChatModel>` can be wrapped by middleware.
+#[async_trait]
+impl<T: ChatModel + ?Sized> ChatModel for Arc<T> {
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+    async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        (**self).complete(req).await
+    }
+    async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
+        (**self).stream(req).await
+    }
+}
+
+/// Forwards to the shared embedder, so an `Arc<dyn Embedder>` can be wrapped and shared.
+#[async_trait]
+impl<T: Embedder + ?Sized> Embedder for Arc<T> {
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+    fn dimensions(&self) -> usize {
+        (**self).dimensions()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        (**self).embed(texts).await
+    }
+}

@@ -118,7 +118,6 @@ pub(crate) fn excerpt(text: &str, max: usize) -> String {
 }
 
 /// The last `max` characters of `text`, with a leading ellipsis when cut.
-#[allow(dead_code)] // used by the scripted provider
 pub(crate) fn tail_excerpt(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {

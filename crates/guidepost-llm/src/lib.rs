@@ -11,8 +11,12 @@
 pub mod config;
 pub mod error;
 pub mod ports;
+pub mod providers;
 pub mod request;
+pub mod schema;
+pub mod tokens;
 pub mod usage;
+pub mod validate;
 
 pub use config::{
     ACCEPTED_SPECS, ModelSettings, ModelSpec, ProviderFactory, ProviderKeys, ProviderRegistry,
@@ -22,4 +26,7 @@ pub use ports::{ChatModel, Embedder, TextStream, single_shot_stream};
 pub use request::{
     ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind,
 };
+pub use schema::{generate, make_strict, schema_name_for, strict_schema_for};
+pub use tokens::{count_message_tokens, count_tokens, estimate_tokens};
 pub use usage::{ModelPrice, PriceTable, Usage, UsageLedger, UsageTotals};
+pub use validate::validate;

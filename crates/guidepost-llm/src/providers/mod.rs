@@ -1,3 +1,6 @@
-//! Model providers, one module per wire protocol, plus the scripted test model.
+//! Model providers, one module per wire protocol, plus the scripted test models.
 
+pub mod anthropic;
+pub mod http;
+pub mod openai_compat;
 pub mod scripted;

@@ -87,11 +87,8 @@ impl FromStr for ModelSpec {
 
     fn from_str(raw: &str) -> Result<Self, Self::Err> {
         let text = raw.trim();
-        let bad = |why: &str| {
-            LlmError::Config(format!(
-                "invalid model spec `{raw}`: {why}; accepted: {ACCEPTED_SPECS}"
-            ))
-        };
+        let bad =
+            |why: &str| LlmError::Config(format!("invalid model spec `{raw}`: {why}; accepted: {ACCEPTED_SPECS}"));
         if text == "scripted" {
             return Ok(ModelSpec::Scripted);
         }
@@ -100,22 +97,12 @@ impl FromStr for ModelSpec {
         };
         let rest = rest.trim();
         let named = |rest: &str| -> Result<String, LlmError> {
-            if rest.is_empty() {
-                Err(bad("the model name is empty"))
-            } else {
-                Ok(rest.to_string())
-            }
+            if rest.is_empty() { Err(bad("the model name is empty")) } else { Ok(rest.to_string()) }
         };
         match scheme.trim() {
-            "openai" => Ok(ModelSpec::OpenAi {
-                model: named(rest)?,
-            }),
-            "anthropic" => Ok(ModelSpec::Anthropic {
-                model: named(rest)?,
-            }),
-            "local" => Ok(ModelSpec::Local {
-                model: named(rest)?,
-            }),
+            "openai" => Ok(ModelSpec::OpenAi { model: named(rest)? }),
+            "anthropic" => Ok(ModelSpec::Anthropic { model: named(rest)? }),
+            "local" => Ok(ModelSpec::Local { model: named(rest)? }),
             "openai-compatible" => {
                 let Some((base_url, model)) = rest.rsplit_once('#') else {
                     return Err(bad("expected `<base-url>#<model>`"));
@@ -144,6 +131,9 @@ pub struct ProviderKeys {
     pub anthropic_api_key: Option<String>,
     /// `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`).
     pub anthropic_base_url: Option<String>,
+    /// `OPENAI_COMPATIBLE_API_KEY`: the bearer token sent to `openai-compatible:` servers
+    /// (OpenAI's own key is never sent to another server).
+    pub compatible_api_key: Option<String>,
 }
 
 impl fmt::Debug for ProviderKeys {
@@ -154,6 +144,7 @@ impl fmt::Debug for ProviderKeys {
             .field("openai_base_url", &self.openai_base_url)
             .field("anthropic_api_key", &hidden(&self.anthropic_api_key))
             .field("anthropic_base_url", &self.anthropic_base_url)
+            .field("compatible_api_key", &hidden(&self.compatible_api_key))
             .finish()
     }
 }
@@ -172,6 +163,7 @@ impl ProviderKeys {
             openai_base_url: get("OPENAI_BASE_URL"),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             anthropic_base_url: get("ANTHROPIC_BASE_URL"),
+            compatible_api_key: get("OPENAI_COMPATIBLE_API_KEY"),
         }
     }
 }
@@ -191,13 +183,9 @@ impl Default for ModelSettings {
     /// The embedded defaults: local Qwen2.5-Coder-1.5B and local all-MiniLM-L6-v2.
     fn default() -> Self {
         Self {
-            default: ModelSpec::Local {
-                model: "qwen2.5-coder-1.5b".into(),
-            },
+            default: ModelSpec::Local { model: "qwen2.5-coder-1.5b".into() },
             per_task: BTreeMap::new(),
-            embedder: ModelSpec::Local {
-                model: "all-minilm-l6-v2".into(),
-            },
+            embedder: ModelSpec::Local { model: "all-minilm-l6-v2".into() },
         }
     }
 }
@@ -205,10 +193,7 @@ impl Default for ModelSettings {
 impl ModelSettings {
     /// All task kinds served by `spec`, with the default embedder.
     pub fn single(spec: ModelSpec) -> Self {
-        Self {
-            default: spec,
-            ..Self::default()
-        }
+        Self { default: spec, ..Self::default() }
     }
 
     /// Reads `GUIDEPOST_MODEL`, `GUIDEPOST_MODEL_<TASK>` and `GUIDEPOST_EMBEDDER` from the
@@ -220,6 +205,8 @@ impl ModelSettings {
     /// Reads the settings through `lookup`. `<TASK>` is the upper-case task name:
     /// `MATCHING`, `JOURNEY_SELECTION`, `TOOL_INFERENCE`, `GENERATION`, `SIMULATION`, `JUDGE`.
     /// Unset variables keep the defaults; a bad value is an error naming the variable.
+    /// Without `GUIDEPOST_EMBEDDER`, an `openai:` default brings `openai:text-embedding-3-small`
+    /// and a `scripted` default the scripted embedder; otherwise the local MiniLM is used.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
         let parse = |var: &str| -> Result<Option<ModelSpec>, LlmError> {
             match lookup(var).filter(|v| !v.trim().is_empty()) {
@@ -243,8 +230,16 @@ impl ModelSettings {
                 settings.per_task.insert(task, spec);
             }
         }
-        if let Some(spec) = parse("GUIDEPOST_EMBEDDER")? {
-            settings.embedder = spec;
+        match parse("GUIDEPOST_EMBEDDER")? {
+            Some(spec) => settings.embedder = spec,
+            // Without an explicit embedder, follow the default model where it has one.
+            None => match &settings.default {
+                ModelSpec::OpenAi { .. } => {
+                    settings.embedder = ModelSpec::OpenAi { model: "text-embedding-3-small".into() }
+                }
+                ModelSpec::Scripted => settings.embedder = ModelSpec::Scripted,
+                _ => {}
+            },
         }
         Ok(settings)
     }
@@ -273,10 +268,7 @@ pub trait ProviderFactory: Send + Sync {
 
     /// An embedder for `spec`. The default says the scheme has none.
     fn embedder(&self, spec: &ModelSpec) -> Result<Arc<dyn Embedder>, LlmError> {
-        Err(LlmError::Unsupported(format!(
-            "provider `{}` has no embedder for `{spec}`",
-            self.scheme()
-        )))
+        Err(LlmError::Unsupported(format!("provider `{}` has no embedder for `{spec}`", self.scheme())))
     }
 }
 
@@ -319,18 +311,8 @@ mod tests {
     #[test]
     fn parse_table() {
         let ok: [(&str, ModelSpec); 7] = [
-            (
-                "openai:gpt-4.1",
-                ModelSpec::OpenAi {
-                    model: "gpt-4.1".into(),
-                },
-            ),
-            (
-                " anthropic:claude-sonnet-4-5 ",
-                ModelSpec::Anthropic {
-                    model: "claude-sonnet-4-5".into(),
-                },
-            ),
+            ("openai:gpt-4.1", ModelSpec::OpenAi { model: "gpt-4.1".into() }),
+            (" anthropic:claude-sonnet-4-5 ", ModelSpec::Anthropic { model: "claude-sonnet-4-5".into() }),
             (
                 "openai-compatible:http://127.0.0.1:11434/v1/#qwen2.5:7b",
                 ModelSpec::OpenAiCompatible {
@@ -338,24 +320,9 @@ mod tests {
                     model: "qwen2.5:7b".into(),
                 },
             ),
-            (
-                "local:qwen2.5-coder-1.5b",
-                ModelSpec::Local {
-                    model: "qwen2.5-coder-1.5b".into(),
-                },
-            ),
-            (
-                "local:smollm2",
-                ModelSpec::Local {
-                    model: "smollm2".into(),
-                },
-            ),
-            (
-                "local:/models/x.gguf",
-                ModelSpec::Local {
-                    model: "/models/x.gguf".into(),
-                },
-            ),
+            ("local:qwen2.5-coder-1.5b", ModelSpec::Local { model: "qwen2.5-coder-1.5b".into() }),
+            ("local:smollm2", ModelSpec::Local { model: "smollm2".into() }),
+            ("local:/models/x.gguf", ModelSpec::Local { model: "/models/x.gguf".into() }),
             ("scripted", ModelSpec::Scripted),
         ];
         for (text, want) in ok {
@@ -365,10 +332,7 @@ mod tests {
             ("gpt-4.1", "missing `<provider>:`"),
             ("openai:", "model name is empty"),
             ("azure:gpt", "unknown provider `azure`"),
-            (
-                "openai-compatible:http://x/v1",
-                "expected `<base-url>#<model>`",
-            ),
+            ("openai-compatible:http://x/v1", "expected `<base-url>#<model>`"),
             ("openai-compatible:ftp://x#m", "must start with http"),
             ("openai-compatible:http://x/v1#", "model name is empty"),
         ];
@@ -398,42 +362,24 @@ mod tests {
         let env: BTreeMap<&str, &str> = [
             ("GUIDEPOST_MODEL", "openai:gpt-4.1"),
             ("GUIDEPOST_MODEL_MATCHING", "openai:gpt-4.1-mini"),
-            (
-                "GUIDEPOST_MODEL_JOURNEY_SELECTION",
-                "anthropic:claude-sonnet-4-5",
-            ),
+            ("GUIDEPOST_MODEL_JOURNEY_SELECTION", "anthropic:claude-sonnet-4-5"),
             ("GUIDEPOST_EMBEDDER", "openai:text-embedding-3-small"),
             ("GUIDEPOST_MODEL_JUDGE", ""),
         ]
         .into_iter()
         .collect();
-        let settings =
-            ModelSettings::from_lookup(|k| env.get(k).map(|v| (*v).to_string())).unwrap();
-        assert_eq!(
-            settings.spec_for(&TaskKind::Matching).to_string(),
-            "openai:gpt-4.1-mini"
-        );
-        assert_eq!(
-            settings.spec_for(&TaskKind::JourneySelection).scheme(),
-            "anthropic"
-        );
-        assert_eq!(
-            settings.spec_for(&TaskKind::Judge).to_string(),
-            "openai:gpt-4.1"
-        );
-        assert_eq!(
-            settings.spec_for(&TaskKind::Embedding).to_string(),
-            "openai:text-embedding-3-small"
-        );
+        let settings = ModelSettings::from_lookup(|k| env.get(k).map(|v| (*v).to_string())).unwrap();
+        assert_eq!(settings.spec_for(&TaskKind::Matching).to_string(), "openai:gpt-4.1-mini");
+        assert_eq!(settings.spec_for(&TaskKind::JourneySelection).scheme(), "anthropic");
+        assert_eq!(settings.spec_for(&TaskKind::Judge).to_string(), "openai:gpt-4.1");
+        assert_eq!(settings.spec_for(&TaskKind::Embedding).to_string(), "openai:text-embedding-3-small");
     }
 
     #[test]
     fn settings_error_names_the_variable() {
-        let err = ModelSettings::from_lookup(|k| {
-            (k == "GUIDEPOST_MODEL_TOOL_INFERENCE").then(|| "nope".to_string())
-        })
-        .unwrap_err()
-        .to_string();
+        let err = ModelSettings::from_lookup(|k| (k == "GUIDEPOST_MODEL_TOOL_INFERENCE").then(|| "nope".to_string()))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("GUIDEPOST_MODEL_TOOL_INFERENCE"), "{err}");
         assert!(err.contains("`nope`"), "{err}");
     }
@@ -442,8 +388,11 @@ mod tests {
     fn defaults_are_local_and_keys_hide_secrets() {
         let settings = ModelSettings::from_lookup(|_| None).unwrap();
         assert_eq!(settings.default.scheme(), "local");
-        let keys =
-            ProviderKeys::from_lookup(|k| (k == "OPENAI_API_KEY").then(|| "sk-secret".into()));
+        assert_eq!(settings.embedder.scheme(), "local");
+        let openai =
+            ModelSettings::from_lookup(|k| (k == "GUIDEPOST_MODEL").then(|| "openai:gpt-4.1".to_string())).unwrap();
+        assert_eq!(openai.embedder.to_string(), "openai:text-embedding-3-small");
+        let keys = ProviderKeys::from_lookup(|k| (k == "OPENAI_API_KEY").then(|| "sk-secret".into()));
         assert!(!format!("{keys:?}").contains("sk-secret"));
         assert_eq!(keys.openai_api_key.as_deref(), Some("sk-secret"));
     }

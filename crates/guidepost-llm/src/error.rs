@@ -30,10 +30,7 @@ pub enum LlmError {
     #[error("connection to provider failed: {0}")]
     Connection(String),
     /// The provider answered 2xx but the body is not what its protocol promises.
-    #[error(
-        "invalid response from provider: {detail} (body: {})",
-        excerpt(body, 300)
-    )]
+    #[error("invalid response from provider: {detail} (body: {})", excerpt(body, 300))]
     InvalidResponse {
         /// What was wrong.
         detail: String,
@@ -66,9 +63,7 @@ pub enum LlmError {
     #[error("configuration error: {0}")]
     Config(String),
     /// A scripted model received a request that none of its rules matches.
-    #[error(
-        "no scripted rule matches this {task} request (calls so far: {calls}); prompt excerpt: {excerpt}"
-    )]
+    #[error("no scripted rule matches this {task} request (calls so far: {calls}); prompt excerpt: {excerpt}")]
     NoScriptedRule {
         /// The task kind of the request.
         task: String,
@@ -90,9 +85,7 @@ impl LlmError {
     /// connection errors.
     pub fn is_retryable(&self) -> bool {
         match self {
-            LlmError::Http { status, .. } => {
-                matches!(status, 408 | 409 | 429) || (500..=599).contains(status)
-            }
+            LlmError::Http { status, .. } => matches!(status, 408 | 409 | 429) || (500..=599).contains(status),
             LlmError::Timeout { .. } | LlmError::Connection(_) => true,
             _ => false,
         }
@@ -134,11 +127,7 @@ mod tests {
 
     #[test]
     fn retryable_statuses() {
-        let http = |status| LlmError::Http {
-            status,
-            body: String::new(),
-            retry_after: None,
-        };
+        let http = |status| LlmError::Http { status, body: String::new(), retry_after: None };
         assert!(http(429).is_retryable());
         assert!(http(503).is_retryable());
         assert!(!http(400).is_retryable());

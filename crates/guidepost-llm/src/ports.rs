@@ -48,10 +48,7 @@ pub fn single_shot_stream(response: ChatResponse) -> TextStream {
         Output::Text(text) => text.clone(),
         Output::Json(value) => value.to_string(),
     };
-    Box::pin(stream::iter([
-        Ok(StreamEvent::Delta(text)),
-        Ok(StreamEvent::Done(response)),
-    ]))
+    Box::pin(stream::iter([Ok(StreamEvent::Delta(text)), Ok(StreamEvent::Done(response))]))
 }
 
 /// A model that maps texts to vectors.
@@ -99,5 +96,19 @@ impl<T: Embedder + ?Sized> Embedder for Arc<T> {
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
         (**self).embed(texts).await
+    }
+}
+
+/// Shows the model id, so structures holding `Arc<dyn ChatModel>` can derive `Debug`.
+impl std::fmt::Debug for dyn ChatModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChatModel({})", self.model_id())
+    }
+}
+
+/// Shows the model id, so structures holding `Arc<dyn Embedder>` can derive `Debug`.
+impl std::fmt::Debug for dyn Embedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Embedder({})", self.model_id())
     }
 }

@@ -128,24 +128,15 @@ pub struct ChatMessage {
 impl ChatMessage {
     /// A system message.
     pub fn system(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::System,
-            content: content.into(),
-        }
+        Self { role: Role::System, content: content.into() }
     }
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::User,
-            content: content.into(),
-        }
+        Self { role: Role::User, content: content.into() }
     }
     /// An assistant message.
     pub fn assistant(content: impl Into<String>) -> Self {
-        Self {
-            role: Role::Assistant,
-            content: content.into(),
-        }
+        Self { role: Role::Assistant, content: content.into() }
     }
 }
 
@@ -213,10 +204,7 @@ impl Default for TaskKind {
 impl ChatRequest {
     /// An empty text request for `task`.
     pub fn new(task: TaskKind) -> Self {
-        Self {
-            task,
-            ..Self::default()
-        }
+        Self { task, ..Self::default() }
     }
     /// Appends a system message.
     pub fn system(mut self, content: impl Into<String>) -> Self {
@@ -235,11 +223,7 @@ impl ChatRequest {
     }
     /// Asks for a JSON answer conforming to `schema`, strict when the provider supports it.
     pub fn json_output(mut self, name: impl Into<String>, schema: Value) -> Self {
-        self.output = OutputFormat::Json {
-            name: name.into(),
-            schema,
-            strict: true,
-        };
+        self.output = OutputFormat::Json { name: name.into(), schema, strict: true };
         self
     }
     /// Sets the answer shape.
@@ -273,20 +257,12 @@ impl ChatRequest {
     }
     /// The content of the last user message, or `""`.
     pub fn last_user_message(&self) -> &str {
-        self.messages
-            .iter()
-            .rev()
-            .find(|m| m.role == Role::User)
-            .map_or("", |m| m.content.as_str())
+        self.messages.iter().rev().find(|m| m.role == Role::User).map_or("", |m| m.content.as_str())
     }
     /// The system messages joined with newlines.
     pub fn system_text(&self) -> String {
-        let parts: Vec<&str> = self
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::System)
-            .map(|m| m.content.as_str())
-            .collect();
+        let parts: Vec<&str> =
+            self.messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.as_str()).collect();
         parts.join("\n")
     }
     /// The schema name when a JSON answer is asked for.

@@ -12,17 +12,8 @@ use crate::usage::Usage;
 
 /// `format` values OpenAI's strict mode accepts; others (schemars' `uint32`, `double` ...) are
 /// dropped by [`make_strict`].
-const STRICT_FORMATS: [&str; 9] = [
-    "date-time",
-    "time",
-    "date",
-    "duration",
-    "email",
-    "hostname",
-    "ipv4",
-    "ipv6",
-    "uuid",
-];
+const STRICT_FORMATS: [&str; 9] =
+    ["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"];
 
 /// Rewrites `schema` in place so that OpenAI's strict structured output accepts it, without
 /// changing which answers are valid except that optional properties become required-but-
@@ -78,10 +69,7 @@ fn strictify(schema: &mut Value) {
     };
     let names: Vec<String> = properties.keys().cloned().collect();
     let required: Vec<String> = match obj.get("required") {
-        Some(Value::Array(list)) => list
-            .iter()
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect(),
+        Some(Value::Array(list)) => list.iter().filter_map(|v| v.as_str().map(String::from)).collect(),
         _ => Vec::new(),
     };
     if let Some(Value::Object(properties)) = obj.get_mut("properties") {
@@ -91,10 +79,7 @@ fn strictify(schema: &mut Value) {
             }
         }
     }
-    obj.insert(
-        "required".into(),
-        Value::Array(names.into_iter().map(Value::String).collect()),
-    );
+    obj.insert("required".into(), Value::Array(names.into_iter().map(Value::String).collect()));
     obj.insert("additionalProperties".into(), Value::Bool(false));
 }
 
@@ -135,20 +120,10 @@ pub fn strict_schema_for<T: JsonSchema>() -> Value {
 pub fn schema_name_for<T: JsonSchema>() -> String {
     let name: String = T::schema_name()
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
         .take(64)
         .collect();
-    if name.is_empty() {
-        "answer".to_string()
-    } else {
-        name
-    }
+    if name.is_empty() { "answer".to_string() } else { name }
 }
 
 /// Asks `model` for a value of type `T`: sets the request's output to `T`'s strict schema,
@@ -160,26 +135,18 @@ pub async fn generate<T: DeserializeOwned + JsonSchema>(
     model: &dyn ChatModel,
     mut req: ChatRequest,
 ) -> Result<(T, Usage), LlmError> {
-    req.output = OutputFormat::Json {
-        name: schema_name_for::<T>(),
-        schema: strict_schema_for::<T>(),
-        strict: true,
-    };
+    req.output = OutputFormat::Json { name: schema_name_for::<T>(), schema: strict_schema_for::<T>(), strict: true };
     let response = model.complete(req).await?;
     let value = match response.output {
         Output::Json(value) => value,
-        Output::Text(text) => {
-            serde_json::from_str(&text).map_err(|e| LlmError::SchemaViolation {
-                errors: vec![format!("answer is not JSON: {e}")],
-                answer: text.clone(),
-            })?
-        }
+        Output::Text(text) => serde_json::from_str(&text).map_err(|e| LlmError::SchemaViolation {
+            errors: vec![format!("answer is not JSON: {e}")],
+            answer: text.clone(),
+        })?,
     };
     let answer = value.to_string();
-    let typed = serde_json::from_value(value).map_err(|e| LlmError::SchemaViolation {
-        errors: vec![e.to_string()],
-        answer,
-    })?;
+    let typed =
+        serde_json::from_value(value).map_err(|e| LlmError::SchemaViolation { errors: vec![e.to_string()], answer })?;
     Ok((typed, response.usage))
 }
 
@@ -215,10 +182,7 @@ mod tests {
         let schema = strict_schema_for::<Check>();
         assert!(schema.get("$schema").is_none());
         assert_eq!(schema["additionalProperties"], json!(false));
-        assert_eq!(
-            schema["required"],
-            json!(["rationale", "applies", "score", "kind"])
-        );
+        assert_eq!(schema["required"], json!(["rationale", "applies", "score", "kind"]));
         let keys: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["rationale", "applies", "score", "kind"]);
         assert!(schema["properties"]["score"].get("format").is_none());
@@ -235,15 +199,9 @@ mod tests {
             "$defs": {"X": {"type": "object", "properties": {"a": {"type": "string"}}}}
         });
         make_strict(&mut schema);
-        assert_eq!(
-            schema["properties"]["inner"],
-            json!({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]})
-        );
+        assert_eq!(schema["properties"]["inner"], json!({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]}));
         assert_eq!(schema["$defs"]["X"]["required"], json!(["a"]));
-        assert_eq!(
-            schema["$defs"]["X"]["properties"]["a"]["type"],
-            json!(["string", "null"])
-        );
+        assert_eq!(schema["$defs"]["X"]["properties"]["a"]["type"], json!(["string", "null"]));
     }
 
     #[tokio::test]
@@ -259,9 +217,7 @@ mod tests {
         assert_eq!(usage.calls, 1);
 
         let wrong = ScriptedModel::new().on(TaskKind::Matching, |_| Ok(json!({"applies": "yes"})));
-        let err = generate::<Check>(&wrong, ChatRequest::new(TaskKind::Matching).user("x"))
-            .await
-            .unwrap_err();
+        let err = generate::<Check>(&wrong, ChatRequest::new(TaskKind::Matching).user("x")).await.unwrap_err();
         assert!(matches!(err, LlmError::SchemaViolation { .. }), "{err}");
     }
 }

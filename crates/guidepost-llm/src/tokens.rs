@@ -41,11 +41,7 @@ pub fn count_tokens(text: &str) -> usize {
 
 /// The prompt tokens of a conversation: content plus per-message overhead.
 pub fn count_message_tokens(messages: &[ChatMessage]) -> usize {
-    messages
-        .iter()
-        .map(|m| count_tokens(&m.content) + PER_MESSAGE_OVERHEAD)
-        .sum::<usize>()
-        + REPLY_PRIMER
+    messages.iter().map(|m| count_tokens(&m.content) + PER_MESSAGE_OVERHEAD).sum::<usize>() + REPLY_PRIMER
 }
 
 /// A cheap estimate (one token per four characters, rounded up) for when exactness does not
@@ -67,10 +63,7 @@ mod tests {
         assert!((10..=20).contains(&n), "{n}");
         // special tokens in user text are counted, never rejected
         assert!(count_tokens("<|endoftext|>") >= 1);
-        let messages = [
-            ChatMessage::system("Be brief."),
-            ChatMessage::user("hello world"),
-        ];
+        let messages = [ChatMessage::system("Be brief."), ChatMessage::user("hello world")];
         assert_eq!(
             count_message_tokens(&messages),
             count_tokens("Be brief.") + 2 + 2 * PER_MESSAGE_OVERHEAD + REPLY_PRIMER

@@ -31,11 +31,7 @@ pub struct Usage {
 impl Usage {
     /// Usage of one call of `model` with no tokens counted yet.
     pub fn new(model: impl Into<String>) -> Self {
-        Self {
-            model: model.into(),
-            calls: 1,
-            ..Self::default()
-        }
+        Self { model: model.into(), calls: 1, ..Self::default() }
     }
 
     /// Adds the tokens, latency and calls of `other` (e.g. an earlier failed attempt).
@@ -109,16 +105,7 @@ impl Default for PriceTable {
         ];
         let prices = list
             .into_iter()
-            .map(|(name, input, cached_input, output)| {
-                (
-                    name.to_string(),
-                    ModelPrice {
-                        input,
-                        cached_input,
-                        output,
-                    },
-                )
-            })
+            .map(|(name, input, cached_input, output)| (name.to_string(), ModelPrice { input, cached_input, output }))
             .collect();
         Self { prices }
     }
@@ -127,9 +114,7 @@ impl Default for PriceTable {
 impl PriceTable {
     /// A table with no prices (every model unknown, except free local ones).
     pub fn empty() -> Self {
-        Self {
-            prices: HashMap::new(),
-        }
+        Self { prices: HashMap::new() }
     }
 
     /// Sets (or replaces) the price of `model`.
@@ -141,11 +126,7 @@ impl PriceTable {
     /// The price of `model`. Local and scripted models are free; `None` means unknown.
     pub fn price(&self, model: &str) -> Option<ModelPrice> {
         if model.starts_with("local:") || model.starts_with("scripted") {
-            return Some(ModelPrice {
-                input: 0.0,
-                cached_input: 0.0,
-                output: 0.0,
-            });
+            return Some(ModelPrice { input: 0.0, cached_input: 0.0, output: 0.0 });
         }
         let name = model.rsplit_once('#').map_or(model, |(_, name)| name);
         let name = ["openai:", "anthropic:", "openai-compatible:"]
@@ -259,10 +240,7 @@ impl Default for UsageLedger {
 
 impl fmt::Debug for UsageLedger {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UsageLedger")
-            .field("name", &self.inner.name)
-            .field("totals", &self.totals())
-            .finish()
+        f.debug_struct("UsageLedger").field("name", &self.inner.name).field("totals", &self.totals()).finish()
     }
 }
 
@@ -307,33 +285,17 @@ impl UsageLedger {
         let mut ledger = Some(self);
         while let Some(current) = ledger {
             {
-                let mut state = current
-                    .inner
-                    .state
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut state = current.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
                 state.totals.add(usage, cost);
-                state
-                    .by_task
-                    .entry(task.as_str().to_string())
-                    .or_default()
-                    .add(usage, cost);
-                state
-                    .by_model
-                    .entry(usage.model.clone())
-                    .or_default()
-                    .add(usage, cost);
+                state.by_task.entry(task.as_str().to_string()).or_default().add(usage, cost);
+                state.by_model.entry(usage.model.clone()).or_default().add(usage, cost);
             }
             ledger = current.inner.parent.as_ref();
         }
     }
 
     fn read<R>(&self, f: impl FnOnce(&LedgerState) -> R) -> R {
-        let state = self
-            .inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let state = self.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
         f(&state)
     }
 
@@ -374,16 +336,8 @@ mod tests {
         let mini = table.price("openai:gpt-4.1-mini-2025-04-14");
         assert_eq!(mini.map(|p| p.input), Some(0.4));
         assert_eq!(table.price("gpt-4.1").map(|p| p.input), Some(2.0));
-        assert_eq!(
-            table.price("anthropic:claude-sonnet-4-5").map(|p| p.output),
-            Some(15.0)
-        );
-        assert_eq!(
-            table
-                .price("openai-compatible:http://x/v1#gpt-4o")
-                .map(|p| p.input),
-            Some(2.5)
-        );
+        assert_eq!(table.price("anthropic:claude-sonnet-4-5").map(|p| p.output), Some(15.0));
+        assert_eq!(table.price("openai-compatible:http://x/v1#gpt-4o").map(|p| p.input), Some(2.5));
         assert!(table.price("mystery-model").is_none());
         assert_eq!(table.price("local:smollm2").map(|p| p.input), Some(0.0));
     }

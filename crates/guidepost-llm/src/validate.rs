@@ -25,11 +25,7 @@ pub fn validate(schema: &Value, instance: &Value) -> Result<(), Vec<String>> {
     let mut errors = Vec::new();
     let validator = Validator { root: schema };
     validator.check(schema, instance, "$", 0, &mut errors);
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(()) } else { Err(errors) }
 }
 
 struct Validator<'a> {
@@ -38,11 +34,8 @@ struct Validator<'a> {
 
 fn describe(value: &Value) -> String {
     let text = value.to_string();
-    let text = if text.chars().count() > 60 {
-        format!("{}…", text.chars().take(60).collect::<String>())
-    } else {
-        text
-    };
+    let text =
+        if text.chars().count() > 60 { format!("{}…", text.chars().take(60).collect::<String>()) } else { text };
     format!("{} {text}", type_name(value))
 }
 
@@ -67,9 +60,7 @@ fn has_type(value: &Value, ty: &str) -> bool {
         "object" => value.is_object(),
         "number" => value.is_number(),
         "integer" => match value {
-            Value::Number(n) => {
-                n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-            }
+            Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
             _ => false,
         },
         _ => true,
@@ -82,14 +73,7 @@ impl Validator<'_> {
         self.root.pointer(pointer)
     }
 
-    fn check(
-        &self,
-        schema: &Value,
-        value: &Value,
-        path: &str,
-        depth: usize,
-        errors: &mut Vec<String>,
-    ) {
+    fn check(&self, schema: &Value, value: &Value, path: &str, depth: usize, errors: &mut Vec<String>) {
         if depth > MAX_DEPTH {
             errors.push(format!("{path}: schema nesting deeper than {MAX_DEPTH}"));
             return;
@@ -120,11 +104,7 @@ impl Validator<'_> {
                 _ => Vec::new(),
             };
             if !allowed.is_empty() && !allowed.iter().any(|t| has_type(value, t)) {
-                errors.push(format!(
-                    "{path}: expected {}, got {}",
-                    allowed.join(" or "),
-                    describe(value)
-                ));
+                errors.push(format!("{path}: expected {}, got {}", allowed.join(" or "), describe(value)));
                 return;
             }
         }
@@ -132,19 +112,12 @@ impl Validator<'_> {
             && !options.contains(value)
         {
             let options: Vec<String> = options.iter().map(Value::to_string).collect();
-            errors.push(format!(
-                "{path}: {} is not one of [{}]",
-                describe(value),
-                options.join(", ")
-            ));
+            errors.push(format!("{path}: {} is not one of [{}]", describe(value), options.join(", ")));
         }
         if let Some(expected) = obj.get("const")
             && expected != value
         {
-            errors.push(format!(
-                "{path}: expected {expected}, got {}",
-                describe(value)
-            ));
+            errors.push(format!("{path}: expected {expected}, got {}", describe(value)));
         }
         self.check_combinators(obj, value, path, depth, errors);
         match value {
@@ -198,14 +171,9 @@ impl Validator<'_> {
                 }
             }
             if passed == 0 {
-                errors.push(format!(
-                    "{path}: matches none of the {keyword} alternatives ({})",
-                    failures.join(" | ")
-                ));
+                errors.push(format!("{path}: matches none of the {keyword} alternatives ({})", failures.join(" | ")));
             } else if keyword == "oneOf" && passed > 1 {
-                errors.push(format!(
-                    "{path}: matches {passed} of the oneOf alternatives, expected exactly one"
-                ));
+                errors.push(format!("{path}: matches {passed} of the oneOf alternatives, expected exactly one"));
             }
         }
     }
@@ -232,13 +200,9 @@ impl Validator<'_> {
                 Some(sub) => self.check(sub, item, &item_path, depth + 1, errors),
                 None => match obj.get("additionalProperties") {
                     Some(Value::Bool(false)) => {
-                        let known: Vec<&str> = properties
-                            .map(|p| p.keys().map(String::as_str).collect())
-                            .unwrap_or_default();
-                        errors.push(format!(
-                            "{path}: unexpected property `{key}` (allowed: {})",
-                            known.join(", ")
-                        ));
+                        let known: Vec<&str> =
+                            properties.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+                        errors.push(format!("{path}: unexpected property `{key}` (allowed: {})", known.join(", ")));
                     }
                     Some(sub @ Value::Object(_)) => {
                         self.check(sub, item, &item_path, depth + 1, errors);
@@ -272,13 +236,7 @@ impl Validator<'_> {
         }
         if let Some(item_schema) = obj.get("items") {
             for (i, item) in items.iter().enumerate() {
-                self.check(
-                    item_schema,
-                    item,
-                    &format!("{path}[{i}]"),
-                    depth + 1,
-                    errors,
-                );
+                self.check(item_schema, item, &format!("{path}[{i}]"), depth + 1, errors);
             }
         }
     }
@@ -349,27 +307,14 @@ mod tests {
                 }
             }
         });
-        let good =
-            json!({"checks": [{"verdict": "yes", "kind": "check"}], "note": null, "legacy": null});
+        let good = json!({"checks": [{"verdict": "yes", "kind": "check"}], "note": null, "legacy": null});
         assert!(validate(&schema, &good).is_ok());
         let bad = json!({"checks": [{"verdict": "maybe"}, {"kind": "x", "verdict": "no"}, {}]});
         let errs = errors(&schema, &bad);
-        assert!(
-            errs.iter().any(|e| e.starts_with("$.checks: 3 items")),
-            "{errs:?}"
-        );
-        assert!(
-            errs.iter()
-                .any(|e| e.starts_with("$.checks[0].verdict:") && e.contains("not one of"))
-        );
-        assert!(
-            errs.iter()
-                .any(|e| e.starts_with("$.checks[1].kind: expected \"check\""))
-        );
-        assert!(
-            errs.iter()
-                .any(|e| e.starts_with("$.checks[2]: missing required property `verdict`"))
-        );
+        assert!(errs.iter().any(|e| e.starts_with("$.checks: 3 items")), "{errs:?}");
+        assert!(errs.iter().any(|e| e.starts_with("$.checks[0].verdict:") && e.contains("not one of")));
+        assert!(errs.iter().any(|e| e.starts_with("$.checks[1].kind: expected \"check\"")));
+        assert!(errs.iter().any(|e| e.starts_with("$.checks[2]: missing required property `verdict`")));
     }
 
     #[test]

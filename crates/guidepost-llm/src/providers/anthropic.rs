@@ -36,19 +36,11 @@ pub struct AnthropicChat {
 
 impl AnthropicChat {
     /// `model` at `base_url` (default [`ANTHROPIC_BASE_URL`]).
-    pub fn new(
-        model: impl Into<String>,
-        api_key: Option<String>,
-        base_url: Option<String>,
-    ) -> Self {
+    pub fn new(model: impl Into<String>, api_key: Option<String>, base_url: Option<String>) -> Self {
         let model = model.into();
         Self {
             client: default_client(),
-            base_url: base_url
-                .as_deref()
-                .unwrap_or(ANTHROPIC_BASE_URL)
-                .trim_end_matches('/')
-                .to_string(),
+            base_url: base_url.as_deref().unwrap_or(ANTHROPIC_BASE_URL).trim_end_matches('/').to_string(),
             api_key,
             id: format!("anthropic:{model}"),
             model,
@@ -75,10 +67,8 @@ impl AnthropicChat {
                 _ => messages.push((m.role, m.content.clone())),
             }
         }
-        let messages: Vec<Value> = messages
-            .into_iter()
-            .map(|(role, content)| json!({"role": role.as_str(), "content": content}))
-            .collect();
+        let messages: Vec<Value> =
+            messages.into_iter().map(|(role, content)| json!({"role": role.as_str(), "content": content})).collect();
         let mut body = json!({
             "model": self.model,
             "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
@@ -131,14 +121,7 @@ fn wraps(schema: &Value) -> bool {
 }
 
 fn unwrap_input(schema: &Value, mut input: Value) -> Value {
-    if wraps(schema) {
-        input
-            .get_mut("value")
-            .map(Value::take)
-            .unwrap_or(Value::Null)
-    } else {
-        input
-    }
+    if wraps(schema) { input.get_mut("value").map(Value::take).unwrap_or(Value::Null) } else { input }
 }
 
 /// Fills `usage` from an Anthropic usage object. `input_tokens` excludes cache reads and
@@ -157,12 +140,7 @@ fn add_usage(usage: &mut Usage, value: &Value) {
     }
 }
 
-fn finish(
-    req: &ChatRequest,
-    text: String,
-    tool_input: Option<Value>,
-    truncated: bool,
-) -> Result<Output, LlmError> {
+fn finish(req: &ChatRequest, text: String, tool_input: Option<Value>, truncated: bool) -> Result<Output, LlmError> {
     match &req.output {
         OutputFormat::Text => Ok(Output::Text(text)),
         OutputFormat::Json { schema, .. } => match tool_input {
@@ -182,20 +160,15 @@ impl ChatModel for AnthropicChat {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let value = send_json(self.post(&self.body(&req, false))).await?;
-        let blocks = value
-            .get("content")
-            .and_then(Value::as_array)
-            .ok_or_else(|| LlmError::InvalidResponse {
-                detail: "no `content` blocks in the answer".into(),
-                body: excerpt(&value.to_string(), 1_000),
-            })?;
+        let blocks = value.get("content").and_then(Value::as_array).ok_or_else(|| LlmError::InvalidResponse {
+            detail: "no `content` blocks in the answer".into(),
+            body: excerpt(&value.to_string(), 1_000),
+        })?;
         let mut text = String::new();
         let mut tool_input = None;
         for block in blocks {
             match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
-                    text.push_str(block.get("text").and_then(Value::as_str).unwrap_or(""))
-                }
+                Some("text") => text.push_str(block.get("text").and_then(Value::as_str).unwrap_or("")),
                 Some("tool_use") => tool_input = block.get("input").cloned(),
                 _ => {}
             }
@@ -316,23 +289,11 @@ mod tests {
             .system("b")
             .user("one")
             .user("two")
-            .json_output(
-                "List",
-                json!({"type": "array", "items": {"type": "string"}}),
-            );
+            .json_output("List", json!({"type": "array", "items": {"type": "string"}}));
         let body = chat.body(&req, false);
         assert_eq!(body["system"], "a\nb");
-        assert_eq!(
-            body["messages"],
-            json!([{"role": "user", "content": "one\n\ntwo"}])
-        );
-        assert_eq!(
-            body["tools"][0]["input_schema"]["properties"]["value"]["type"],
-            "array"
-        );
-        assert_eq!(
-            unwrap_input(&json!({"type": "array"}), json!({"value": [1]})),
-            json!([1])
-        );
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "one\n\ntwo"}]));
+        assert_eq!(body["tools"][0]["input_schema"]["properties"]["value"]["type"], "array");
+        assert_eq!(unwrap_input(&json!({"type": "array"}), json!({"value": [1]})), json!([1]));
     }
 }

@@ -27,9 +27,7 @@ pub(crate) fn default_client() -> reqwest::Client {
 /// Maps a transport failure to a typed error.
 pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
     if error.is_timeout() {
-        LlmError::Timeout {
-            after: Duration::ZERO,
-        }
+        LlmError::Timeout { after: Duration::ZERO }
     } else {
         LlmError::Connection(error.to_string())
     }
@@ -39,8 +37,7 @@ pub(crate) fn transport_error(error: &reqwest::Error) -> LlmError {
 pub fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0)
-            .then(|| Duration::from_secs_f64(seconds.min(3_600.0)));
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(3_600.0)));
     }
     let date = chrono::DateTime::parse_from_rfc2822(value).ok()?;
     let wait = date.with_timezone(&chrono::Utc) - chrono::Utc::now();
@@ -57,11 +54,7 @@ pub(crate) async fn send(request: RequestBuilder) -> Result<Response, LlmError> 
     }
     let retry_after = parse_retry_after(response.headers());
     let body = response.text().await.unwrap_or_default();
-    Err(LlmError::Http {
-        status: status.as_u16(),
-        body: excerpt(&body, MAX_ERROR_BODY),
-        retry_after,
-    })
+    Err(LlmError::Http { status: status.as_u16(), body: excerpt(&body, MAX_ERROR_BODY), retry_after })
 }
 
 /// Sends `request` and parses the answer as JSON.
@@ -79,10 +72,9 @@ pub(crate) fn sse_events(response: Response) -> impl Stream<Item = Result<Event,
     response.bytes_stream().eventsource().map(|item| {
         item.map_err(|e| match e {
             eventsource_stream::EventStreamError::Transport(t) => transport_error(&t),
-            other => LlmError::InvalidResponse {
-                detail: format!("malformed event stream: {other}"),
-                body: String::new(),
-            },
+            other => {
+                LlmError::InvalidResponse { detail: format!("malformed event stream: {other}"), body: String::new() }
+            }
         })
     })
 }
@@ -109,10 +101,7 @@ pub(crate) fn parse_answer(text: &str, truncated: bool) -> Result<Value, LlmErro
         if truncated {
             error.push_str(" (the answer was cut off by the token limit)");
         }
-        LlmError::SchemaViolation {
-            errors: vec![error],
-            answer: text.to_string(),
-        }
+        LlmError::SchemaViolation { errors: vec![error], answer: text.to_string() }
     })
 }
 
@@ -137,34 +126,22 @@ mod tests {
 
     #[test]
     fn retry_after_seconds_and_dates() {
-        assert_eq!(
-            parse_retry_after(&headers("2")),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(
-            parse_retry_after(&headers("0.5")),
-            Some(Duration::from_millis(500))
-        );
+        assert_eq!(parse_retry_after(&headers("2")), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(&headers("0.5")), Some(Duration::from_millis(500)));
         assert_eq!(parse_retry_after(&headers("-1")), None);
         assert_eq!(parse_retry_after(&headers("soon")), None);
         let past = parse_retry_after(&headers("Wed, 21 Oct 2015 07:28:00 GMT"));
         assert_eq!(past, Some(Duration::ZERO));
         let future = (chrono::Utc::now() + chrono::Duration::seconds(30)).to_rfc2822();
         let wait = parse_retry_after(&headers(&future)).unwrap();
-        assert!(
-            wait > Duration::from_secs(25) && wait <= Duration::from_secs(30),
-            "{wait:?}"
-        );
+        assert!(wait > Duration::from_secs(25) && wait <= Duration::from_secs(30), "{wait:?}");
         assert_eq!(parse_retry_after(&HeaderMap::new()), None);
     }
 
     #[test]
     fn answers_parse_with_or_without_fences() {
         assert_eq!(parse_answer(" {\"a\":1} ", false).unwrap(), json!({"a": 1}));
-        assert_eq!(
-            parse_answer("```json\n{\"a\":1}\n```", false).unwrap(),
-            json!({"a": 1})
-        );
+        assert_eq!(parse_answer("```json\n{\"a\":1}\n```", false).unwrap(), json!({"a": 1}));
         let err = parse_answer("{\"a\":", true).unwrap_err().to_string();
         assert!(err.contains("cut off"), "{err}");
     }

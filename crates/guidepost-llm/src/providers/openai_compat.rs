@@ -51,16 +51,9 @@ pub struct OpenAiChat {
 
 impl OpenAiChat {
     /// OpenAI's API (`base_url` overrides [`OPENAI_BASE_URL`]); uses `max_completion_tokens`.
-    pub fn openai(
-        model: impl Into<String>,
-        api_key: Option<String>,
-        base_url: Option<String>,
-    ) -> Self {
+    pub fn openai(model: impl Into<String>, api_key: Option<String>, base_url: Option<String>) -> Self {
         let model = model.into();
-        let mut chat = Self::compatible(
-            base_url.as_deref().unwrap_or(OPENAI_BASE_URL),
-            model.clone(),
-        );
+        let mut chat = Self::compatible(base_url.as_deref().unwrap_or(OPENAI_BASE_URL), model.clone());
         chat.id = format!("openai:{model}");
         chat.api_key = api_key;
         chat.max_tokens_field = "max_completion_tokens";
@@ -112,18 +105,10 @@ impl OpenAiChat {
 
     /// The request body (public for inspection in tests and traces).
     pub fn body(&self, req: &ChatRequest, stream: bool, json_object: bool) -> Value {
-        let mut messages: Vec<Value> = req
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect();
+        let mut messages: Vec<Value> =
+            req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
         let mut body = json!({"model": self.model});
-        if let OutputFormat::Json {
-            name,
-            schema,
-            strict,
-        } = &req.output
-        {
+        if let OutputFormat::Json { name, schema, strict } = &req.output {
             if json_object {
                 let instruction = schema_instruction(schema);
                 match req.messages.iter().position(|m| m.role == Role::System) {
@@ -159,10 +144,7 @@ impl OpenAiChat {
     }
 
     fn post(&self, body: &Value) -> reqwest::RequestBuilder {
-        let mut request = self
-            .client
-            .post(format!("{}/chat/completions", self.base_url))
-            .json(body);
+        let mut request = self.client.post(format!("{}/chat/completions", self.base_url)).json(body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
@@ -175,14 +157,11 @@ impl OpenAiChat {
         let json_object = self.use_json_object();
         let result = send(self.post(&self.body(req, stream, json_object))).await;
         match result {
-            Err(LlmError::Http {
-                status: 400 | 422,
-                body,
-                ..
-            }) if !json_object
-                && self.mode == StructuredMode::Auto
-                && matches!(req.output, OutputFormat::Json { .. })
-                && (body.contains("response_format") || body.contains("json_schema")) =>
+            Err(LlmError::Http { status: 400 | 422, body, .. })
+                if !json_object
+                    && self.mode == StructuredMode::Auto
+                    && matches!(req.output, OutputFormat::Json { .. })
+                    && (body.contains("response_format") || body.contains("json_schema")) =>
             {
                 tracing::warn!(model = %self.id, "server rejected json_schema; using json_object from now on");
                 self.json_schema_rejected.store(true, Ordering::Relaxed);
@@ -204,9 +183,7 @@ impl OpenAiChat {
 
 fn schema_instruction(schema: &Value) -> String {
     let pretty = serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string());
-    format!(
-        "Answer with one JSON object and nothing else. It must conform to this JSON Schema:\n{pretty}"
-    )
+    format!("Answer with one JSON object and nothing else. It must conform to this JSON Schema:\n{pretty}")
 }
 
 fn output_for(req: &ChatRequest, text: String, truncated: bool) -> Result<Output, LlmError> {
@@ -225,20 +202,15 @@ impl ChatModel for OpenAiChat {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let response = self.open(&req, false).await?;
-        let body = response
-            .text()
-            .await
-            .map_err(|e| super::http::transport_error(&e))?;
+        let body = response.text().await.map_err(|e| super::http::transport_error(&e))?;
         let value: Value = serde_json::from_str(&body).map_err(|e| LlmError::InvalidResponse {
             detail: format!("body is not JSON: {e}"),
             body: excerpt(&body, 1_000),
         })?;
-        let choice = value
-            .pointer("/choices/0")
-            .ok_or_else(|| LlmError::InvalidResponse {
-                detail: "no choices in the answer".into(),
-                body: excerpt(&body, 1_000),
-            })?;
+        let choice = value.pointer("/choices/0").ok_or_else(|| LlmError::InvalidResponse {
+            detail: "no choices in the answer".into(),
+            body: excerpt(&body, 1_000),
+        })?;
         let content = match choice.pointer("/message/content") {
             Some(Value::String(text)) => text.clone(),
             _ => {
@@ -246,18 +218,12 @@ impl ChatModel for OpenAiChat {
                     Some(refusal) => format!("the model refused: {refusal}"),
                     None => "the answer has no message content".to_string(),
                 };
-                return Err(LlmError::InvalidResponse {
-                    detail,
-                    body: excerpt(&body, 1_000),
-                });
+                return Err(LlmError::InvalidResponse { detail, body: excerpt(&body, 1_000) });
             }
         };
         let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
         let output = output_for(&req, content, truncated)?;
-        Ok(ChatResponse {
-            output,
-            usage: self.usage(&value, started),
-        })
+        Ok(ChatResponse { output, usage: self.usage(&value, started) })
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
@@ -386,33 +352,18 @@ impl OpenAiEmbedder {
 fn decode_embedding(value: &Value) -> Result<Vec<f32>, String> {
     match value {
         #[allow(clippy::cast_possible_truncation)]
-        Value::Array(items) => items
-            .iter()
-            .map(|x| {
-                x.as_f64()
-                    .map(|f| f as f32)
-                    .ok_or_else(|| format!("not a number: {x}"))
-            })
-            .collect(),
-        Value::String(encoded) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(encoded)
-                .map_err(|e| format!("bad base64: {e}"))?;
-            if bytes.len() % 4 != 0 {
-                return Err(format!(
-                    "{} bytes is not a whole number of f32s",
-                    bytes.len()
-                ));
-            }
-            Ok(bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect())
+        Value::Array(items) => {
+            items.iter().map(|x| x.as_f64().map(|f| f as f32).ok_or_else(|| format!("not a number: {x}"))).collect()
         }
-        other => Err(format!(
-            "unexpected embedding value {}",
-            excerpt(&other.to_string(), 80)
-        )),
+        Value::String(encoded) => {
+            let bytes =
+                base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("bad base64: {e}"))?;
+            if bytes.len() % 4 != 0 {
+                return Err(format!("{} bytes is not a whole number of f32s", bytes.len()));
+            }
+            Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        }
+        other => Err(format!("unexpected embedding value {}", excerpt(&other.to_string(), 80))),
     }
 }
 
@@ -438,41 +389,23 @@ impl Embedder for OpenAiEmbedder {
         if let Some(n) = self.requested_dimensions {
             body["dimensions"] = json!(n);
         }
-        let mut request = self
-            .client
-            .post(format!("{}/embeddings", self.base_url))
-            .json(&body);
+        let mut request = self.client.post(format!("{}/embeddings", self.base_url)).json(&body);
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
         let value = send_json(request).await?;
-        let invalid = |detail: String| LlmError::InvalidResponse {
-            detail,
-            body: excerpt(&value.to_string(), 500),
-        };
-        let data = value
-            .get("data")
-            .and_then(Value::as_array)
-            .ok_or_else(|| invalid("no `data` array".into()))?;
+        let invalid = |detail: String| LlmError::InvalidResponse { detail, body: excerpt(&value.to_string(), 500) };
+        let data = value.get("data").and_then(Value::as_array).ok_or_else(|| invalid("no `data` array".into()))?;
         let mut vectors: Vec<(u64, Vec<f32>)> = Vec::with_capacity(data.len());
         for (position, item) in data.iter().enumerate() {
-            let index = item
-                .get("index")
-                .and_then(Value::as_u64)
-                .unwrap_or(position as u64);
-            let embedding = item
-                .get("embedding")
-                .ok_or_else(|| invalid(format!("item {position} has no embedding")))?;
-            let vector = decode_embedding(embedding)
-                .map_err(|e| invalid(format!("item {position}: {e}")))?;
+            let index = item.get("index").and_then(Value::as_u64).unwrap_or(position as u64);
+            let embedding =
+                item.get("embedding").ok_or_else(|| invalid(format!("item {position} has no embedding")))?;
+            let vector = decode_embedding(embedding).map_err(|e| invalid(format!("item {position}: {e}")))?;
             vectors.push((index, vector));
         }
         if vectors.len() != texts.len() {
-            return Err(invalid(format!(
-                "{} vectors for {} texts",
-                vectors.len(),
-                texts.len()
-            )));
+            return Err(invalid(format!("{} vectors for {} texts", vectors.len(), texts.len())));
         }
         vectors.sort_by_key(|(index, _)| *index);
         let vectors: Vec<Vec<f32>> = vectors.into_iter().map(|(_, v)| v).collect();
@@ -495,18 +428,11 @@ mod tests {
     #[test]
     fn json_object_mode_puts_the_schema_in_the_system_prompt() {
         let chat = OpenAiChat::compatible("http://h/v1/", "m");
-        let req = ChatRequest::new(TaskKind::Matching)
-            .user("hi")
-            .json_output("A", json!({"type": "object"}));
+        let req = ChatRequest::new(TaskKind::Matching).user("hi").json_output("A", json!({"type": "object"}));
         let body = chat.body(&req, false, true);
         assert_eq!(body["response_format"], json!({"type": "json_object"}));
         assert_eq!(body["messages"][0]["role"], "system");
-        assert!(
-            body["messages"][0]["content"]
-                .as_str()
-                .unwrap()
-                .contains("JSON Schema")
-        );
+        assert!(body["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
         assert_eq!(chat.model_id(), "openai-compatible:http://h/v1#m");
     }
 

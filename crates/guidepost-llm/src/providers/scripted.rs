@@ -38,9 +38,7 @@ use serde_json::Value;
 
 use crate::error::{LlmError, tail_excerpt};
 use crate::ports::{ChatModel, TextStream};
-use crate::request::{
-    ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind,
-};
+use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind};
 use crate::tokens::estimate_tokens;
 use crate::usage::Usage;
 
@@ -66,19 +64,14 @@ impl Rule {
     fn matches(&self, req: &ChatRequest) -> bool {
         self.task.as_ref().is_none_or(|t| *t == req.task)
             && self.predicates.iter().all(|p| p(req))
-            && self
-                .remaining
-                .as_ref()
-                .is_none_or(|r| r.load(Ordering::SeqCst) > 0)
+            && self.remaining.as_ref().is_none_or(|r| r.load(Ordering::SeqCst) > 0)
     }
 
     /// Takes one use of a limited rule; false when another caller took the last one.
     fn take(&self) -> bool {
         match &self.remaining {
             None => true,
-            Some(r) => r
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok(),
+            Some(r) => r.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok(),
         }
     }
 }
@@ -112,11 +105,7 @@ impl fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// A model with no rules (every request fails with [`LlmError::NoScriptedRule`]).
     pub fn new() -> Self {
-        Self {
-            id: "scripted".to_string(),
-            rules: Vec::new(),
-            seen: Mutex::new(Vec::new()),
-        }
+        Self { id: "scripted".to_string(), rules: Vec::new(), seen: Mutex::new(Vec::new()) }
     }
 
     /// Sets the model id reported in [`Usage::model`] (default `scripted`).
@@ -145,63 +134,34 @@ impl ScriptedModel {
 
     /// Starts a rule that applies when `predicate` holds (refine it with [`RuleBuilder::task`],
     /// [`RuleBuilder::and`], [`RuleBuilder::times`]).
-    pub fn when(
-        self,
-        predicate: impl Fn(&ChatRequest) -> bool + Send + Sync + 'static,
-    ) -> RuleBuilder {
-        RuleBuilder {
-            model: self,
-            task: None,
-            predicates: vec![Arc::new(predicate)],
-            times: None,
-        }
+    pub fn when(self, predicate: impl Fn(&ChatRequest) -> bool + Send + Sync + 'static) -> RuleBuilder {
+        RuleBuilder { model: self, task: None, predicates: vec![Arc::new(predicate)], times: None }
     }
 
     /// Starts a rule for every request of `task`.
     pub fn when_task(self, task: TaskKind) -> RuleBuilder {
-        RuleBuilder {
-            model: self,
-            task: Some(task),
-            predicates: Vec::new(),
-            times: None,
-        }
+        RuleBuilder { model: self, task: Some(task), predicates: Vec::new(), times: None }
     }
 
     /// Every request seen, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The requests of one task kind, in order.
     pub fn requests_for(&self, task: &TaskKind) -> Vec<ChatRequest> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r.task == *task)
-            .collect()
+        self.requests().into_iter().filter(|r| r.task == *task).collect()
     }
 
     /// How many requests of `task` were seen (answered or not).
     pub fn calls(&self, task: &TaskKind) -> usize {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|r| r.task == *task)
-            .count()
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner).iter().filter(|r| r.task == *task).count()
     }
 
     /// Requests seen per task kind.
     pub fn calls_by_task(&self) -> BTreeMap<TaskKind, usize> {
         let mut counts = BTreeMap::new();
-        for req in self
-            .seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-        {
+        for req in self.seen.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             *counts.entry(req.task.clone()).or_insert(0) += 1;
         }
         counts
@@ -209,10 +169,7 @@ impl ScriptedModel {
 
     /// How many requests were seen in total.
     pub fn total_calls(&self) -> usize {
-        self.seen
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
     fn answer(&self, req: &ChatRequest) -> Result<Output, LlmError> {
@@ -221,15 +178,13 @@ impl ScriptedModel {
             seen.push(req.clone());
             seen.len() - 1
         };
-        let rule = self
-            .rules
-            .iter()
-            .find(|rule| rule.matches(req) && rule.take())
-            .ok_or_else(|| LlmError::NoScriptedRule {
+        let rule = self.rules.iter().find(|rule| rule.matches(req) && rule.take()).ok_or_else(|| {
+            LlmError::NoScriptedRule {
                 task: req.task.to_string(),
                 excerpt: tail_excerpt(req.last_message(), 200),
                 calls,
-            })?;
+            }
+        })?;
         let is_json = matches!(req.output, OutputFormat::Json { .. });
         match &rule.answer {
             Answer::Fail(error) => Err(error.clone()),
@@ -247,11 +202,9 @@ impl ScriptedModel {
             Answer::Text(compute) => {
                 let text = compute(req)?;
                 if is_json {
-                    serde_json::from_str(&text).map(Output::Json).map_err(|e| {
-                        LlmError::SchemaViolation {
-                            errors: vec![format!("answer is not valid JSON: {e}")],
-                            answer: text,
-                        }
+                    serde_json::from_str(&text).map(Output::Json).map_err(|e| LlmError::SchemaViolation {
+                        errors: vec![format!("answer is not valid JSON: {e}")],
+                        answer: text,
                     })
                 } else {
                     Ok(Output::Text(text))
@@ -261,11 +214,7 @@ impl ScriptedModel {
     }
 
     fn usage(&self, req: &ChatRequest, output: &Output) -> Usage {
-        let prompt: usize = req
-            .messages
-            .iter()
-            .map(|m| estimate_tokens(&m.content))
-            .sum();
+        let prompt: usize = req.messages.iter().map(|m| estimate_tokens(&m.content)).sum();
         let mut usage = Usage::new(self.id.clone());
         usage.prompt_tokens = prompt as u64;
         usage.completion_tokens = estimate_tokens(&output.to_text()) as u64;
@@ -289,10 +238,8 @@ impl ChatModel for ScriptedModel {
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         let response = self.complete(req).await?;
         let text = response.output.to_text();
-        let mut events: Vec<Result<StreamEvent, LlmError>> = text
-            .split_inclusive(' ')
-            .map(|piece| Ok(StreamEvent::Delta(piece.to_string())))
-            .collect();
+        let mut events: Vec<Result<StreamEvent, LlmError>> =
+            text.split_inclusive(' ').map(|piece| Ok(StreamEvent::Delta(piece.to_string()))).collect();
         events.push(Ok(StreamEvent::Done(response)));
         Ok(Box::pin(stream::iter(events)))
     }
@@ -372,29 +319,19 @@ impl RuleBuilder {
 }
 
 /// Holds when the last user message contains `needle`.
-pub fn last_user_contains(
-    needle: impl Into<String>,
-) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
+pub fn last_user_contains(needle: impl Into<String>) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
     let needle = needle.into();
     move |req| req.last_user_message().contains(&needle)
 }
 
 /// Holds when a system message contains `needle`.
-pub fn system_contains(
-    needle: impl Into<String>,
-) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
+pub fn system_contains(needle: impl Into<String>) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
     let needle = needle.into();
-    move |req| {
-        req.messages
-            .iter()
-            .any(|m| m.role == Role::System && m.content.contains(&needle))
-    }
+    move |req| req.messages.iter().any(|m| m.role == Role::System && m.content.contains(&needle))
 }
 
 /// Holds when any message (system, user or assistant) contains `needle`.
-pub fn prompt_contains(
-    needle: impl Into<String>,
-) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
+pub fn prompt_contains(needle: impl Into<String>) -> impl Fn(&ChatRequest) -> bool + Send + Sync + 'static {
     let needle = needle.into();
     move |req| req.messages.iter().any(|m| m.content.contains(&needle))
 }
@@ -442,10 +379,7 @@ mod tests {
     #[tokio::test]
     async fn no_rule_names_task_and_prompt() {
         let model = ScriptedModel::new().on(TaskKind::Generation, |_| Ok(json!("hi")));
-        let err = model
-            .complete(matching("where is my parcel?"))
-            .await
-            .unwrap_err();
+        let err = model.complete(matching("where is my parcel?")).await.unwrap_err();
         let text = err.to_string();
         assert!(text.contains("matching"), "{text}");
         assert!(text.contains("where is my parcel?"), "{text}");
@@ -454,13 +388,9 @@ mod tests {
 
     #[tokio::test]
     async fn text_for_json_request_must_parse() {
-        let model = ScriptedModel::new()
-            .when_task(TaskKind::Matching)
-            .reply_text("{not json");
+        let model = ScriptedModel::new().when_task(TaskKind::Matching).reply_text("{not json");
         let err = model.complete(matching("x")).await.unwrap_err();
-        assert!(
-            matches!(err, LlmError::SchemaViolation { ref answer, .. } if answer == "{not json")
-        );
+        assert!(matches!(err, LlmError::SchemaViolation { ref answer, .. } if answer == "{not json"));
     }
 
     #[tokio::test]
@@ -484,13 +414,8 @@ mod tests {
     async fn failing_rule_returns_its_error() {
         let model = ScriptedModel::new()
             .when_task(TaskKind::Judge)
-            .fail(LlmError::Timeout {
-                after: std::time::Duration::from_secs(1),
-            });
-        let err = model
-            .complete(ChatRequest::new(TaskKind::Judge).user("x"))
-            .await
-            .unwrap_err();
+            .fail(LlmError::Timeout { after: std::time::Duration::from_secs(1) });
+        let err = model.complete(ChatRequest::new(TaskKind::Judge).user("x")).await.unwrap_err();
         assert!(matches!(err, LlmError::Timeout { .. }));
     }
 }

@@ -1,0 +1,305 @@
+//! Assembling models from configuration: [`layer`] wraps one model in the middleware, and
+//! [`ModelStackBuilder`] builds a [`ModelStack`] (a model per task kind plus an embedder) from
+//! [`ModelSettings`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use guidepost_llm::{ModelSettings, ModelStackBuilder, StackConfig, TaskKind, UsageLedger};
+//! use guidepost_llm::providers::scripted::ScriptedModel;
+//! use serde_json::json;
+//!
+//! let settings = ModelSettings::from_lookup(|key| match key {
+//!     "GUIDEPOST_MODEL" => Some("scripted".to_string()),
+//!     _ => None,
+//! })?;
+//! let scripted = Arc::new(ScriptedModel::new().on(TaskKind::Matching, |_| Ok(json!({}))));
+//! let stack = ModelStackBuilder::new(settings)
+//!     .config(StackConfig { ledger: Some(UsageLedger::new("server")), ..StackConfig::default() })
+//!     .scripted(scripted)
+//!     .build()?;
+//! assert_eq!(stack.model_for(&TaskKind::Matching).model_id(), "scripted");
+//! # Ok::<(), guidepost_llm::LlmError>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::config::{ModelSettings, ModelSpec, ProviderKeys, ProviderRegistry};
+use crate::error::LlmError;
+use crate::middleware::accounting::Accounting;
+use crate::middleware::cache::{CacheMode, RecordReplay};
+use crate::middleware::limits::{Limits, LimitsConfig};
+use crate::middleware::reask::Reask;
+use crate::middleware::retry::{Retry, RetryPolicy};
+use crate::middleware::timeout::Timeout;
+use crate::ports::{ChatModel, Embedder, TextStream};
+use crate::providers::anthropic::AnthropicChat;
+use crate::providers::hashing::HashingEmbedder;
+use crate::providers::openai_compat::{OPENAI_BASE_URL, OpenAiChat, OpenAiEmbedder};
+use crate::request::{ChatRequest, ChatResponse, TaskKind};
+use crate::usage::UsageLedger;
+
+/// The middleware settings applied to every model of a stack.
+#[derive(Debug, Clone)]
+pub struct StackConfig {
+    /// Time budget of one attempt (`None`: unbounded).
+    pub timeout: Option<Duration>,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Limits per provider (shared by the task kinds that use the same spec).
+    pub limits: LimitsConfig,
+    /// Re-asks after an invalid structured answer (0 = validate only).
+    pub max_reasks: u32,
+    /// Directory of recordings; `None` disables the cache whatever the mode.
+    pub recordings: Option<PathBuf>,
+    /// Record/replay mode.
+    pub cache_mode: CacheMode,
+    /// Ledger receiving every call of the stack (in addition to each request's own ledger).
+    pub ledger: Option<UsageLedger>,
+}
+
+impl Default for StackConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Some(Duration::from_secs(120)),
+            retry: RetryPolicy::default(),
+            limits: LimitsConfig::default(),
+            max_reasks: 2,
+            recordings: None,
+            cache_mode: CacheMode::Live,
+            ledger: None,
+        }
+    }
+}
+
+/// Wraps `model` in the middleware: timeout → retry → limits → re-ask → record/replay →
+/// accounting (innermost first; see [`middleware`](crate::middleware) for why).
+pub fn layer(model: Arc<dyn ChatModel>, config: &StackConfig) -> Arc<dyn ChatModel> {
+    let timed: Arc<dyn ChatModel> = match config.timeout {
+        Some(after) => Arc::new(Timeout::new(model, after)),
+        None => model,
+    };
+    let retried = Retry::new(timed, config.retry.clone());
+    let limited = Limits::new(retried, config.limits);
+    let checked: Arc<dyn ChatModel> = Arc::new(Reask::new(limited, config.max_reasks));
+    let cached: Arc<dyn ChatModel> = match (&config.recordings, config.cache_mode) {
+        (Some(dir), mode) if mode != CacheMode::Live => Arc::new(RecordReplay::new(checked, dir.clone(), mode)),
+        _ => checked,
+    };
+    Arc::new(Accounting::new(cached, config.ledger.clone()))
+}
+
+/// Wraps an embedder in timeout → retry → limits.
+pub fn layer_embedder(embedder: Arc<dyn Embedder>, config: &StackConfig) -> Arc<dyn Embedder> {
+    let timed: Arc<dyn Embedder> = match config.timeout {
+        Some(after) => Arc::new(Timeout::new(embedder, after)),
+        None => embedder,
+    };
+    Arc::new(Limits::new(Retry::new(timed, config.retry.clone()), config.limits))
+}
+
+/// A model per task kind and an embedder. It is itself a [`ChatModel`] that routes each
+/// request by its [`TaskKind`], so the engine can hold one `Arc<dyn ChatModel>`.
+#[derive(Clone)]
+pub struct ModelStack {
+    default: Arc<dyn ChatModel>,
+    per_task: BTreeMap<TaskKind, Arc<dyn ChatModel>>,
+    embedder: Arc<dyn Embedder>,
+}
+
+impl std::fmt::Debug for ModelStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tasks: BTreeMap<&str, &str> = self.per_task.iter().map(|(t, m)| (t.as_str(), m.model_id())).collect();
+        f.debug_struct("ModelStack")
+            .field("default", &self.default.model_id())
+            .field("per_task", &tasks)
+            .field("embedder", &self.embedder.model_id())
+            .finish()
+    }
+}
+
+impl ModelStack {
+    /// The model serving `task`.
+    pub fn model_for(&self, task: &TaskKind) -> Arc<dyn ChatModel> {
+        Arc::clone(self.per_task.get(task).unwrap_or(&self.default))
+    }
+
+    /// The embedder.
+    pub fn embedder(&self) -> Arc<dyn Embedder> {
+        Arc::clone(&self.embedder)
+    }
+}
+
+#[async_trait]
+impl ChatModel for ModelStack {
+    fn model_id(&self) -> &str {
+        self.default.model_id()
+    }
+    async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.model_for(&req.task).complete(req).await
+    }
+    async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
+        self.model_for(&req.task).stream(req).await
+    }
+}
+
+/// Builds a [`ModelStack`] from settings, keys, registered factories and middleware settings.
+#[derive(Debug, Clone)]
+pub struct ModelStackBuilder {
+    settings: ModelSettings,
+    keys: ProviderKeys,
+    registry: ProviderRegistry,
+    config: StackConfig,
+    scripted: Option<Arc<dyn ChatModel>>,
+    scripted_embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl ModelStackBuilder {
+    /// A builder for `settings` with no keys, no factories and default middleware.
+    pub fn new(settings: ModelSettings) -> Self {
+        Self {
+            settings,
+            keys: ProviderKeys::default(),
+            registry: ProviderRegistry::new(),
+            config: StackConfig::default(),
+            scripted: None,
+            scripted_embedder: None,
+        }
+    }
+
+    /// Settings and keys from the process environment.
+    pub fn from_env() -> Result<Self, LlmError> {
+        Ok(Self::new(ModelSettings::from_env()?).keys(ProviderKeys::from_env()))
+    }
+
+    /// Sets the provider keys.
+    pub fn keys(mut self, keys: ProviderKeys) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// Sets the factories for schemes built elsewhere (`local`).
+    pub fn registry(mut self, registry: ProviderRegistry) -> Self {
+        self.registry = registry;
+        self
+    }
+
+    /// Sets the middleware settings.
+    pub fn config(mut self, config: StackConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The model that serves `scripted` specs.
+    pub fn scripted(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.scripted = Some(model);
+        self
+    }
+
+    /// The embedder that serves a `scripted` embedder spec (default: [`HashingEmbedder`]).
+    pub fn scripted_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.scripted_embedder = Some(embedder);
+        self
+    }
+
+    /// The bare provider model of `spec`, without middleware.
+    pub fn provider(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, LlmError> {
+        if let Some(factory) = self.registry.get(spec.scheme()) {
+            return factory.chat_model(spec);
+        }
+        match spec {
+            ModelSpec::OpenAi { model } => {
+                let key = self
+                    .keys
+                    .openai_api_key
+                    .clone()
+                    .ok_or_else(|| LlmError::Config(format!("OPENAI_API_KEY is not set (needed by `{spec}`)")))?;
+                Ok(Arc::new(OpenAiChat::openai(model, Some(key), self.keys.openai_base_url.clone())))
+            }
+            ModelSpec::OpenAiCompatible { base_url, model } => {
+                let mut chat = OpenAiChat::compatible(base_url, model);
+                if let Some(key) = &self.keys.compatible_api_key {
+                    chat = chat.with_api_key(key);
+                }
+                Ok(Arc::new(chat))
+            }
+            ModelSpec::Anthropic { model } => {
+                let key =
+                    self.keys.anthropic_api_key.clone().ok_or_else(|| {
+                        LlmError::Config(format!("ANTHROPIC_API_KEY is not set (needed by `{spec}`)"))
+                    })?;
+                Ok(Arc::new(AnthropicChat::new(model, Some(key), self.keys.anthropic_base_url.clone())))
+            }
+            ModelSpec::Scripted => self.scripted.clone().ok_or_else(|| {
+                LlmError::Config("the `scripted` model must be supplied in code (ModelStackBuilder::scripted)".into())
+            }),
+            ModelSpec::Local { .. } => Err(no_local_factory(spec)),
+        }
+    }
+
+    /// The bare embedder of `spec`, without middleware.
+    pub fn embedder_provider(&self, spec: &ModelSpec) -> Result<Arc<dyn Embedder>, LlmError> {
+        if let Some(factory) = self.registry.get(spec.scheme()) {
+            return factory.embedder(spec);
+        }
+        match spec {
+            ModelSpec::OpenAi { model } => {
+                let key = self
+                    .keys
+                    .openai_api_key
+                    .clone()
+                    .ok_or_else(|| LlmError::Config(format!("OPENAI_API_KEY is not set (needed by `{spec}`)")))?;
+                let base = self.keys.openai_base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
+                Ok(Arc::new(OpenAiEmbedder::new(base, model, spec.to_string()).with_api_key(key)))
+            }
+            ModelSpec::OpenAiCompatible { base_url, model } => {
+                let mut embedder = OpenAiEmbedder::new(base_url, model, spec.to_string());
+                if let Some(key) = &self.keys.compatible_api_key {
+                    embedder = embedder.with_api_key(key);
+                }
+                Ok(Arc::new(embedder))
+            }
+            ModelSpec::Anthropic { .. } => Err(LlmError::Config(format!(
+                "`{spec}` cannot embed (Anthropic has no embeddings API); set GUIDEPOST_EMBEDDER"
+            ))),
+            ModelSpec::Scripted => {
+                Ok(self.scripted_embedder.clone().unwrap_or_else(|| Arc::new(HashingEmbedder::default())))
+            }
+            ModelSpec::Local { .. } => Err(no_local_factory(spec)),
+        }
+    }
+
+    /// Builds the stack. Task kinds that name the same spec share one layered model, so they
+    /// share its limits.
+    pub fn build(self) -> Result<ModelStack, LlmError> {
+        let mut built: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
+        let mut get = |spec: &ModelSpec| -> Result<Arc<dyn ChatModel>, LlmError> {
+            let name = spec.to_string();
+            if let Some(model) = built.get(&name) {
+                return Ok(Arc::clone(model));
+            }
+            let model = layer(self.provider(spec)?, &self.config);
+            built.insert(name, Arc::clone(&model));
+            Ok(model)
+        };
+        let default = get(&self.settings.default)?;
+        let mut per_task = BTreeMap::new();
+        for (task, spec) in &self.settings.per_task {
+            per_task.insert(task.clone(), get(spec)?);
+        }
+        let embedder = layer_embedder(self.embedder_provider(&self.settings.embedder)?, &self.config);
+        Ok(ModelStack { default, per_task, embedder })
+    }
+}
+
+fn no_local_factory(spec: &ModelSpec) -> LlmError {
+    LlmError::Config(format!(
+        "no provider is registered for `{spec}`: local models need the guidepost-llm-local \
+         factory (register it in the ProviderRegistry), or choose a hosted model with \
+         GUIDEPOST_MODEL / GUIDEPOST_EMBEDDER"
+    ))
+}

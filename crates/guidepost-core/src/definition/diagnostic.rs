@@ -1,0 +1,143 @@
+//! Diagnostics: what is wrong with a definition, where, and how to fix it.
+
+use serde::Serialize;
+use std::fmt::Write as _;
+
+use super::source::Span;
+
+/// How bad a diagnostic is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The definition cannot be used.
+    Error,
+    /// Legal but probably not what the author meant.
+    Warning,
+}
+
+/// One problem in a definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Stable machine-readable code, e.g. `unknown-reference`.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+    /// File name as given to the loader.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+    /// Width of the offending text, for underlining.
+    #[serde(skip)]
+    pub len: u32,
+    /// How to fix it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+}
+
+impl Diagnostic {
+    /// An error at `span` of `file`.
+    pub fn error(code: &'static str, file: &str, span: Span, message: impl Into<String>) -> Self {
+        Self {
+            severity: Severity::Error,
+            code,
+            message: message.into(),
+            file: file.to_string(),
+            line: span.line,
+            column: span.col,
+            len: span.len,
+            hint: None,
+        }
+    }
+
+    /// A warning at `span` of `file`.
+    pub fn warning(code: &'static str, file: &str, span: Span, message: impl Into<String>) -> Self {
+        Self { severity: Severity::Warning, ..Self::error(code, file, span, message) }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a hint when there is one.
+    pub fn with_hint_opt(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// Renders the diagnostic for a terminal, with the source line and an underline.
+    ///
+    /// ```text
+    /// error[unknown-field]: unknown field `criticalty` in guideline
+    ///   --> agents/bank.yaml:12:5
+    ///    |
+    /// 12 |     criticalty: high
+    ///    |     ^^^^^^^^^^
+    ///    = hint: did you mean `criticality`?
+    /// ```
+    pub fn render(&self, source: Option<&str>) -> String {
+        let label = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let mut out = format!("{label}[{}]: {}\n", self.code, self.message);
+        let number = self.line.to_string();
+        let pad = " ".repeat(number.len());
+        let _ = writeln!(out, "{pad}--> {}:{}:{}", self.file, self.line, self.column);
+        let line_text =
+            source.and_then(|s| s.lines().nth(usize::try_from(self.line).unwrap_or(usize::MAX).saturating_sub(1)));
+        if let Some(text) = line_text {
+            let text = text.replace('\t', " ");
+            let col = usize::try_from(self.column).unwrap_or(1).max(1);
+            let width = text.chars().count().saturating_sub(col - 1).max(1);
+            let len = usize::try_from(self.len).unwrap_or(1).clamp(1, width);
+            let _ = writeln!(out, "{pad} |");
+            let _ = writeln!(out, "{number} | {text}");
+            let _ = writeln!(out, "{pad} | {}{}", " ".repeat(col - 1), "^".repeat(len));
+        }
+        if let Some(hint) = &self.hint {
+            let _ = writeln!(out, "{pad} = hint: {hint}");
+        }
+        out
+    }
+}
+
+/// Sorts diagnostics by file, position, then severity, and drops exact duplicates.
+pub fn sort(diagnostics: &mut Vec<Diagnostic>) {
+    diagnostics.sort_by(|a, b| {
+        (a.file.as_str(), a.line, a.column, a.severity, &a.message).cmp(&(
+            b.file.as_str(),
+            b.line,
+            b.column,
+            b.severity,
+            &b.message,
+        ))
+    });
+    diagnostics.dedup();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_excerpt_and_hint() {
+        let d = Diagnostic::error(
+            "unknown-field",
+            "a.yaml",
+            Span { line: 2, col: 3, len: 10 },
+            "unknown field `criticalty` in guideline",
+        )
+        .with_hint("did you mean `criticality`?");
+        let text = d.render(Some("guidelines:\n  criticalty: high\n"));
+        assert_eq!(
+            text,
+            "error[unknown-field]: unknown field `criticalty` in guideline\n --> a.yaml:2:3\n  |\n2 |   criticalty: high\n  |   ^^^^^^^^^^\n  = hint: did you mean `criticality`?\n"
+        );
+    }
+}

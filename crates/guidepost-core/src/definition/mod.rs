@@ -1,0 +1,149 @@
+//! The agent definition format: loading, checking and exporting definition files.
+//!
+//! ```
+//! use guidepost_core::definition::{SourceFile, load_agent};
+//!
+//! let yaml = r#"
+//! agent:
+//!   name: Otto
+//! guidelines:
+//!   - id: greet
+//!     condition: The customer greets
+//!     action: Greet them back and offer help
+//! "#;
+//! let loaded = load_agent(&[SourceFile::new("otto.yaml", yaml)]);
+//! let definition = loaded.definition.expect("valid");
+//! assert_eq!(definition.guidelines[0].id, "greet");
+//! ```
+
+pub mod check;
+pub mod diagnostic;
+pub mod export;
+pub mod file;
+mod resolve;
+pub mod source;
+
+use std::sync::OnceLock;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use export::{export, to_yaml};
+pub use file::AgentFile;
+pub use resolve::ParsedFile;
+
+use crate::model::AgentDefinition;
+
+/// A definition file's name and text. The loader does no I/O: callers read files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Name used in diagnostics (usually the path).
+    pub name: String,
+    /// The text.
+    pub text: String,
+}
+
+impl SourceFile {
+    /// Creates a source file.
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Self {
+        Self { name: name.into(), text: text.into() }
+    }
+
+    fn is_json(&self) -> bool {
+        self.name.to_ascii_lowercase().ends_with(".json")
+    }
+}
+
+/// The result of loading an agent.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The definition, when there were no errors.
+    pub definition: Option<AgentDefinition>,
+    /// Every problem found, errors and warnings, sorted by position.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+}
+
+/// The JSON Schema of the definition format, generated from [`AgentFile`].
+pub fn json_schema() -> &'static serde_json::Value {
+    static SCHEMA: OnceLock<serde_json::Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| {
+        let schema = schemars::schema_for!(AgentFile);
+        serde_json::to_value(&schema).unwrap_or(serde_json::Value::Bool(true))
+    })
+}
+
+/// Parses and structurally checks one file.
+///
+/// Returns the file when it could be read into the authoring types (possibly with
+/// structural problems: unknown fields are dropped, so semantic checks can still run and
+/// report everything at once) and the problems found.
+pub fn parse_file(source: &SourceFile) -> (Option<ParsedFile>, Vec<Diagnostic>) {
+    let parsed = if source.is_json() { source::parse_json(&source.text) } else { source::parse(&source.text) };
+    let node = match parsed {
+        Ok(node) => node,
+        Err(e) => return (None, vec![Diagnostic::error("syntax", &source.name, e.span, e.message)]),
+    };
+    if matches!(node.value, source::Value::Null) {
+        return (
+            Some(ParsedFile {
+                name: source.name.clone(),
+                file: AgentFile::default(),
+                spans: check::SpanTable::default(),
+            }),
+            Vec::new(),
+        );
+    }
+    let checked = check::check(&node, json_schema());
+    let mut diagnostics: Vec<Diagnostic> = checked
+        .problems
+        .into_iter()
+        .map(|p| Diagnostic::error(p.code, &source.name, p.span, p.message).with_hint_opt(p.hint))
+        .collect();
+    match serde_json::from_value::<AgentFile>(checked.value) {
+        Ok(file) => (Some(ParsedFile { name: source.name.clone(), file, spans: checked.spans }), diagnostics),
+        Err(err) => {
+            if diagnostics.is_empty() {
+                diagnostics.push(Diagnostic::error(
+                    "invalid-value",
+                    &source.name,
+                    node.span,
+                    format!("the definition does not fit the format: {err}"),
+                ));
+            }
+            (None, diagnostics)
+        }
+    }
+}
+
+/// Loads one agent from its files (one file, or the files of an agent directory).
+///
+/// Every file is parsed and checked even when an earlier one fails, so one run reports
+/// everything that is wrong.
+pub fn load_agent(sources: &[SourceFile]) -> Loaded {
+    let mut diagnostics = Vec::new();
+    let mut parsed = Vec::new();
+    let mut unreadable = false;
+    for source in sources {
+        let (file, mut problems) = parse_file(source);
+        diagnostics.append(&mut problems);
+        match file {
+            Some(file) => parsed.push(file),
+            None => unreadable = true,
+        }
+    }
+    let structural_errors = !diagnostics.is_empty();
+    let definition = if unreadable {
+        None
+    } else {
+        let (definition, mut problems) = resolve::resolve(&parsed);
+        diagnostics.append(&mut problems);
+        definition.filter(|_| !structural_errors)
+    };
+    diagnostic::sort(&mut diagnostics);
+    Loaded { definition, diagnostics }
+}

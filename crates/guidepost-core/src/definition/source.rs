@@ -1,0 +1,350 @@
+//! Parsing definition text into a tree of nodes that remember where they came from.
+//!
+//! Serde's YAML and JSON deserializers stop at the first problem and forget positions.
+//! Definitions are checked in two steps instead: the text becomes a [`Node`] tree with a
+//! line and column on every value and key, then the tree is checked against the published
+//! JSON Schema (every problem at once) and converted into the authoring types.
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// A position in a source file. Lines and columns start at 1; `len` is the width of the
+/// value in characters (at least 1), used to underline it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub col: u32,
+    /// Width in characters.
+    pub len: u32,
+}
+
+/// A parsed value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// `null`, `~` or nothing.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A whole number.
+    Int(i64),
+    /// A number with a fraction or exponent.
+    Float(f64),
+    /// Text. `quoted` is false for plain YAML scalars, whose type is inferred.
+    Str {
+        /// The text.
+        text: String,
+        /// Whether the scalar was quoted or a block scalar (so certainly a string).
+        quoted: bool,
+    },
+    /// A list.
+    Seq(Vec<Node>),
+    /// A mapping with string keys, in source order.
+    Map(Vec<(Key, Node)>),
+}
+
+/// A mapping key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    /// The key text.
+    pub text: String,
+    /// Where the key is.
+    pub span: Span,
+}
+
+/// A value with its position and, for scalars, its source text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// The value.
+    pub value: Value,
+    /// Where it starts.
+    pub span: Span,
+    /// The scalar's text as written (for scalars), so `2024` can still be read as a string.
+    pub raw: Option<String>,
+}
+
+impl Node {
+    /// A short name of the value's type, for messages.
+    pub fn type_name(&self) -> &'static str {
+        match &self.value {
+            Value::Null => "null",
+            Value::Bool(_) => "a boolean",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a number",
+            Value::Str { .. } => "a string",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+}
+
+/// A syntax error with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// What is wrong.
+    pub message: String,
+    /// Where.
+    pub span: Span,
+}
+
+/// Upper bound on nodes in one document, which also bounds alias expansion
+/// ("billion laughs").
+pub const MAX_NODES: usize = 200_000;
+
+/// Parses YAML (or JSON, which the YAML parser also reads) into a node tree.
+pub fn parse(text: &str) -> Result<Node, SyntaxError> {
+    let mut builder = TreeBuilder::default();
+    let mut parser = Parser::new_from_str(text);
+    if let Err(err) = parser.load(&mut builder, true) {
+        return Err(SyntaxError { message: format!("invalid YAML: {}", err.info()), span: span_at(*err.marker(), 1) });
+    }
+    if let Some(err) = builder.error {
+        return Err(err);
+    }
+    match builder.documents.len() {
+        0 => Ok(Node { value: Value::Null, span: Span { line: 1, col: 1, len: 1 }, raw: None }),
+        1 => Ok(builder.documents.swap_remove(0)),
+        _ => Err(SyntaxError {
+            message: "a definition file holds one YAML document; found several (split them into separate files)".into(),
+            span: builder.second_document.unwrap_or_default(),
+        }),
+    }
+}
+
+/// Parses JSON, reporting JSON syntax errors with serde_json's precise positions, and then
+/// builds the node tree.
+pub fn parse_json(text: &str) -> Result<Node, SyntaxError> {
+    if let Err(err) = serde_json::from_str::<serde_json::Value>(text) {
+        let line = u32::try_from(err.line()).unwrap_or(u32::MAX).max(1);
+        let col = u32::try_from(err.column()).unwrap_or(u32::MAX).max(1);
+        let message = err.to_string();
+        let message = message.split(" at line ").next().unwrap_or(&message).to_string();
+        return Err(SyntaxError { message: format!("invalid JSON: {message}"), span: Span { line, col, len: 1 } });
+    }
+    parse(text)
+}
+
+fn span_at(marker: Marker, len: usize) -> Span {
+    Span {
+        line: u32::try_from(marker.line()).unwrap_or(u32::MAX).max(1),
+        col: u32::try_from(marker.col() + 1).unwrap_or(u32::MAX).max(1),
+        len: u32::try_from(len.max(1)).unwrap_or(u32::MAX),
+    }
+}
+
+enum Frame {
+    Seq { items: Vec<Node>, span: Span, anchor: usize },
+    Map { entries: Vec<(Key, Node)>, pending_key: Option<Key>, span: Span, anchor: usize },
+}
+
+#[derive(Default)]
+struct TreeBuilder {
+    stack: Vec<Frame>,
+    documents: Vec<Node>,
+    anchors: HashMap<usize, Node>,
+    nodes: usize,
+    error: Option<SyntaxError>,
+    second_document: Option<Span>,
+}
+
+fn count_nodes(node: &Node) -> usize {
+    1 + match &node.value {
+        Value::Seq(items) => items.iter().map(count_nodes).sum(),
+        Value::Map(entries) => entries.iter().map(|(_, v)| count_nodes(v)).sum(),
+        _ => 0,
+    }
+}
+
+impl TreeBuilder {
+    fn fail(&mut self, message: String, span: Span) {
+        if self.error.is_none() {
+            self.error = Some(SyntaxError { message, span });
+        }
+    }
+
+    fn complete(&mut self, node: Node, anchor: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, node.clone());
+        }
+        self.push(node);
+    }
+
+    fn push(&mut self, node: Node) {
+        if self.nodes > MAX_NODES {
+            let span = node.span;
+            self.fail(format!("document too large: more than {MAX_NODES} values (check for alias loops)"), span);
+            return;
+        }
+        match self.stack.last_mut() {
+            None => self.documents.push(node),
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map { entries, pending_key, .. }) => match pending_key.take() {
+                Some(key) => {
+                    if let Some((first, _)) = entries.iter().find(|(k, _)| k.text == key.text) {
+                        let message =
+                            format!("duplicate key `{}` (first defined at line {})", key.text, first.span.line);
+                        let span = key.span;
+                        self.fail(message, span);
+                        return;
+                    }
+                    entries.push((key, node));
+                }
+                None => match node.value {
+                    Value::Str { text, .. } => *pending_key = Some(Key { text, span: node.span }),
+                    Value::Null | Value::Bool(_) | Value::Int(_) | Value::Float(_) => {
+                        let text = node.raw.unwrap_or_default();
+                        *pending_key = Some(Key { text, span: node.span });
+                    }
+                    Value::Seq(_) | Value::Map(_) => {
+                        self.fail("mapping keys must be plain strings".into(), node.span);
+                    }
+                },
+            },
+        }
+    }
+}
+
+impl MarkedEventReceiver for TreeBuilder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        if self.error.is_some() {
+            return;
+        }
+        self.nodes += 1;
+        match ev {
+            Event::DocumentStart => {
+                if !self.documents.is_empty() && self.second_document.is_none() {
+                    self.second_document = Some(span_at(mark, 3));
+                }
+            }
+            Event::Scalar(text, style, anchor, _tag) => {
+                let len = text.chars().count()
+                    + usize::from(matches!(style, TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted)) * 2;
+                let span = span_at(mark, len);
+                let value = if style == TScalarStyle::Plain {
+                    resolve_plain(&text)
+                } else {
+                    Value::Str { text: text.clone(), quoted: true }
+                };
+                self.complete(Node { value, span, raw: Some(text) }, anchor);
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push(Frame::Seq { items: Vec::new(), span: span_at(mark, 1), anchor })
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, span: span_at(mark, 1), anchor });
+            }
+            Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
+                Some(Frame::Seq { items, span, anchor }) => {
+                    self.complete(Node { value: Value::Seq(items), span, raw: None }, anchor)
+                }
+                Some(Frame::Map { entries, span, anchor, .. }) => {
+                    self.complete(Node { value: Value::Map(entries), span, raw: None }, anchor)
+                }
+                None => self.fail("unbalanced YAML structure".into(), span_at(mark, 1)),
+            },
+            Event::Alias(id) => match self.anchors.get(&id).cloned() {
+                Some(node) => {
+                    self.nodes += count_nodes(&node);
+                    self.push(node);
+                }
+                None => self.fail("alias refers to an unknown anchor".into(), span_at(mark, 1)),
+            },
+            Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
+        }
+    }
+}
+
+/// Resolves a plain scalar with the YAML 1.2 core schema.
+fn resolve_plain(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        ".inf" | ".Inf" | ".INF" | "+.inf" => return Value::Float(f64::INFINITY),
+        "-.inf" | "-.Inf" | "-.INF" => return Value::Float(f64::NEG_INFINITY),
+        ".nan" | ".NaN" | ".NAN" => return Value::Float(f64::NAN),
+        _ => {}
+    }
+    let digits = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && let Ok(n) = text.parse::<i64>()
+    {
+        return Value::Int(n);
+    }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(n) = i64::from_str_radix(hex, 16)
+    {
+        return Value::Int(n);
+    }
+    if let Some(oct) = text.strip_prefix("0o")
+        && let Ok(n) = i64::from_str_radix(oct, 8)
+    {
+        return Value::Int(n);
+    }
+    let looks_numeric = digits.chars().next().is_some_and(|c| c.is_ascii_digit() || c == '.')
+        && digits.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+'));
+    if looks_numeric && let Ok(f) = text.parse::<f64>() {
+        return Value::Float(f);
+    }
+    Value::Str { text: text.to_string(), quoted: false }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based() {
+        let node = parse("a: 1\nlist:\n  - x\n  - 'y'\n").unwrap_or_else(|e| panic!("{e:?}"));
+        let Value::Map(entries) = &node.value else { panic!("map") };
+        assert_eq!(entries[0].0.span, Span { line: 1, col: 1, len: 1 });
+        assert_eq!(entries[0].1.value, Value::Int(1));
+        assert_eq!(entries[0].1.span.col, 4);
+        let Value::Seq(items) = &entries[1].1.value else { panic!("seq") };
+        assert_eq!(items[1].span, Span { line: 4, col: 5, len: 3 });
+        assert_eq!(items[1].value, Value::Str { text: "y".into(), quoted: true });
+    }
+
+    #[test]
+    fn duplicate_keys_and_multiple_documents_are_errors() {
+        let err = parse("a: 1\nb: 2\na: 3\n").err();
+        assert_eq!(
+            err.map(|e| (e.message, e.span.line)),
+            Some(("duplicate key `a` (first defined at line 1)".into(), 3))
+        );
+        assert!(parse("a: 1\n---\nb: 2\n").is_err());
+    }
+
+    #[test]
+    fn aliases_expand_and_are_bounded() {
+        let node = parse("a: &x [1, 2]\nb: *x\n").unwrap_or_else(|e| panic!("{e:?}"));
+        let Value::Map(entries) = node.value else { panic!("map") };
+        assert_eq!(entries[0].1.value, entries[1].1.value);
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 0..8 {
+            let prev = if i == 0 { "a".to_string() } else { format!("l{}", i - 1) };
+            bomb.push_str(&format!("l{i}: &l{i} [*{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}, *{prev}]\n"));
+        }
+        assert!(parse(&bomb).is_err());
+    }
+
+    #[test]
+    fn json_syntax_errors_have_positions() {
+        let err = parse_json("{\n  \"a\": [1, 2,]\n}").err();
+        assert_eq!(err.map(|e| e.span.line), Some(2));
+        assert!(parse_json("{\"a\": \"b\"}").is_ok());
+    }
+
+    #[test]
+    fn plain_scalars_resolve_like_yaml_1_2() {
+        assert_eq!(resolve_plain("12"), Value::Int(12));
+        assert_eq!(resolve_plain("-1.5"), Value::Float(-1.5));
+        assert_eq!(resolve_plain("yes"), Value::Str { text: "yes".into(), quoted: false });
+        assert_eq!(resolve_plain("~"), Value::Null);
+        assert_eq!(resolve_plain("1.2.3"), Value::Str { text: "1.2.3".into(), quoted: false });
+    }
+}

@@ -191,9 +191,21 @@ impl Default for ModelSettings {
 }
 
 impl ModelSettings {
-    /// All task kinds served by `spec`, with the default embedder.
+    /// All task kinds served by `spec`, with the embedder that goes with it (see
+    /// [`embedder_for`](Self::embedder_for)).
     pub fn single(spec: ModelSpec) -> Self {
-        Self { default: spec, ..Self::default() }
+        Self { embedder: Self::embedder_for(&spec), default: spec, per_task: BTreeMap::new() }
+    }
+
+    /// The embedder used with a default model when none is configured: OpenAI's
+    /// `text-embedding-3-small` for `openai:`, the scripted embedder for `scripted`, and the
+    /// local MiniLM otherwise.
+    pub fn embedder_for(default: &ModelSpec) -> ModelSpec {
+        match default {
+            ModelSpec::OpenAi { .. } => ModelSpec::OpenAi { model: "text-embedding-3-small".into() },
+            ModelSpec::Scripted => ModelSpec::Scripted,
+            _ => ModelSpec::Local { model: "all-minilm-l6-v2".into() },
+        }
     }
 
     /// Reads `GUIDEPOST_MODEL`, `GUIDEPOST_MODEL_<TASK>` and `GUIDEPOST_EMBEDDER` from the
@@ -205,8 +217,8 @@ impl ModelSettings {
     /// Reads the settings through `lookup`. `<TASK>` is the upper-case task name:
     /// `MATCHING`, `JOURNEY_SELECTION`, `TOOL_INFERENCE`, `GENERATION`, `SIMULATION`, `JUDGE`.
     /// Unset variables keep the defaults; a bad value is an error naming the variable.
-    /// Without `GUIDEPOST_EMBEDDER`, an `openai:` default brings `openai:text-embedding-3-small`
-    /// and a `scripted` default the scripted embedder; otherwise the local MiniLM is used.
+    /// Without `GUIDEPOST_EMBEDDER`, the embedder follows the default model
+    /// ([`embedder_for`](Self::embedder_for)).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
         let parse = |var: &str| -> Result<Option<ModelSpec>, LlmError> {
             match lookup(var).filter(|v| !v.trim().is_empty()) {
@@ -232,14 +244,7 @@ impl ModelSettings {
         }
         match parse("GUIDEPOST_EMBEDDER")? {
             Some(spec) => settings.embedder = spec,
-            // Without an explicit embedder, follow the default model where it has one.
-            None => match &settings.default {
-                ModelSpec::OpenAi { .. } => {
-                    settings.embedder = ModelSpec::OpenAi { model: "text-embedding-3-small".into() }
-                }
-                ModelSpec::Scripted => settings.embedder = ModelSpec::Scripted,
-                _ => {}
-            },
+            None => settings.embedder = Self::embedder_for(&settings.default),
         }
         Ok(settings)
     }

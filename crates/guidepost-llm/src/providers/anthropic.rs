@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{default_client, event_json, parse_answer, send, send_json, sse_events, u64_at};
+use super::http::{default_client, event_json, f32_json, parse_answer, send, send_json, sse_events, u64_at};
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, TextStream};
 use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
@@ -78,7 +78,7 @@ impl AnthropicChat {
         }
         body["messages"] = Value::Array(messages);
         if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
+            body["temperature"] = f32_json(t);
         }
         if !req.stop.is_empty() {
             body["stop_sequences"] = json!(req.stop);

@@ -105,6 +105,12 @@ pub(crate) fn parse_answer(text: &str, truncated: bool) -> Result<Value, LlmErro
     })
 }
 
+/// An `f32` as a JSON number with its shortest decimal form (`0.2`, not
+/// `0.20000000298023224`), so request bodies say what the caller wrote.
+pub(crate) fn f32_json(value: f32) -> Value {
+    value.to_string().parse::<f64>().ok().and_then(serde_json::Number::from_f64).map_or(Value::Null, Value::Number)
+}
+
 /// Reads a non-negative integer field (absent or malformed counts as 0).
 pub(crate) fn u64_at(value: &Value, pointer: &str) -> u64 {
     value.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
@@ -136,6 +142,13 @@ mod tests {
         let wait = parse_retry_after(&headers(&future)).unwrap();
         assert!(wait > Duration::from_secs(25) && wait <= Duration::from_secs(30), "{wait:?}");
         assert_eq!(parse_retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn floats_keep_their_short_form() {
+        assert_eq!(f32_json(0.2).to_string(), "0.2");
+        assert_eq!(f32_json(0.0).to_string(), "0.0");
+        assert_eq!(f32_json(f32::NAN), Value::Null);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{default_client, event_json, parse_answer, send, send_json, sse_events, u64_at};
+use super::http::{default_client, event_json, f32_json, parse_answer, send, send_json, sse_events, u64_at};
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, Embedder, TextStream};
 use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
@@ -128,7 +128,7 @@ impl OpenAiChat {
         }
         body["messages"] = Value::Array(messages);
         if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
+            body["temperature"] = f32_json(t);
         }
         if let Some(n) = req.max_tokens {
             body[self.max_tokens_field] = json!(n);

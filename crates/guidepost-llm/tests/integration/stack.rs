@@ -1,0 +1,176 @@
+//! Building a stack from configuration strings: routing per task kind, usage accounting,
+//! key checks and the provider-factory hook for local models.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use guidepost_llm::providers::scripted::{ScriptedModel, last_user_contains};
+use guidepost_llm::{
+    ChatModel, ChatRequest, Embedder, LlmError, ModelSettings, ModelSpec, ModelStackBuilder, Output, ProviderFactory,
+    ProviderKeys, ProviderRegistry, StackConfig, TaskKind, UsageLedger, generate,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::{check_request, fast_config, openai_answer};
+
+fn settings(vars: &[(&str, String)]) -> ModelSettings {
+    let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect();
+    ModelSettings::from_lookup(|k| vars.get(k).cloned()).unwrap()
+}
+
+#[tokio::test]
+async fn routes_tasks_and_accounts_usage_per_turn_and_session() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(r#"{"rationale":"r","applies":true}"#)))
+        .expect(2)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"data": [{"index": 0, "embedding": [0.6, 0.8]}]})),
+        )
+        .mount(&server)
+        .await;
+    let compat = format!("openai-compatible:{}/v1#gpt-4.1-mini", server.uri());
+    let settings = settings(&[
+        ("GUIDEPOST_MODEL", "scripted".into()),
+        ("GUIDEPOST_MODEL_MATCHING", compat.clone()),
+        ("GUIDEPOST_EMBEDDER", compat.clone()),
+    ]);
+    let scripted = Arc::new(
+        ScriptedModel::new()
+            .when(last_user_contains("refund"))
+            .reply_text("I can help with your refund.")
+            .on_text(TaskKind::Generation, |_| Ok("Hello!".into())),
+    );
+    let server_ledger = UsageLedger::new("server");
+    let stack = ModelStackBuilder::new(settings)
+        .config(StackConfig { ledger: Some(server_ledger.clone()), ..fast_config() })
+        .scripted(scripted.clone())
+        .build()
+        .unwrap();
+    assert_eq!(stack.model_for(&TaskKind::Matching).model_id(), compat);
+    assert_eq!(stack.model_for(&TaskKind::Judge).model_id(), "scripted");
+
+    let session = UsageLedger::new("session");
+    let turn = session.child("turn-1");
+    stack.complete(check_request().ledger(turn.clone())).await.unwrap();
+    stack.complete(check_request().ledger(turn.clone())).await.unwrap();
+    let reply = stack
+        .complete(ChatRequest::new(TaskKind::Generation).user("I want a refund").ledger(turn.clone()))
+        .await
+        .unwrap();
+    assert_eq!(reply.output, Output::Text("I can help with your refund.".into()));
+    assert_eq!(scripted.calls(&TaskKind::Generation), 1);
+
+    let totals = session.totals();
+    assert_eq!(totals.answers, 3);
+    assert_eq!(totals.prompt_tokens, 240 + reply.usage.prompt_tokens);
+    assert_eq!(totals.cached_tokens, 128);
+    // gpt-4.1-mini: 2 × (56 uncached × 0.4 + 64 cached × 0.1 + 15 × 1.6) per million
+    let expected = 2.0 * (56.0 * 0.4 + 64.0 * 0.1 + 15.0 * 1.6) / 1e6;
+    assert!((totals.cost_usd - expected).abs() < 1e-12, "{}", totals.cost_usd);
+    assert!(totals.cost_is_complete(), "{:?}", totals.unpriced_models);
+    assert_eq!(session.by_task()["matching"].answers, 2);
+    assert_eq!(server_ledger.totals().answers, 3);
+
+    let vectors = stack.embedder().embed(&["hello".to_string()]).await.unwrap();
+    assert_eq!(vectors, vec![vec![0.6, 0.8]]);
+    assert_eq!(stack.embedder().dimensions(), 2);
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Verdict {
+    rationale: String,
+    applies: bool,
+}
+
+#[tokio::test]
+async fn generate_through_a_stack_re_asks_until_valid() {
+    let scripted = Arc::new(
+        ScriptedModel::new()
+            .when_task(TaskKind::Matching)
+            .times(1)
+            .reply_json(json!({"rationale": "r"}))
+            .on(TaskKind::Matching, |_| Ok(json!({"rationale": "r", "applies": true}))),
+    );
+    let stack = ModelStackBuilder::new(ModelSettings::single(ModelSpec::Scripted))
+        .config(fast_config())
+        .scripted(scripted.clone())
+        .build()
+        .unwrap();
+    let (verdict, usage) = generate::<Verdict>(&stack, ChatRequest::new(TaskKind::Matching).user("q")).await.unwrap();
+    assert!(verdict.applies);
+    assert_eq!(verdict.rationale, "r");
+    assert_eq!(usage.calls, 2);
+    let second = &scripted.requests()[1];
+    assert!(second.last_message().contains("missing required property `applies`"));
+}
+
+#[test]
+fn missing_keys_and_local_without_factory_are_config_errors() {
+    let openai = ModelStackBuilder::new(ModelSettings::single("openai:gpt-4.1".parse().unwrap()))
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(openai.contains("OPENAI_API_KEY is not set (needed by `openai:gpt-4.1`)"), "{openai}");
+    let anthropic = ModelStackBuilder::new(ModelSettings::single("anthropic:claude-sonnet-4-5".parse().unwrap()))
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(anthropic.contains("ANTHROPIC_API_KEY"), "{anthropic}");
+    let local = ModelStackBuilder::new(ModelSettings::default()).build().unwrap_err().to_string();
+    assert!(local.contains("no provider is registered for `local:qwen2.5-coder-1.5b`"), "{local}");
+    let keys = ProviderKeys::from_lookup(|k| (k == "OPENAI_API_KEY").then(|| "sk".to_string()));
+    let built =
+        ModelStackBuilder::new(settings(&[("GUIDEPOST_MODEL", "openai:gpt-4.1".into())])).keys(keys).build().unwrap();
+    assert_eq!(built.model_id(), "openai:gpt-4.1");
+    assert_eq!(built.embedder().model_id(), "openai:text-embedding-3-small");
+}
+
+/// Stands in for the local-inference crate's factory.
+struct FakeLocalFactory;
+
+impl ProviderFactory for FakeLocalFactory {
+    fn scheme(&self) -> &str {
+        "local"
+    }
+    fn chat_model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, LlmError> {
+        let ModelSpec::Local { model } = spec else {
+            return Err(LlmError::Unsupported(spec.to_string()));
+        };
+        let answer = format!("local {model} says hi");
+        Ok(Arc::new(
+            ScriptedModel::new()
+                .with_id(format!("local:{model}"))
+                .on_text(TaskKind::Generation, move |_| Ok(answer.clone())),
+        ))
+    }
+    fn embedder(&self, _spec: &ModelSpec) -> Result<Arc<dyn Embedder>, LlmError> {
+        Ok(Arc::new(guidepost_llm::providers::hashing::HashingEmbedder::new(8)))
+    }
+}
+
+#[tokio::test]
+async fn local_specs_are_built_by_the_registered_factory() {
+    let mut registry = ProviderRegistry::new();
+    registry.register(Arc::new(FakeLocalFactory));
+    let ledger = UsageLedger::new("s");
+    let stack = ModelStackBuilder::new(settings(&[("GUIDEPOST_MODEL", "local:smollm2".into())]))
+        .registry(registry)
+        .build()
+        .unwrap();
+    let answer =
+        stack.complete(ChatRequest::new(TaskKind::Generation).user("hi").ledger(ledger.clone())).await.unwrap();
+    assert_eq!(answer.output, Output::Text("local smollm2 says hi".into()));
+    assert_eq!(stack.embedder().dimensions(), 8);
+    assert!(ledger.totals().cost_is_complete(), "local models are free");
+}

@@ -76,6 +76,66 @@ impl Default for StackConfig {
     }
 }
 
+impl StackConfig {
+    /// Reads the middleware settings from the process environment (see
+    /// [`from_lookup`](Self::from_lookup)).
+    pub fn from_env() -> Result<Self, LlmError> {
+        Self::from_lookup(|key| std::env::var(key).ok())
+    }
+
+    /// Reads the middleware settings through `lookup`; unset variables keep the defaults:
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `GUIDEPOST_LLM_RECORDINGS` | directory of recordings |
+    /// | `GUIDEPOST_LLM_CACHE` | `live`, `record`, `replay` or `replay-or-fail` |
+    /// | `GUIDEPOST_LLM_TIMEOUT_SECS` | time budget of one attempt (0 = none) |
+    /// | `GUIDEPOST_LLM_MAX_ATTEMPTS` | attempts per call, retries included |
+    /// | `GUIDEPOST_LLM_MAX_REASKS` | re-asks after an invalid structured answer |
+    /// | `GUIDEPOST_LLM_MAX_CONCURRENCY` | calls in flight per provider |
+    /// | `GUIDEPOST_LLM_RPM` / `GUIDEPOST_LLM_TPM` | requests / prompt tokens per minute |
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        let get = |key: &str| lookup(key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let number = |key: &str| -> Result<Option<u64>, LlmError> {
+            get(key)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| LlmError::Config(format!("{key}: `{v}` is not a non-negative integer")))
+                })
+                .transpose()
+        };
+        let small = |key: &str| -> Result<Option<u32>, LlmError> {
+            number(key)?
+                .map(|n| u32::try_from(n).map_err(|_| LlmError::Config(format!("{key}: {n} is too large"))))
+                .transpose()
+        };
+        let mut config = Self { recordings: get("GUIDEPOST_LLM_RECORDINGS").map(PathBuf::from), ..Self::default() };
+        if let Some(mode) = get("GUIDEPOST_LLM_CACHE") {
+            config.cache_mode =
+                mode.parse().map_err(|e: LlmError| LlmError::Config(format!("GUIDEPOST_LLM_CACHE: {e}")))?;
+            if config.cache_mode != CacheMode::Live && config.recordings.is_none() {
+                return Err(LlmError::Config(format!(
+                    "GUIDEPOST_LLM_CACHE={mode} needs GUIDEPOST_LLM_RECORDINGS (the recordings directory)"
+                )));
+            }
+        }
+        if let Some(secs) = number("GUIDEPOST_LLM_TIMEOUT_SECS")? {
+            config.timeout = (secs > 0).then(|| Duration::from_secs(secs));
+        }
+        if let Some(n) = small("GUIDEPOST_LLM_MAX_ATTEMPTS")? {
+            config.retry.max_attempts = n.max(1);
+        }
+        if let Some(n) = small("GUIDEPOST_LLM_MAX_REASKS")? {
+            config.max_reasks = n;
+        }
+        config.limits.max_concurrency =
+            number("GUIDEPOST_LLM_MAX_CONCURRENCY")?.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        config.limits.requests_per_minute = small("GUIDEPOST_LLM_RPM")?;
+        config.limits.tokens_per_minute = small("GUIDEPOST_LLM_TPM")?;
+        Ok(config)
+    }
+}
+
 /// Wraps `model` in the middleware: timeout → retry → limits → re-ask → record/replay →
 /// accounting (innermost first; see [`middleware`](crate::middleware) for why).
 pub fn layer(model: Arc<dyn ChatModel>, config: &StackConfig) -> Arc<dyn ChatModel> {
@@ -171,9 +231,9 @@ impl ModelStackBuilder {
         }
     }
 
-    /// Settings and keys from the process environment.
+    /// Settings, keys and middleware settings from the process environment.
     pub fn from_env() -> Result<Self, LlmError> {
-        Ok(Self::new(ModelSettings::from_env()?).keys(ProviderKeys::from_env()))
+        Ok(Self::new(ModelSettings::from_env()?).keys(ProviderKeys::from_env()).config(StackConfig::from_env()?))
     }
 
     /// Sets the provider keys.
@@ -302,4 +362,39 @@ fn no_local_factory(spec: &ModelSpec) -> LlmError {
          factory (register it in the ProviderRegistry), or choose a hosted model with \
          GUIDEPOST_MODEL / GUIDEPOST_EMBEDDER"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn lookup(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |key| vars.iter().find(|(k, _)| *k == key).map(|(_, v)| (*v).to_string())
+    }
+
+    #[test]
+    fn stack_config_from_variables() {
+        let config = StackConfig::from_lookup(lookup(&[
+            ("GUIDEPOST_LLM_RECORDINGS", "tests/recordings"),
+            ("GUIDEPOST_LLM_CACHE", "replay-or-fail"),
+            ("GUIDEPOST_LLM_TIMEOUT_SECS", "0"),
+            ("GUIDEPOST_LLM_MAX_CONCURRENCY", "4"),
+            ("GUIDEPOST_LLM_RPM", "500"),
+        ]))
+        .unwrap();
+        assert_eq!(config.cache_mode, CacheMode::ReplayOrFail);
+        assert_eq!(config.recordings, Some(PathBuf::from("tests/recordings")));
+        assert_eq!(config.timeout, None);
+        assert_eq!(config.limits.max_concurrency, Some(4));
+        assert_eq!(config.limits.requests_per_minute, Some(500));
+        assert_eq!(config.limits.tokens_per_minute, None);
+
+        let bad = StackConfig::from_lookup(lookup(&[("GUIDEPOST_LLM_RPM", "fast")])).unwrap_err();
+        assert!(bad.to_string().contains("GUIDEPOST_LLM_RPM: `fast`"), "{bad}");
+        let mode = StackConfig::from_lookup(lookup(&[("GUIDEPOST_LLM_CACHE", "sometimes")])).unwrap_err();
+        assert!(mode.to_string().contains("accepted: live, record, replay, replay-or-fail"), "{mode}");
+        let no_dir = StackConfig::from_lookup(lookup(&[("GUIDEPOST_LLM_CACHE", "replay")])).unwrap_err();
+        assert!(no_dir.to_string().contains("needs GUIDEPOST_LLM_RECORDINGS"), "{no_dir}");
+    }
 }

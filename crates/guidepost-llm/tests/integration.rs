@@ -16,3 +16,5 @@ mod openai;
 mod resilience;
 #[path = "integration/stack.rs"]
 mod stack;
+#[path = "integration/streaming.rs"]
+mod streaming;

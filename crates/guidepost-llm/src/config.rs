@@ -349,6 +349,29 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_spec_round_trips_through_its_string(
+            scheme in 0..5usize,
+            model in "[a-z0-9][a-z0-9._:/-]{0,20}",
+            port in 1u16..,
+        ) {
+            let spec = match scheme {
+                0 => ModelSpec::OpenAi { model },
+                1 => ModelSpec::Anthropic { model },
+                2 => ModelSpec::Local { model },
+                3 => ModelSpec::OpenAiCompatible { base_url: format!("http://127.0.0.1:{port}/v1"), model },
+                _ => ModelSpec::Scripted,
+            };
+            proptest::prop_assert_eq!(spec.to_string().parse::<ModelSpec>().unwrap(), spec);
+        }
+
+        #[test]
+        fn parsing_never_panics(text in ".{0,40}") {
+            let _ = text.parse::<ModelSpec>();
+        }
+    }
+
     #[test]
     fn display_round_trips() {
         for text in [

@@ -129,6 +129,15 @@ mod tests {
         assert!(seen[2].last_message().contains("not valid JSON"));
     }
 
+    #[test]
+    fn correction_prompt_snapshot() {
+        let errors = vec![
+            "$.applies: expected boolean, got string \"yes\"".to_string(),
+            "$: missing required property `rationale`".to_string(),
+        ];
+        insta::assert_snapshot!(correction_message("Check", &errors));
+    }
+
     #[tokio::test]
     async fn gives_up_after_the_bound() {
         let model = ScriptedModel::new().on(TaskKind::Matching, |_| Ok(json!({"nope": 1})));

@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use crate::error::{LlmError, excerpt};
 
+/// How long establishing a connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How much of an error body is kept in [`LlmError::Http`].
 const MAX_ERROR_BODY: usize = 4_000;
 
@@ -18,7 +21,7 @@ const MAX_ERROR_BODY: usize = 4_000;
 /// middleware, not to the client.
 pub(crate) fn default_client() -> reqwest::Client {
     reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
+        .connect_timeout(CONNECT_TIMEOUT)
         .pool_idle_timeout(Duration::from_secs(90))
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())

@@ -437,6 +437,13 @@ mod tests {
     }
 
     #[test]
+    fn schema_instruction_snapshot() {
+        let schema = json!({"type": "object", "properties": {"applies": {"type": "boolean"}},
+                            "required": ["applies"], "additionalProperties": false});
+        insta::assert_snapshot!(schema_instruction(&schema));
+    }
+
+    #[test]
     fn base64_embeddings_decode() {
         let floats = [1.0f32, -0.5, 0.25];
         let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();

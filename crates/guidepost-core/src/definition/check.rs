@@ -189,15 +189,12 @@ impl<'a> Walker<'a> {
     }
 
     fn branches(&self, schema: &'a Json) -> Option<Vec<&'a Json>> {
-        schema
-            .get("anyOf")
-            .or_else(|| schema.get("oneOf"))
-            .and_then(Json::as_array)
-            .map(|list| list.iter().map(|b| self.resolve(b).0).collect())
+        schema.get("anyOf").or_else(|| schema.get("oneOf")).and_then(Json::as_array).map(|list| list.iter().collect())
     }
 
     /// Whether a branch could accept this node judging by type alone.
     fn accepts_type(&self, schema: &'a Json, node: &Node) -> bool {
+        let schema = self.resolve(schema).0;
         if let Some(branches) = self.branches(schema) {
             return branches.iter().any(|b| self.accepts_type(b, node));
         }
@@ -231,9 +228,11 @@ impl<'a> Walker<'a> {
     }
 
     fn describe(&self, schema: &'a Json) -> String {
+        let schema = self.resolve(schema).0;
         if let Some(branches) = self.branches(schema) {
             let mut parts: Vec<String> = Vec::new();
-            let literals: Vec<&Json> = branches.iter().filter_map(|b| literal_values(b)).flatten().collect();
+            let literals: Vec<&Json> =
+                branches.iter().filter_map(|b| literal_values(self.resolve(b).0)).flatten().collect();
             if !literals.is_empty() && literals.len() == branches.len() {
                 return format!("one of {}", quote_list(&literals));
             }
@@ -375,7 +374,8 @@ impl<'a> Walker<'a> {
             }
             [only] => self.walk(node, only, path, context),
             many => {
-                let literals: Vec<&Json> = many.iter().filter_map(|b| literal_values(b)).flatten().collect();
+                let literals: Vec<&Json> =
+                    many.iter().filter_map(|b| literal_values(self.resolve(b).0)).flatten().collect();
                 let mut best: Option<(Vec<Problem>, SpanTable, Json)> = None;
                 for branch in many {
                     let mut scratch = Walker { defs: self.defs, problems: Vec::new(), spans: SpanTable::default() };

@@ -102,10 +102,12 @@ impl<'a> Resolver<'a> {
                 );
                 continue;
             }
+            // Registered before its kind is checked, so transitions to a state with a
+            // problem of its own do not also report it as unknown.
+            state_index.insert(state.id.clone(), s);
             let Some(kind) = self.state_kind(state, id, file, &sbase) else { continue };
             let canned_responses =
                 self.canned_refs(&state.canned_responses, file, &format!("{sbase}.canned_responses"));
-            state_index.insert(state.id.clone(), s);
             states.push(JourneyState {
                 id: state.id.clone(),
                 kind,

@@ -10,6 +10,10 @@ use crate::ids::derive_id;
 use crate::journey::Journey;
 use crate::relationship::{Endpoint, Relationship, RelationshipKind, TagMode};
 
+fn article(kind: RelationshipKind) -> &'static str {
+    if kind.as_str().starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+}
+
 /// Endpoint kinds each relationship kind accepts, as (sources, targets).
 fn allowed(kind: RelationshipKind) -> (&'static [&'static str], &'static [&'static str]) {
     const ENTITIES: &[&str] = &["guideline", "tag", "journey"];
@@ -115,11 +119,21 @@ impl<'a> Resolver<'a> {
         for p in pending {
             let (sources, targets_ok) = allowed(p.kind);
             if !sources.contains(&p.source.kind_name()) {
-                let hint = format!("a {} relationship starts at a {}", p.kind.as_str(), sources.join(" or "));
+                let hint = format!(
+                    "{} {} relationship starts at a {}",
+                    article(p.kind),
+                    p.kind.as_str(),
+                    sources.join(" or ")
+                );
                 self.error(
                     "wrong-endpoint-kind",
                     &p.loc,
-                    format!("{} cannot be the source of a {} relationship", p.source, p.kind.as_str()),
+                    format!(
+                        "{} cannot be the source of {} {} relationship",
+                        p.source,
+                        article(p.kind),
+                        p.kind.as_str()
+                    ),
                     Some(hint),
                 );
                 continue;
@@ -151,11 +165,20 @@ impl<'a> Resolver<'a> {
             for (text, loc) in &p.targets {
                 let Some(target) = self.endpoint(text, loc, tool_targets) else { continue };
                 if !targets_ok.contains(&target.kind_name()) {
-                    let hint = format!("a {} relationship points at a {}", p.kind.as_str(), targets_ok.join(" or "));
+                    let hint = format!(
+                        "{} {} relationship points at a {}",
+                        article(p.kind),
+                        p.kind.as_str(),
+                        targets_ok.join(" or ")
+                    );
                     self.error(
                         "wrong-endpoint-kind",
                         loc,
-                        format!("{target} cannot be the target of a {} relationship", p.kind.as_str()),
+                        format!(
+                            "{target} cannot be the target of {} {} relationship",
+                            article(p.kind),
+                            p.kind.as_str()
+                        ),
                         Some(hint),
                     );
                     continue;

@@ -1,0 +1,21 @@
+//! Integration tests of the `guidepost` command, in one binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "integration/check.rs"]
+mod check;
+#[path = "integration/graph.rs"]
+mod graph;
+#[path = "integration/help.rs"]
+mod help;
+
+use std::path::PathBuf;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+pub fn guidepost() -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("guidepost").unwrap();
+    cmd.current_dir(repo_root());
+    cmd
+}

@@ -45,13 +45,18 @@ fn text() -> impl Strategy<Value = String> {
     ]
 }
 
+/// condition, action, criticality, priority, tag indexes, tool indexes
+type GuidelinePlan = (String, Option<String>, Option<Criticality>, Option<i32>, Vec<usize>, Vec<usize>);
+/// title, conditions, states (kind, text), extra edges (from, to, condition)
+type JourneyPlan = (String, Vec<String>, Vec<(u8, String)>, Vec<(usize, usize, Option<String>)>);
+
 #[derive(Debug, Clone)]
 struct Plan {
     tags: usize,
     tools: Vec<(Option<bool>, Vec<ParameterType>)>,
-    guidelines: Vec<(String, Option<String>, Option<Criticality>, Option<i32>, Vec<usize>, Vec<usize>)>,
+    guidelines: Vec<GuidelinePlan>,
     relationships: Vec<(usize, usize, RelationshipKind)>,
-    journeys: Vec<(String, Vec<String>, Vec<(u8, String)>, Vec<(usize, usize, Option<String>)>)>,
+    journeys: Vec<JourneyPlan>,
 }
 
 fn plan() -> impl Strategy<Value = Plan> {
@@ -192,11 +197,9 @@ fn build(plan: &Plan) -> AgentFile {
                     d
                 })
                 .collect();
-            let mut edges: Vec<Vec<TransitionDecl>> = vec![Vec::new(); states.len()];
-            for s in 0..states.len() {
-                let to = ids.get(s + 1).cloned().unwrap_or_else(|| "end".into());
-                edges[s].push(TransitionDecl::To(to));
-            }
+            let mut edges: Vec<Vec<TransitionDecl>> = (0..states.len())
+                .map(|s| vec![TransitionDecl::To(ids.get(s + 1).cloned().unwrap_or_else(|| "end".into()))])
+                .collect();
             for (from, to, when) in extra {
                 if *from < states.len() && *to < states.len() {
                     let when = when.clone().map(|w| format!("{w} ({from}->{to})"));

@@ -108,6 +108,40 @@ fn make_nullable(property: &mut Value) {
     }
 }
 
+/// Whether OpenAI's strict mode accepts `schema` as it is: every object schema lists all its
+/// properties in `required` and sets `additionalProperties: false`.
+///
+/// ```
+/// use serde_json::json;
+/// let mut schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+/// assert!(!guidepost_llm::is_strict_compatible(&schema));
+/// guidepost_llm::make_strict(&mut schema);
+/// assert!(guidepost_llm::is_strict_compatible(&schema));
+/// ```
+pub fn is_strict_compatible(schema: &Value) -> bool {
+    let Value::Object(obj) = schema else {
+        return true;
+    };
+    if let Some(Value::Object(properties)) = obj.get("properties") {
+        let required: Vec<&str> = match obj.get("required") {
+            Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if obj.get("additionalProperties") != Some(&Value::Bool(false))
+            || properties.keys().any(|k| !required.contains(&k.as_str()))
+        {
+            return false;
+        }
+    }
+    let children = ["$defs", "definitions", "properties"]
+        .iter()
+        .filter_map(|k| obj.get(*k).and_then(Value::as_object))
+        .flat_map(|m| m.values())
+        .chain(["anyOf", "oneOf", "allOf"].iter().filter_map(|k| obj.get(*k).and_then(Value::as_array)).flatten())
+        .chain(obj.get("items"));
+    children.into_iter().all(is_strict_compatible)
+}
+
 /// The JSON Schema of `T`, made strict with [`make_strict`].
 pub fn strict_schema_for<T: JsonSchema>() -> Value {
     let schema = schemars::schema_for!(T);

@@ -32,6 +32,7 @@ pub struct AnthropicChat {
     api_key: Option<String>,
     model: String,
     id: String,
+    prompt_caching: bool,
 }
 
 impl AnthropicChat {
@@ -44,7 +45,17 @@ impl AnthropicChat {
             api_key,
             id: format!("anthropic:{model}"),
             model,
+            prompt_caching: true,
         }
+    }
+
+    /// Marks the system prompt as a cache breakpoint (`cache_control: ephemeral`), on by
+    /// default: Guidepost puts the static part of every prompt first, and Anthropic caches a
+    /// prefix only where it is told to. Prompts under the provider's minimum length are simply
+    /// not cached.
+    pub fn with_prompt_caching(mut self, on: bool) -> Self {
+        self.prompt_caching = on;
+        self
     }
 
     /// Uses `client` (shared connection pool, proxies ...).
@@ -74,7 +85,11 @@ impl AnthropicChat {
             "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         });
         if !system.is_empty() {
-            body["system"] = json!(system);
+            body["system"] = if self.prompt_caching {
+                json!([{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}])
+            } else {
+                json!(system)
+            };
         }
         body["messages"] = Value::Array(messages);
         if let Some(t) = req.temperature {
@@ -291,7 +306,9 @@ mod tests {
             .user("two")
             .json_output("List", json!({"type": "array", "items": {"type": "string"}}));
         let body = chat.body(&req, false);
-        assert_eq!(body["system"], "a\nb");
+        assert_eq!(body["system"][0]["text"], "a\nb");
+        let plain = AnthropicChat::new("claude-x", None, None).with_prompt_caching(false);
+        assert_eq!(plain.body(&req, false)["system"], "a\nb");
         assert_eq!(body["messages"], json!([{"role": "user", "content": "one\n\ntwo"}]));
         assert_eq!(body["tools"][0]["input_schema"]["properties"]["value"]["type"], "array");
         assert_eq!(unwrap_input(&json!({"type": "array"}), json!({"value": [1]})), json!([1]));

@@ -2,7 +2,8 @@
 //! compatible server (vLLM, Ollama's `/v1`, llama.cpp server).
 //!
 //! Structured output uses `response_format: {type: json_schema, json_schema: {name, schema,
-//! strict}}`. Servers that lack it get `{type: json_object}` with the schema written into the
+//! strict}}` (strict only when the schema is strict-compatible, see
+//! [`make_strict`](crate::make_strict)). Servers that lack it get `{type: json_object}` with the schema written into the
 //! system prompt, either by configuration ([`StructuredMode::JsonObject`]) or automatically after
 //! the server rejects `response_format` with a 400 ([`StructuredMode::Auto`]).
 
@@ -18,6 +19,7 @@ use super::http::{default_client, event_json, f32_json, parse_answer, send, send
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, Embedder, TextStream};
 use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
+use crate::schema::is_strict_compatible;
 use crate::tokens::{count_message_tokens, count_tokens};
 use crate::usage::Usage;
 
@@ -120,6 +122,9 @@ impl OpenAiChat {
                 }
                 body["response_format"] = json!({"type": "json_object"});
             } else {
+                // Strict mode rejects schemas that leave properties optional or open: ask for
+                // it only when the schema allows it, rather than fail the call.
+                let strict = *strict && is_strict_compatible(schema);
                 body["response_format"] = json!({
                     "type": "json_schema",
                     "json_schema": {"name": name, "schema": schema, "strict": strict}
@@ -434,6 +439,14 @@ mod tests {
         assert_eq!(body["messages"][0]["role"], "system");
         assert!(body["messages"][0]["content"].as_str().unwrap().contains("JSON Schema"));
         assert_eq!(chat.model_id(), "openai-compatible:http://h/v1#m");
+    }
+
+    #[test]
+    fn strict_is_only_requested_for_compatible_schemas() {
+        let chat = OpenAiChat::compatible("http://h/v1", "m");
+        let open = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let req = ChatRequest::new(TaskKind::Matching).user("x").json_output("A", open);
+        assert_eq!(chat.body(&req, false, false)["response_format"]["json_schema"]["strict"], json!(false));
     }
 
     #[test]

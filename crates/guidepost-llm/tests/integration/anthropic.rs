@@ -47,7 +47,11 @@ async fn structured_output_is_a_forced_tool() {
         vec![json!({
             "model": "claude-sonnet-4-5",
             "max_tokens": 200,
-            "system": "You decide whether a guideline applies.",
+            "system": [{
+                "type": "text",
+                "text": "You decide whether a guideline applies.",
+                "cache_control": {"type": "ephemeral"}
+            }],
             "messages": [
                 {"role": "user", "content": "Customer: I want a refund.\nGuideline: the customer asks for a refund."}
             ],

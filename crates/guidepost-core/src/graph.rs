@@ -31,10 +31,10 @@ fn state_label(journey: &Journey, state: &str) -> String {
     match journey.state(state).map(|s| &s.kind) {
         Some(StateKind::Chat { action }) => action.clone(),
         Some(StateKind::Tool { tools, .. }) => {
-            format!("tool: {}", tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
+            format!("tool {}", tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
         }
-        Some(StateKind::Fork) => format!("fork: {state}"),
-        Some(StateKind::Journey { journey }) => format!("journey: {journey}"),
+        Some(StateKind::Fork) => format!("fork {state}"),
+        Some(StateKind::Journey { journey }) => format!("journey {journey}"),
         None => state.to_string(),
     }
 }

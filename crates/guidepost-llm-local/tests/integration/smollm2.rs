@@ -1,0 +1,178 @@
+//! SmolLM2-135M (requantized to Q8_0): deterministic plumbing tests. Its answers are not
+//! meant to be smart, only reproducible.
+
+use futures::StreamExt;
+use guidepost_llm::{ChatModel, ChatRequest, Output, StreamEvent, TaskKind};
+use guidepost_llm_local::{FinishReason, LocalChatModel, LocalOptions};
+use serde_json::{Value, json};
+
+use super::common::{runtime, smollm2};
+
+fn capital_question() -> ChatRequest {
+    ChatRequest::new(TaskKind::Generation)
+        .system("You are a helpful assistant.")
+        .user("What is the capital of France?")
+        .max_tokens(40)
+}
+
+#[test]
+fn loads_as_llama_and_requantizes_q4_1_to_q8_0() {
+    let info = smollm2().info();
+    assert_eq!(info.architecture, "llama");
+    assert_eq!(info.vocab_size, 49152);
+    assert_eq!(info.context_length, 8192);
+    assert_eq!(info.requantized.tensors, 210);
+    assert_eq!(info.stop_ids, [2, 0]);
+}
+
+#[test]
+fn renders_the_gguf_chat_template() {
+    let prompt = smollm2().render_prompt(&capital_question()).unwrap();
+    assert_eq!(
+        prompt,
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+#[test]
+fn greedy_generation_is_golden_and_stops_at_im_end() {
+    let answer = smollm2().answer_blocking(&capital_question()).unwrap();
+    let generation = &answer.generation;
+    assert_eq!(generation.prompt_tokens, 27);
+    assert_eq!(generation.token_ids, [504, 3575, 282, 4649, 314, 7042, 30]);
+    assert_eq!(generation.text, "The capital of France is Paris.");
+    assert_eq!(generation.finish, FinishReason::Stop);
+    assert_eq!(answer.output, Output::Text(generation.text.clone()));
+    // Same answer again: greedy decoding and a cleared KV cache.
+    let again = smollm2().answer_blocking(&capital_question()).unwrap();
+    assert_eq!(again.generation.token_ids, generation.token_ids);
+}
+
+#[test]
+fn token_limit_and_stop_sequences_end_the_answer() {
+    let short = smollm2().answer_blocking(&capital_question().max_tokens(3)).unwrap();
+    assert_eq!(short.generation.token_ids, [504, 3575, 282]);
+    assert_eq!(short.generation.finish, FinishReason::Length);
+
+    let cut = smollm2().answer_blocking(&capital_question().stop(" Paris")).unwrap();
+    assert_eq!(cut.generation.text, "The capital of France is");
+    assert_eq!(cut.generation.finish, FinishReason::Stop);
+}
+
+fn guideline_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "guideline_id": {"type": "string", "enum": ["refund", "shipping"]},
+            "applies": {"type": "boolean"}
+        },
+        "required": ["guideline_id", "applies"],
+        "additionalProperties": false
+    })
+}
+
+fn refund_check() -> ChatRequest {
+    ChatRequest::new(TaskKind::Matching)
+        .system("You check which customer-service guideline applies to the customer's message.")
+        .user("Customer: I want my money back for the broken lamp.\nGuidelines: refund, shipping")
+        .json_output("guideline_check", guideline_schema())
+}
+
+#[test]
+fn structured_answers_conform_to_the_schema() {
+    let answer = smollm2().answer_blocking(&refund_check()).unwrap();
+    // Constrained decoding: fixed layout, enum value, boolean.
+    assert_eq!(answer.generation.text, r#"{"guideline_id": "refund", "applies": false}"#);
+    let Output::Json(value) = &answer.output else {
+        panic!("expected JSON, got {:?}", answer.output);
+    };
+    let object = value.as_object().unwrap();
+    assert_eq!(object.len(), 2);
+    assert!(["refund", "shipping"].contains(&object["guideline_id"].as_str().unwrap()));
+    assert!(object["applies"].is_boolean());
+    assert_eq!(answer.generation.finish, FinishReason::Stop);
+}
+
+#[test]
+fn nested_schemas_are_enforced() {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "checks": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "guideline_id": {"type": "string", "enum": ["g1", "g2"]},
+                        "applies": {"type": "boolean"},
+                        "rationale": {"type": "string", "maxLength": 60}
+                    },
+                    "required": ["guideline_id", "applies", "rationale"],
+                    "additionalProperties": false
+                },
+                "minItems": 2,
+                "maxItems": 2
+            }
+        },
+        "required": ["checks"],
+        "additionalProperties": false
+    });
+    let req = ChatRequest::new(TaskKind::Matching)
+        .user("Customer: where is my parcel?\ng1: asks about a delivery\ng2: asks for a refund")
+        .json_output("checks", schema)
+        .max_tokens(200);
+    let answer = smollm2().answer_blocking(&req).unwrap();
+    let value = answer.output.as_json().unwrap();
+    let checks = value["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 2);
+    for check in checks {
+        assert!(["g1", "g2"].contains(&check["guideline_id"].as_str().unwrap()));
+        assert!(check["applies"].is_boolean());
+        assert!(check["rationale"].as_str().unwrap().chars().count() <= 60);
+    }
+}
+
+#[test]
+fn the_chat_port_completes_and_streams() {
+    let rt = runtime();
+    let model = smollm2().clone();
+    assert_eq!(model.model_id(), "local:smollm2");
+
+    let response = rt.block_on(model.complete(capital_question())).unwrap();
+    assert_eq!(response.output.as_text(), Some("The capital of France is Paris."));
+    assert_eq!(response.usage.model, "local:smollm2");
+    assert_eq!(response.usage.prompt_tokens, 27);
+    assert_eq!(response.usage.completion_tokens, 7);
+    assert_eq!(response.usage.calls, 1);
+
+    let events: Vec<StreamEvent> = rt.block_on(async {
+        let stream = model.stream(capital_question()).await.unwrap();
+        stream.map(Result::unwrap).collect().await
+    });
+    let (last, deltas) = events.split_last().unwrap();
+    let text: String = deltas
+        .iter()
+        .map(|e| match e {
+            StreamEvent::Delta(piece) => piece.as_str(),
+            StreamEvent::Done(_) => panic!("Done before the end"),
+        })
+        .collect();
+    assert!(deltas.len() > 1, "answer should arrive in pieces");
+    assert_eq!(text, "The capital of France is Paris.");
+    let StreamEvent::Done(done) = last else {
+        panic!("stream must end with Done");
+    };
+    assert_eq!(done.output.as_text(), Some(text.as_str()));
+
+    let json = rt.block_on(model.complete(refund_check())).unwrap();
+    assert!(json.output.as_json().is_some());
+}
+
+#[test]
+fn missing_model_files_name_the_fetch_command() {
+    let empty = tempfile::tempdir().unwrap();
+    let err = LocalChatModel::load("local:smollm2", LocalOptions::default().with_models_dir(empty.path())).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("scripts/fetch-models.sh"), "{message}");
+    assert!(message.contains("guidepost models fetch"), "{message}");
+}

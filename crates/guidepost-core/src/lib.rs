@@ -35,6 +35,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod agent;
+pub mod builder;
 pub mod definition;
 pub mod graph;
 pub mod guideline;

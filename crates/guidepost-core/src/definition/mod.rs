@@ -120,6 +120,14 @@ pub fn parse_file(source: &SourceFile) -> (Option<ParsedFile>, Vec<Diagnostic>) 
     }
 }
 
+/// Resolves already-parsed files into a definition (used by the builder API, which
+/// produces authoring structures directly).
+pub fn resolve_files(files: &[ParsedFile]) -> (Option<AgentDefinition>, Vec<Diagnostic>) {
+    let (definition, mut diagnostics) = resolve::resolve(files);
+    diagnostic::sort(&mut diagnostics);
+    (definition, diagnostics)
+}
+
 /// Loads one agent from its files (one file, or the files of an agent directory).
 ///
 /// Every file is parsed and checked even when an earlier one fails, so one run reports

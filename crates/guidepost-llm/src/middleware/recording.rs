@@ -3,6 +3,7 @@
 //! explanation of a replay miss (what changed versus the closest recording).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -73,7 +74,8 @@ pub fn task_dir(root: &Path, task: &TaskKind) -> PathBuf {
 
 /// The file of the recording with `key`.
 pub fn recording_path(root: &Path, task: &TaskKind, key: &str) -> PathBuf {
-    task_dir(root, task).join(format!("{}.json", &key[..key.len().min(16)]))
+    let short: String = key.chars().take(16).collect();
+    task_dir(root, task).join(format!("{short}.json"))
 }
 
 /// Reads a recording; `Ok(None)` when the file does not exist.
@@ -96,7 +98,10 @@ pub async fn save(path: &Path, recording: &Recording) -> Result<(), LlmError> {
     let mut text = serde_json::to_string_pretty(recording)
         .map_err(|e| LlmError::Storage(format!("cannot serialize a recording: {e}")))?;
     text.push('\n');
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    // Unique per write: concurrent identical requests must not share a temporary file.
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("json.{}-{n}.tmp", std::process::id()));
     tokio::fs::write(&tmp, text).await.map_err(storage)?;
     tokio::fs::rename(&tmp, path).await.map_err(storage)
 }

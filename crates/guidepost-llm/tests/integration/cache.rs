@@ -114,3 +114,21 @@ async fn replay_mode_records_what_it_misses() {
     assert_eq!(first.output, second.output);
     assert_eq!(std::fs::read_dir(dir.path().join("generation")).unwrap().count(), 1);
 }
+
+#[tokio::test]
+async fn concurrent_identical_requests_record_one_intact_file() {
+    let server = MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer("Hello!")))
+        .mount(&server)
+        .await;
+    let model = cached(&server, dir.path(), CacheMode::Record);
+    let req = || ChatRequest::new(TaskKind::Generation).user("Hi");
+    let answers = futures::future::join_all((0..8).map(|_| model.complete(req()))).await;
+    assert!(answers.iter().all(Result::is_ok));
+    let files: Vec<_> = std::fs::read_dir(dir.path().join("generation")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let recording: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(recording["response"]["output"]["value"], "Hello!");
+}

@@ -32,6 +32,7 @@ use crate::config::{ModelSettings, ModelSpec, ProviderKeys, ProviderRegistry};
 use crate::error::LlmError;
 use crate::middleware::accounting::Accounting;
 use crate::middleware::cache::{CacheMode, RecordReplay};
+use crate::middleware::embedding_cache::CachedEmbedder;
 use crate::middleware::limits::{Limits, LimitsConfig};
 use crate::middleware::reask::Reask;
 use crate::middleware::retry::{Retry, RetryPolicy};
@@ -60,6 +61,8 @@ pub struct StackConfig {
     pub cache_mode: CacheMode,
     /// Ledger receiving every call of the stack (in addition to each request's own ledger).
     pub ledger: Option<UsageLedger>,
+    /// Texts whose embeddings are kept in memory (0 disables the cache).
+    pub embedding_cache: usize,
 }
 
 impl Default for StackConfig {
@@ -72,6 +75,7 @@ impl Default for StackConfig {
             recordings: None,
             cache_mode: CacheMode::Live,
             ledger: None,
+            embedding_cache: 10_000,
         }
     }
 }
@@ -153,13 +157,19 @@ pub fn layer(model: Arc<dyn ChatModel>, config: &StackConfig) -> Arc<dyn ChatMod
     Arc::new(Accounting::new(cached, config.ledger.clone()))
 }
 
-/// Wraps an embedder in timeout → retry → limits.
+/// Wraps an embedder in timeout → retry → limits → in-memory cache (when
+/// [`StackConfig::embedding_cache`] is not 0).
 pub fn layer_embedder(embedder: Arc<dyn Embedder>, config: &StackConfig) -> Arc<dyn Embedder> {
     let timed: Arc<dyn Embedder> = match config.timeout {
         Some(after) => Arc::new(Timeout::new(embedder, after)),
         None => embedder,
     };
-    Arc::new(Limits::new(Retry::new(timed, config.retry.clone()), config.limits))
+    let limited = Limits::new(Retry::new(timed, config.retry.clone()), config.limits);
+    if config.embedding_cache == 0 {
+        Arc::new(limited)
+    } else {
+        Arc::new(CachedEmbedder::new(limited, config.embedding_cache))
+    }
 }
 
 /// A model per task kind and an embedder. It is itself a [`ChatModel`] that routes each

@@ -8,9 +8,12 @@
 //! (a retrying call keeps its concurrency slot, so a struggling provider is not flooded by
 //! other callers meanwhile); each re-ask passes the limits again; only validated answers are
 //! recorded; and accounting sees every answer, replayed ones included.
+//!
+//! Embedders get timeout → retry → limits → [`embedding_cache`].
 
 pub mod accounting;
 pub mod cache;
+pub mod embedding_cache;
 pub mod limits;
 pub mod reask;
 pub mod recording;

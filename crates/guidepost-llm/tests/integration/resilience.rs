@@ -194,3 +194,51 @@ async fn gateway_errors_with_html_are_retried_then_reported() {
     let err = stack(&server, &fast_config()).complete(check_request()).await.unwrap_err();
     assert!(err.to_string().contains("HTTP 502: <html>Bad Gateway</html>"), "{err}");
 }
+
+#[tokio::test]
+async fn stream_opening_is_retried() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(503).set_body_string("warming up"))
+        .up_to_n_times(1)
+        .mount(&server)
+        .await;
+    let body = crate::support::sse(&[("", json!({"choices": [{"index": 0, "delta": {"content": "ok"}}]}))])
+        + "data: [DONE]\n\n";
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).insert_header("content-type", "text/event-stream").set_body_string(body),
+        )
+        .mount(&server)
+        .await;
+    let req = guidepost_llm::ChatRequest::new(guidepost_llm::TaskKind::Generation).user("x");
+    let events: Vec<_> = futures::StreamExt::collect(stack(&server, &fast_config()).stream(req).await.unwrap()).await;
+    assert!(
+        matches!(events.last(), Some(Ok(guidepost_llm::StreamEvent::Done(d))) if d.output == Output::Text("ok".into()))
+    );
+    assert_eq!(bodies(&server).await.len(), 2);
+}
+
+#[tokio::test]
+async fn embeddings_are_retried_and_cached() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST")).respond_with(ResponseTemplate::new(500)).up_to_n_times(1).mount(&server).await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200).set_body_json(json!({"data": [{"index": 0, "embedding": [1.0, 0.0]}]})),
+        )
+        .mount(&server)
+        .await;
+    let embedder = guidepost_llm::layer_embedder(
+        Arc::new(guidepost_llm::providers::openai_compat::OpenAiEmbedder::new(
+            &format!("{}/v1", server.uri()),
+            "e",
+            "e",
+        )),
+        &fast_config(),
+    );
+    let texts = vec!["refund".to_string()];
+    assert_eq!(embedder.embed(&texts).await.unwrap(), vec![vec![1.0, 0.0]]);
+    assert_eq!(embedder.embed(&texts).await.unwrap(), vec![vec![1.0, 0.0]]);
+    assert_eq!(bodies(&server).await.len(), 2, "one failed attempt, one success, then the cache");
+}

@@ -1,0 +1,2 @@
+//! Matching benchmark (placeholder).
+fn main() {}

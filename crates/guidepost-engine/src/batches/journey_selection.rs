@@ -1,0 +1,173 @@
+//! Journey node selection: one call decides stay, advance (possibly several steps),
+//! backtrack (to which visited step) or exit, with a rationale.
+
+use guidepost_core::JourneyPath;
+use guidepost_core::projection::NodeKind;
+use guidepost_llm::{ChatModel, TaskKind};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{CallOutcome, call};
+use crate::error::BatchError;
+use crate::journeys::graph::JourneyGraph;
+use crate::prompt::{ConversationView, RenderedPrompt, render};
+
+/// What the model decided for a journey.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepDecision {
+    /// The current step is not done.
+    Stay,
+    /// Move forward through `steps`.
+    Advance,
+    /// Go back to the visited step `backtrack_to`.
+    Backtrack,
+    /// The customer left the journey (or, when starting, it does not apply).
+    Exit,
+}
+
+/// The answer of a journey selection call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JourneySelectionAnswer {
+    /// Why, in one or two sentences.
+    pub rationale: String,
+    /// The decision.
+    pub decision: StepDecision,
+    /// Step numbers entered, in order (advance only).
+    pub steps: Vec<String>,
+    /// The visited step to go back to (backtrack only).
+    pub backtrack_to: Option<String>,
+}
+
+/// A transition as the prompt shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TransitionView {
+    /// Target step number.
+    pub to: String,
+    /// Condition, if any.
+    pub condition: Option<String>,
+}
+
+/// A step as the prompt shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepView {
+    /// Step number (0 is the start).
+    pub id: String,
+    /// `start`, `chat`, `tool`, `fork` or `end`.
+    pub kind: String,
+    /// Whether the step waits for the customer's answer.
+    pub waits: bool,
+    /// Whether the step was visited.
+    pub visited: bool,
+    /// Whether this is the current step.
+    pub current: bool,
+    /// What happens at the step.
+    pub action: String,
+    /// Outgoing transitions.
+    pub transitions: Vec<TransitionView>,
+}
+
+/// The journey part of the prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JourneyView {
+    /// Title.
+    pub title: String,
+    /// Description.
+    pub description: Option<String>,
+    /// Activation conditions.
+    pub conditions: Vec<String>,
+    /// Steps, numbered in breadth-first order.
+    pub steps: Vec<StepView>,
+    /// Current step number.
+    pub current: String,
+    /// Visited step numbers, in order.
+    pub visited: Vec<String>,
+}
+
+/// The step number of node `id` (its breadth-first position).
+pub fn local_id(graph: &JourneyGraph, id: &str) -> String {
+    graph.nodes.get_index_of(id).map_or_else(|| id.to_string(), |i| i.to_string())
+}
+
+/// The node of step number `local`.
+pub fn node_of(graph: &JourneyGraph, local: &str) -> Option<String> {
+    let local = local.trim().trim_start_matches('[').trim_end_matches(']');
+    let index: usize = local.parse().ok()?;
+    graph.nodes.get_index(index).map(|(k, _)| k.clone())
+}
+
+impl JourneyView {
+    /// The view of `graph` with the session at `path`.
+    pub fn build(graph: &JourneyGraph, path: &JourneyPath) -> Self {
+        let steps = graph
+            .nodes
+            .values()
+            .map(|n| {
+                let tools: Vec<String> = n.tools.iter().map(ToString::to_string).collect();
+                let action = match n.kind {
+                    NodeKind::End => "the journey ends".to_string(),
+                    NodeKind::Fork if n.id == guidepost_core::journey::START_STATE => "start".to_string(),
+                    NodeKind::Fork => "route only".to_string(),
+                    NodeKind::Tool => {
+                        let base = format!("call {}", tools.join(", "));
+                        n.action.as_ref().map_or(base.clone(), |a| format!("{base} ({a})"))
+                    }
+                    NodeKind::Chat => n.action.clone().unwrap_or_default(),
+                };
+                StepView {
+                    id: local_id(graph, &n.id),
+                    kind: if n.id == guidepost_core::journey::START_STATE {
+                        "start".into()
+                    } else {
+                        n.kind.as_str().into()
+                    },
+                    waits: n.is_customer_dependent(),
+                    visited: path.visited(&n.id),
+                    current: path.current() == n.id,
+                    action,
+                    transitions: n
+                        .edges
+                        .iter()
+                        .map(|e| TransitionView { to: local_id(graph, &e.to), condition: e.condition.clone() })
+                        .collect(),
+                }
+            })
+            .collect();
+        Self {
+            title: graph.title.clone(),
+            description: graph.description.clone(),
+            conditions: graph.conditions.clone(),
+            steps,
+            current: local_id(graph, path.current()),
+            visited: path.states().iter().map(|s| local_id(graph, s)).collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SelectionContext<'a> {
+    conversation: &'a ConversationView,
+    journey: JourneyView,
+}
+
+/// Renders the selection prompt for `graph` at `path`.
+pub fn render_prompt(
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    conversation: &ConversationView,
+) -> Result<RenderedPrompt, BatchError> {
+    render("journey_selection.j2", &SelectionContext { conversation, journey: JourneyView::build(graph, path) })
+}
+
+/// Asks the model where the journey stands.
+pub async fn evaluate(
+    model: &dyn ChatModel,
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    conversation: &ConversationView,
+    temperature: f32,
+) -> CallOutcome<JourneySelectionAnswer> {
+    let prompt = render_prompt(graph, path, conversation);
+    call::<JourneySelectionAnswer>(model, TaskKind::JourneySelection, prompt, temperature).await
+}

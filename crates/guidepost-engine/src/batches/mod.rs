@@ -1,0 +1,188 @@
+//! One module per batch kind: its answer schema (reasoning fields before verdicts,
+//! unknown fields rejected), its template, and how its answer becomes verdicts.
+
+pub mod actionable;
+pub mod disambiguation;
+pub mod journey_selection;
+pub mod low_criticality;
+pub mod observational;
+pub mod previously_applied;
+
+use std::collections::HashMap;
+
+use guidepost_llm::{ChatModel, ChatRequest, TaskKind, Usage};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::catalog::MatchableGuideline;
+use crate::categorize::Category;
+use crate::error::BatchError;
+use crate::prompt::{ConversationView, PromptItem, RenderedPrompt, render};
+
+/// A verdict on one item of a batch, by local id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalVerdict {
+    /// The local id the prompt used.
+    pub id: String,
+    /// Whether the guideline applies.
+    pub applies: bool,
+    /// Why, when the schema asks for it.
+    pub rationale: Option<String>,
+}
+
+/// An answer schema that yields per-item verdicts.
+pub trait CheckAnswer: DeserializeOwned + JsonSchema {
+    /// The verdicts in the answer.
+    fn verdicts(self) -> Vec<LocalVerdict>;
+}
+
+/// A verdict mapped back to its guideline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuidelineVerdict {
+    /// Guideline id.
+    pub guideline_id: String,
+    /// Whether it applies.
+    pub applies: bool,
+    /// Why.
+    pub rationale: Option<String>,
+}
+
+/// The outcome of one model call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome<T> {
+    /// The typed answer, or why there is none.
+    pub answer: Result<T, BatchError>,
+    /// Usage when the call returned.
+    pub usage: Option<Usage>,
+    /// Estimated prompt tokens.
+    pub estimated_tokens: usize,
+}
+
+/// Sends `prompt` and parses the answer as `T`.
+pub async fn call<T: DeserializeOwned + JsonSchema>(
+    model: &dyn ChatModel,
+    task: TaskKind,
+    prompt: Result<RenderedPrompt, BatchError>,
+    temperature: f32,
+) -> CallOutcome<T> {
+    let prompt = match prompt {
+        Ok(p) => p,
+        Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
+    };
+    let estimated_tokens = prompt.estimated_tokens();
+    let req = ChatRequest::new(task).system(prompt.system).user(prompt.user).temperature(temperature);
+    match guidepost_llm::generate::<T>(model, req).await {
+        Ok((answer, usage)) => CallOutcome { answer: Ok(answer), usage: Some(usage), estimated_tokens },
+        Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
+    }
+}
+
+/// The template context of a guideline-check batch.
+#[derive(Serialize)]
+struct CheckContext<'a> {
+    conversation: &'a ConversationView,
+    items: Vec<PromptItem>,
+}
+
+/// Local ids `1..n` for `items`, and the prompt items.
+pub fn local_items(items: &[&MatchableGuideline]) -> (Vec<PromptItem>, HashMap<String, String>) {
+    let mut map = HashMap::new();
+    let list = items
+        .iter()
+        .enumerate()
+        .map(|(i, g)| {
+            let id = (i + 1).to_string();
+            map.insert(id.clone(), g.id.clone());
+            PromptItem {
+                id,
+                condition: g.condition.clone(),
+                action: g.action.clone(),
+                description: g.description.clone(),
+            }
+        })
+        .collect();
+    (list, map)
+}
+
+/// The template of a guideline-check category.
+pub fn template_of(category: Category) -> &'static str {
+    match category {
+        Category::Observational => "observational.j2",
+        Category::Actionable => "actionable.j2",
+        Category::PreviouslyApplied => "previously_applied.j2",
+        Category::PreviouslyAppliedCustomerDependent => "previously_applied_customer_dependent.j2",
+        Category::LowCriticality => "low_criticality.j2",
+        Category::Disambiguation => "disambiguation.j2",
+        Category::JourneyNodeSelection => "journey_selection.j2",
+    }
+}
+
+/// Renders the prompt of a guideline-check batch.
+pub fn render_checks(
+    category: Category,
+    items: &[&MatchableGuideline],
+    conversation: &ConversationView,
+) -> (Result<RenderedPrompt, BatchError>, HashMap<String, String>) {
+    let (list, map) = local_items(items);
+    (render(template_of(category), &CheckContext { conversation, items: list }), map)
+}
+
+/// Runs one guideline-check batch of `category` and maps verdicts back to guideline ids.
+/// Unknown local ids in the answer are ignored; items without a verdict are absent.
+pub async fn evaluate_checks(
+    model: &dyn ChatModel,
+    category: Category,
+    items: &[&MatchableGuideline],
+    conversation: &ConversationView,
+    temperature: f32,
+) -> CallOutcome<Vec<GuidelineVerdict>> {
+    let (prompt, map) = render_checks(category, items, conversation);
+    let task = TaskKind::Matching;
+    let outcome = match category {
+        Category::Observational => {
+            to_verdicts(call::<observational::ObservationChecks>(model, task, prompt, temperature).await)
+        }
+        Category::Actionable => {
+            to_verdicts(call::<actionable::ActionableChecks>(model, task, prompt, temperature).await)
+        }
+        Category::PreviouslyApplied => {
+            to_verdicts(call::<previously_applied::ReapplyChecks>(model, task, prompt, temperature).await)
+        }
+        Category::PreviouslyAppliedCustomerDependent => {
+            to_verdicts(call::<previously_applied::CustomerDependentChecks>(model, task, prompt, temperature).await)
+        }
+        Category::LowCriticality => {
+            to_verdicts(call::<low_criticality::LowCriticalityChecks>(model, task, prompt, temperature).await)
+        }
+        Category::Disambiguation | Category::JourneyNodeSelection => CallOutcome {
+            answer: Err(BatchError::Prompt(format!("{} is not a guideline-check batch", category.as_str()))),
+            usage: None,
+            estimated_tokens: 0,
+        },
+    };
+    let CallOutcome { answer, usage, estimated_tokens } = outcome;
+    let answer = answer.map(|local| {
+        let mut seen = std::collections::HashSet::new();
+        local
+            .into_iter()
+            .filter_map(|v| {
+                let guideline_id = map.get(v.id.trim().trim_start_matches('[').trim_end_matches(']'))?.clone();
+                seen.insert(guideline_id.clone()).then_some(GuidelineVerdict {
+                    guideline_id,
+                    applies: v.applies,
+                    rationale: v.rationale,
+                })
+            })
+            .collect()
+    });
+    CallOutcome { answer, usage, estimated_tokens }
+}
+
+fn to_verdicts<T: CheckAnswer>(outcome: CallOutcome<T>) -> CallOutcome<Vec<LocalVerdict>> {
+    CallOutcome {
+        answer: outcome.answer.map(CheckAnswer::verdicts),
+        usage: outcome.usage,
+        estimated_tokens: outcome.estimated_tokens,
+    }
+}

@@ -1,0 +1,66 @@
+//! Tunable settings of matching. Defaults are chosen for quality first, then cost; the
+//! benchmark (`benches/matching.rs`) measures what they spend.
+
+use serde::{Deserialize, Serialize};
+
+/// How numeric `priority` values of guidelines and journeys take part in resolution.
+///
+/// The default never drops a match only because another, unrelated match has a higher
+/// number: an author who sets `priority: 1` on one guideline does not silence every other
+/// guideline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NumericPriority {
+    /// Numbers are ignored.
+    Ignore,
+    /// Numbers only break ties between matches that conflict through `priority`
+    /// relationships in both directions (A over B and B over A): the higher number stays,
+    /// equal numbers keep both. This is the default.
+    #[default]
+    BreakTies,
+    /// Among all matches and active journeys only those with the highest number stay
+    /// (entailed matches excluded). Opt-in: one high number silences everything else.
+    HighestWins,
+}
+
+/// Settings of the [`crate::GuidelineMatcher`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MatcherConfig {
+    /// Inactive journeys considered per turn besides the active ones (by embedding
+    /// similarity to the conversation). Guidelines scoped to other journeys are pruned.
+    pub journey_top_k: usize,
+    /// Upper bound on the estimated prompt tokens one batch spends on its guideline list.
+    pub batch_token_budget: usize,
+    /// Upper bound on guidelines per batch, whatever their size (accuracy drops when a
+    /// model checks too many conditions at once).
+    pub max_guidelines_per_batch: usize,
+    /// Messages of the conversation shown verbatim in prompts (most recent last); older
+    /// ones are replaced by the context's summary or an explicit elision line.
+    pub history_window: usize,
+    /// Sampling temperature of matching and journey calls.
+    pub temperature: f32,
+    /// How numeric priorities take part in relational resolution.
+    pub numeric_priority: NumericPriority,
+    /// Run journey node selection speculatively, in parallel with matching, for predicted
+    /// journeys whose first step needs a model decision (saves one sequential wave when
+    /// the journey starts).
+    pub speculative_journey_selection: bool,
+    /// Upper bound on steps one selection may advance at once (fast-forward).
+    pub max_advance_steps: usize,
+}
+
+impl Default for MatcherConfig {
+    fn default() -> Self {
+        Self {
+            journey_top_k: 2,
+            batch_token_budget: 1800,
+            max_guidelines_per_batch: 40,
+            history_window: 12,
+            temperature: 0.0,
+            numeric_priority: NumericPriority::default(),
+            speculative_journey_selection: true,
+            max_advance_steps: 4,
+        }
+    }
+}

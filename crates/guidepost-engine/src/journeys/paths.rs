@@ -1,0 +1,195 @@
+//! Applying node-selection decisions to journey paths, with the core path algebra:
+//! forward progress appends, revisiting truncates (backtracking), reaching `end` or the
+//! root again completes. Model answers are validated against the graph: an advance only
+//! follows existing transitions, stops after a tool step, and a backtrack only targets a
+//! visited step; anything else is corrected and the correction recorded.
+
+use guidepost_core::journey::START_STATE;
+use guidepost_core::projection::NodeKind;
+use guidepost_core::{JourneyPath, PathStep};
+
+use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, node_of};
+use crate::journeys::graph::JourneyGraph;
+use crate::record::{GuidelineMatch, JourneyDecision, MatchKind};
+
+/// The effect of a decision on one journey's path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    /// What happened.
+    pub decision: JourneyDecision,
+    /// The path afterwards; `None` when the journey is (no longer) active.
+    pub path: Option<JourneyPath>,
+    /// A model answer the engine could not follow, and what it did instead.
+    pub correction: Option<String>,
+}
+
+/// Moves `path` forward through `steps` (node ids). Invalid steps end the move: the valid
+/// prefix is kept. `starting` marks a journey that is not active yet.
+pub fn advance(
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    steps: &[String],
+    starting: bool,
+    max_steps: usize,
+) -> PathChange {
+    let mut valid: Vec<String> = Vec::new();
+    let mut correction = None;
+    let mut at = path.current().to_string();
+    for step in steps.iter().take(max_steps.max(1)) {
+        if graph.edge(&at, step).is_none() {
+            correction = Some(format!("step `{step}` is not reachable from `{at}`; kept the valid part of the move"));
+            break;
+        }
+        valid.push(step.clone());
+        at = step.clone();
+        if graph.node(step).is_some_and(|n| n.kind == NodeKind::Tool) {
+            if valid.len() < steps.len() {
+                correction = Some(format!("stopped at tool step `{step}`: its tool must run first"));
+            }
+            break;
+        }
+    }
+    if correction.is_none() && steps.len() > max_steps.max(1) {
+        correction = Some(format!("advanced at most {max_steps} steps"));
+    }
+    let stayed = |correction| PathChange {
+        decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
+        path: (!starting).then(|| path.clone()),
+        correction,
+    };
+    if valid.is_empty() {
+        return stayed(correction.or_else(|| Some("advance without steps; stayed".into())));
+    }
+    match path.step(&valid) {
+        PathStep::Completed => PathChange { decision: JourneyDecision::Completed, path: None, correction },
+        PathStep::Advanced(p) | PathStep::Backtracked(p) => {
+            let decision = if starting {
+                JourneyDecision::Started { steps: valid }
+            } else {
+                JourneyDecision::Advanced { steps: valid }
+            };
+            PathChange { decision, path: Some(p), correction }
+        }
+        PathStep::Stayed => stayed(correction),
+    }
+}
+
+/// Moves `path` back to the visited node `to`.
+pub fn backtrack(path: &JourneyPath, to: &str) -> PathChange {
+    if to == START_STATE || !path.visited(to) || path.current() == to {
+        return PathChange {
+            decision: JourneyDecision::Stayed,
+            path: Some(path.clone()),
+            correction: Some(format!("cannot backtrack to `{to}`: not an earlier visited step; stayed")),
+        };
+    }
+    match path.step([to]) {
+        PathStep::Backtracked(p) | PathStep::Advanced(p) => PathChange {
+            decision: JourneyDecision::Backtracked { to: to.to_string() },
+            path: Some(p),
+            correction: None,
+        },
+        PathStep::Completed => PathChange { decision: JourneyDecision::Completed, path: None, correction: None },
+        PathStep::Stayed => {
+            PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
+        }
+    }
+}
+
+/// Applies a model answer to `path`.
+pub fn apply_answer(
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    starting: bool,
+    answer: &JourneySelectionAnswer,
+    max_steps: usize,
+) -> PathChange {
+    match answer.decision {
+        StepDecision::Stay if starting => {
+            PathChange { decision: JourneyDecision::NotStarted, path: None, correction: None }
+        }
+        StepDecision::Stay => {
+            PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
+        }
+        StepDecision::Exit if starting => {
+            PathChange { decision: JourneyDecision::NotStarted, path: None, correction: None }
+        }
+        StepDecision::Exit => PathChange { decision: JourneyDecision::Exited, path: None, correction: None },
+        StepDecision::Advance => {
+            let mut unknown = None;
+            let steps: Vec<String> = answer
+                .steps
+                .iter()
+                .map_while(|s| {
+                    let node = node_of(graph, s);
+                    if node.is_none() {
+                        unknown = Some(format!("unknown step number `{s}`"));
+                    }
+                    node
+                })
+                .collect();
+            let mut change = advance(graph, path, &steps, starting, max_steps);
+            if change.correction.is_none() {
+                change.correction = unknown;
+            }
+            change
+        }
+        StepDecision::Backtrack if starting => PathChange {
+            decision: JourneyDecision::NotStarted,
+            path: None,
+            correction: Some("a journey that has not started cannot backtrack".into()),
+        },
+        StepDecision::Backtrack => match answer.backtrack_to.as_deref().and_then(|s| node_of(graph, s)) {
+            Some(to) => {
+                let back = backtrack(path, &to);
+                // The correction may settle the revisited step again: move on from it.
+                let steps: Vec<String> = answer.steps.iter().map_while(|s| node_of(graph, s)).collect();
+                match (&back.decision, &back.path) {
+                    (JourneyDecision::Backtracked { .. }, Some(p)) if !steps.is_empty() => {
+                        let forward = advance(graph, p, &steps, false, max_steps);
+                        match forward.decision {
+                            JourneyDecision::Completed => forward,
+                            _ => PathChange {
+                                decision: back.decision,
+                                path: forward.path.or(back.path),
+                                correction: forward.correction,
+                            },
+                        }
+                    }
+                    _ => back,
+                }
+            }
+            None => PathChange {
+                decision: JourneyDecision::Stayed,
+                path: Some(path.clone()),
+                correction: Some("backtrack without a known step; stayed".into()),
+            },
+        },
+    }
+}
+
+/// The match of the current node of `path`: chat and tool nodes only (the root, forks and
+/// the end have nothing to do).
+pub fn node_match(graph: &JourneyGraph, path: &JourneyPath, rationale: &str) -> Option<GuidelineMatch> {
+    let current = path.current();
+    let node = graph.node(current)?;
+    if !matches!(node.kind, NodeKind::Chat | NodeKind::Tool) {
+        return None;
+    }
+    let states = path.states();
+    let edge = states.len().checked_sub(2).and_then(|i| states.get(i)).and_then(|prev| graph.edge(prev, current));
+    Some(GuidelineMatch {
+        guideline_id: edge.map_or_else(|| node.guideline_id.clone(), |e| e.guideline_id.clone()),
+        kind: MatchKind::JourneyNode { journey: graph.id.clone(), node: current.to_string() },
+        condition: edge.and_then(|e| e.condition.clone()).unwrap_or_default(),
+        action: node.action.clone().or_else(|| {
+            (node.kind == NodeKind::Tool).then(|| {
+                let tools: Vec<String> = node.tools.iter().map(ToString::to_string).collect();
+                format!("Call {}", tools.join(", "))
+            })
+        }),
+        tools: node.tools.clone(),
+        score: 10,
+        rationale: rationale.to_string(),
+    })
+}

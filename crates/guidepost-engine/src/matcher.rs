@@ -1,0 +1,239 @@
+//! [`GuidelineMatcher`]: the entry point the preparation loop calls once per iteration.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use guidepost_core::JourneyPath;
+use guidepost_core::projection::NodeKind;
+use guidepost_llm::{ChatModel, Embedder};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::CompiledAgent;
+use crate::config::MatcherConfig;
+use crate::context::MatchingContext;
+use crate::error::EngineError;
+use crate::journeys::prediction::{JourneyPredictor, Prediction, cosine};
+use crate::pass::{Pass, PassInput};
+use crate::record::{GuidelineMatch, MatchKind, MatchingRecord, PredictionReason, PredictionRecord};
+
+/// The result of one matching pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchingOutcome {
+    /// Matches after relational resolution, in definition order: guidelines, journey
+    /// conditions, current journey nodes and clarifications.
+    pub matches: Vec<GuidelineMatch>,
+    /// Active journeys and where each stands; store these in the turn's `AgentState`.
+    pub journey_paths: IndexMap<String, JourneyPath>,
+    /// Why everything was decided.
+    pub record: MatchingRecord,
+    /// Matches before resolution (carried into later iterations of the same turn).
+    pub unresolved: Vec<GuidelineMatch>,
+    /// Journeys whose guidelines were considered in this turn so far.
+    pub considered_journeys: Vec<String>,
+}
+
+impl MatchingOutcome {
+    /// Matches that enable tools (guideline tools and tool nodes): the tool-calling stage
+    /// infers calls for these.
+    pub fn tool_enabled(&self) -> impl Iterator<Item = &GuidelineMatch> {
+        self.matches.iter().filter(|m| !m.tools.is_empty())
+    }
+
+    /// Matches without tools that carry an action: what the reply must follow.
+    pub fn ordinary(&self) -> impl Iterator<Item = &GuidelineMatch> {
+        self.matches.iter().filter(|m| m.tools.is_empty() && m.action.is_some())
+    }
+
+    /// Whether `guideline_id` matched.
+    pub fn matched(&self, guideline_id: &str) -> bool {
+        self.matches.iter().any(|m| m.guideline_id == guideline_id)
+    }
+
+    /// The current node of an active journey.
+    pub fn journey_node(&self, journey: &str) -> Option<&str> {
+        self.journey_paths.get(journey).map(JourneyPath::current)
+    }
+
+    /// Journey nodes matched in this pass (journey id, node id).
+    pub fn matched_nodes(&self) -> Vec<(&str, &str)> {
+        self.matches
+            .iter()
+            .filter_map(|m| match &m.kind {
+                MatchKind::JourneyNode { journey, node } => Some((journey.as_str(), node.as_str())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Matches guidelines and walks journeys for one turn.
+///
+/// The preparation loop calls [`match_turn`](Self::match_turn) in its first iteration
+/// and [`rematch`](Self::rematch) after tools ran, which re-evaluates only what the new
+/// tool results can change.
+#[derive(Debug, Clone)]
+pub struct GuidelineMatcher {
+    agent: Arc<CompiledAgent>,
+    model: Arc<dyn ChatModel>,
+    embedder: Option<Arc<dyn Embedder>>,
+    config: MatcherConfig,
+}
+
+impl GuidelineMatcher {
+    /// A matcher for `agent` using `model` for decisions and `embedder` for journey
+    /// prediction (without an embedder every journey is considered).
+    pub fn new(
+        agent: Arc<CompiledAgent>,
+        model: Arc<dyn ChatModel>,
+        embedder: Option<Arc<dyn Embedder>>,
+        config: MatcherConfig,
+    ) -> Self {
+        Self { agent, model, embedder, config }
+    }
+
+    /// The compiled definition.
+    pub fn agent(&self) -> &CompiledAgent {
+        &self.agent
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &MatcherConfig {
+        &self.config
+    }
+
+    fn pass(&self) -> Pass<'_> {
+        Pass { agent: &self.agent, model: self.model.as_ref(), config: &self.config }
+    }
+
+    fn predictor(&self) -> JourneyPredictor<'_> {
+        JourneyPredictor { agent: &self.agent, embedder: self.embedder.as_deref(), top_k: self.config.journey_top_k }
+    }
+
+    /// The first pass of a turn: predicts journeys, evaluates every candidate guideline,
+    /// selects journey nodes and resolves relationships.
+    ///
+    /// Fails only when every model call failed; a failed batch otherwise leaves its
+    /// guidelines unmatched, with the error in the record.
+    pub async fn match_turn(&self, ctx: &MatchingContext) -> Result<MatchingOutcome, EngineError> {
+        let paths_in = ctx.previous_state.journey_paths.clone();
+        let active: Vec<String> = paths_in.keys().cloned().collect();
+        let prediction = self.predictor().predict(ctx, &active).await;
+        self.pass()
+            .run(PassInput {
+                ctx,
+                iteration: 1,
+                paths_in,
+                evaluate_only: None,
+                select_only: None,
+                carried: Vec::new(),
+                prediction,
+                considered_before: Vec::new(),
+            })
+            .await
+    }
+
+    /// A later pass of the same turn, after tools ran (their results are staged in
+    /// `ctx`). Re-evaluates only:
+    /// - guidelines with a `reevaluation` relationship to a tool that ran;
+    /// - journeys whose current node is a tool node whose tool ran;
+    /// - journeys newly activated, and unpredicted journeys the tool results point to
+    ///   (a second pass over their conditions and guidelines).
+    ///
+    /// Everything else keeps its verdict from `previous`.
+    pub async fn rematch(
+        &self,
+        ctx: &MatchingContext,
+        previous: &MatchingOutcome,
+    ) -> Result<MatchingOutcome, EngineError> {
+        let tools_ran = ctx.tools_ran();
+        let mut evaluate: BTreeSet<String> = BTreeSet::new();
+        for tool in &tools_ran {
+            evaluate.extend(self.agent.reevaluated_by(tool));
+        }
+        let select: BTreeSet<String> = previous
+            .journey_paths
+            .iter()
+            .filter(|(j, path)| {
+                self.agent
+                    .journey(j)
+                    .and_then(|g| g.node(path.current()))
+                    .is_some_and(|n| n.kind == NodeKind::Tool && n.tools.iter().any(|t| tools_ran.contains(t)))
+            })
+            .map(|(j, _)| j.clone())
+            .collect();
+        let prediction = self.second_pass_prediction(ctx, previous).await;
+        self.pass()
+            .run(PassInput {
+                ctx,
+                iteration: previous.record.iteration + 1,
+                paths_in: previous.journey_paths.clone(),
+                evaluate_only: Some(evaluate),
+                select_only: Some(select),
+                carried: previous.unresolved.clone(),
+                prediction,
+                considered_before: previous.considered_journeys.clone(),
+            })
+            .await
+    }
+
+    /// Journeys for a later pass: the ones considered before, plus unconsidered journeys
+    /// the staged tool results resemble (similarity at least that of the weakest journey
+    /// predicted from the conversation, or of any journey when none was).
+    async fn second_pass_prediction(&self, ctx: &MatchingContext, previous: &MatchingOutcome) -> Prediction {
+        let mut prediction = Prediction::default();
+        let considered = &previous.considered_journeys;
+        let unconsidered: Vec<&String> = self
+            .agent
+            .journeys()
+            .keys()
+            .filter(|j| !considered.contains(j) && !previous.journey_paths.contains_key(*j))
+            .collect();
+        let record = |j: &String, reason| PredictionRecord { journey_id: j.clone(), reason, similarity: None };
+        for j in self.agent.journeys().keys() {
+            if previous.journey_paths.contains_key(j) {
+                prediction.records.push(record(j, PredictionReason::Active));
+            } else if considered.contains(j) {
+                prediction.records.push(record(j, PredictionReason::Similar));
+            }
+        }
+        let (Some(embedder), false, false) =
+            (self.embedder.as_deref(), unconsidered.is_empty(), ctx.staged_tool_results.is_empty())
+        else {
+            prediction.records.extend(unconsidered.into_iter().map(|j| record(j, PredictionReason::NotPredicted)));
+            return prediction;
+        };
+        let text: Vec<String> =
+            ctx.staged_tool_results.iter().map(|r| format!("{} {} {}", r.tool.name, r.arguments, r.result)).collect();
+        let vectors = embedder.embed(&[text.join("\n")]).await;
+        prediction.embedding_calls += 1;
+        let journey_vectors = self.agent.journey_embeddings.get();
+        let floor = previous
+            .record
+            .predictions
+            .iter()
+            .filter(|p| p.reason == PredictionReason::Similar)
+            .filter_map(|p| p.similarity)
+            .fold(f32::INFINITY, f32::min);
+        let floor = if floor.is_finite() { floor } else { 0.5 };
+        let tool_vector = vectors.ok().and_then(|v| v.into_iter().next());
+        let mut chosen = Vec::new();
+        for j in unconsidered {
+            let index = self.agent.journeys().get_index_of(j.as_str());
+            let similarity = match (&tool_vector, journey_vectors, index) {
+                (Some(t), Some(all), Some(i)) => all.get(i).map(|v| cosine(v, t)),
+                _ => None,
+            };
+            let hit = similarity.is_some_and(|s| s >= floor) && chosen.len() < self.config.journey_top_k.max(1);
+            if hit {
+                chosen.push(j.clone());
+            }
+            prediction.records.push(PredictionRecord {
+                journey_id: j.clone(),
+                reason: if hit { PredictionReason::SecondPass } else { PredictionReason::NotPredicted },
+                similarity,
+            });
+        }
+        prediction
+    }
+}

@@ -1,0 +1,150 @@
+//! Prompt rendering. Every prompt is a minijinja template under `src/prompts/`, loaded at
+//! compile time. A template renders its static instructions first, then the line
+//! [`DYNAMIC_MARKER`], then the rest from the most to the least stable: agent, the items
+//! checked (stable across turns for the same batch), the conversation window and tool
+//! results. The static part becomes the system message, so providers cache the prefix.
+
+use std::sync::OnceLock;
+
+use guidepost_core::AgentDefinition;
+use minijinja::Environment;
+use serde::Serialize;
+
+use crate::context::{HistoryMessage, MatchingContext};
+use crate::error::BatchError;
+
+/// Separates the static instructions from the per-turn part of a rendered template.
+pub const DYNAMIC_MARKER: &str = "<<<DYNAMIC>>>";
+
+/// The prompt templates, by name.
+pub const TEMPLATES: [(&str, &str); 9] = [
+    ("agent.j2", include_str!("prompts/agent.j2")),
+    ("conversation.j2", include_str!("prompts/conversation.j2")),
+    ("observational.j2", include_str!("prompts/observational.j2")),
+    ("actionable.j2", include_str!("prompts/actionable.j2")),
+    ("previously_applied.j2", include_str!("prompts/previously_applied.j2")),
+    ("previously_applied_customer_dependent.j2", include_str!("prompts/previously_applied_customer_dependent.j2")),
+    ("low_criticality.j2", include_str!("prompts/low_criticality.j2")),
+    ("disambiguation.j2", include_str!("prompts/disambiguation.j2")),
+    ("journey_selection.j2", include_str!("prompts/journey_selection.j2")),
+];
+
+fn environment() -> &'static Result<Environment<'static>, String> {
+    static ENV: OnceLock<Result<Environment<'static>, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        let syntax = minijinja::syntax::SyntaxConfig::builder()
+            .trim_blocks(true)
+            .lstrip_blocks(true)
+            .build()
+            .map_err(|e| e.to_string())?;
+        env.set_syntax(syntax);
+        for (name, source) in TEMPLATES {
+            env.add_template(name, source).map_err(|e| format!("{name}: {e}"))?;
+        }
+        Ok(env)
+    })
+}
+
+/// A rendered prompt: static instructions and the per-turn part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedPrompt {
+    /// Instructions and output format; identical across turns and agents.
+    pub system: String,
+    /// Agent, items, conversation and tool results.
+    pub user: String,
+}
+
+impl RenderedPrompt {
+    /// Estimated prompt tokens (characters / 4).
+    pub fn estimated_tokens(&self) -> usize {
+        guidepost_llm::estimate_tokens(&self.system) + guidepost_llm::estimate_tokens(&self.user)
+    }
+}
+
+/// Renders template `name` with `ctx`.
+pub fn render(name: &str, ctx: &impl Serialize) -> Result<RenderedPrompt, BatchError> {
+    let env = environment().as_ref().map_err(|e| BatchError::Prompt(e.clone()))?;
+    let template = env.get_template(name).map_err(|e| BatchError::Prompt(e.to_string()))?;
+    let text = template.render(minijinja::value::Serde(ctx)).map_err(|e| BatchError::Prompt(format!("{name}: {e}")))?;
+    let (system, user) = text.split_once(DYNAMIC_MARKER).unwrap_or(("", text.as_str()));
+    Ok(RenderedPrompt { system: system.trim().to_string(), user: user.trim().to_string() })
+}
+
+/// A tool result as prompts show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolResultView {
+    /// `service:name`.
+    pub tool: String,
+    /// Arguments, compact JSON.
+    pub arguments: String,
+    /// Result, compact JSON.
+    pub result: String,
+}
+
+/// The per-turn part shared by every prompt of a pass: built once, rendered into each.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ConversationView {
+    /// Agent name.
+    pub agent_name: String,
+    /// Agent description.
+    pub agent_description: Option<String>,
+    /// Customer name, when known.
+    pub customer_name: Option<String>,
+    /// Context variables as `name: value` lines.
+    pub variables: Vec<(String, String)>,
+    /// Summary of messages older than the window.
+    pub summary: Option<String>,
+    /// Messages older than the window that are not shown.
+    pub elided: usize,
+    /// The most recent messages, oldest first.
+    pub history: Vec<HistoryMessage>,
+    /// Tool results of this turn.
+    pub tool_results: Vec<ToolResultView>,
+}
+
+impl ConversationView {
+    /// Builds the view of `ctx`, keeping the last `window` messages.
+    pub fn build(definition: &AgentDefinition, ctx: &MatchingContext, window: usize) -> Self {
+        let messages = ctx.messages();
+        let elided = messages.len().saturating_sub(window.max(1));
+        Self {
+            agent_name: definition.agent.name.clone(),
+            agent_description: definition.agent.description.clone(),
+            customer_name: ctx.customer_name.clone(),
+            variables: ctx.variables.iter().map(|(k, v)| (k.clone(), compact(v))).collect(),
+            summary: if elided > 0 { ctx.history_summary.clone() } else { None },
+            elided,
+            history: messages.into_iter().skip(elided).collect(),
+            tool_results: ctx
+                .staged_tool_results
+                .iter()
+                .map(|r| ToolResultView {
+                    tool: r.tool.to_string(),
+                    arguments: compact(&r.arguments),
+                    result: compact(&r.result),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn compact(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A guideline as a prompt lists it, under a short local id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PromptItem {
+    /// Local id ("1", "2" ...), valid inside one prompt only.
+    pub id: String,
+    /// Condition.
+    pub condition: String,
+    /// Action, when any.
+    pub action: Option<String>,
+    /// Extra context.
+    pub description: Option<String>,
+}

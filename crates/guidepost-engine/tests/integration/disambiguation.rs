@@ -1,0 +1,84 @@
+//! Disambiguation between "upgrade" targets: ask among the plausible targets only; no
+//! ambiguity means no match at all.
+
+use std::sync::Arc;
+
+use guidepost_engine::MatchKind;
+use guidepost_engine::record::Verdict;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use serde_json::json;
+
+use crate::support::*;
+
+const UPGRADE: &str = r#"
+agent: { name: Otto }
+guidelines:
+  - id: upgrade_unclear
+    condition: The customer wants to upgrade something
+    disambiguates: [upgrade_plan, upgrade_shipping, upgrade_device]
+  - id: upgrade_plan
+    condition: The customer wants to upgrade their subscription plan
+    action: Explain the plan tiers
+  - id: upgrade_shipping
+    condition: The customer wants faster shipping
+    action: Offer express shipping
+  - id: upgrade_device
+    condition: The customer wants a newer device
+    action: Show trade-in offers
+"#;
+
+/// The model sees "upgrade" as ambiguous between plan and shipping (the customer has no
+/// device with us), unless the message says which.
+fn model() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("DisambiguationAnswer"))
+            .reply_with(|req| {
+                let msg = last_customer(req).to_lowercase();
+                let options = items(req, "## Options");
+                let id_of = |needle: &str| options.iter().find(|(_, t)| t.contains(needle)).map(|(id, _)| id.clone()).unwrap();
+                Ok(if msg.contains("shipping") {
+                    json!({"rationale": "the customer said shipping", "ambiguous": false, "plausible_options": [], "question": null})
+                } else if msg.contains("upgrade") {
+                    json!({"rationale": "plan or shipping", "ambiguous": true,
+                           "plausible_options": [id_of("subscription"), id_of("faster shipping")],
+                           "question": "Do you want to upgrade your plan or your shipping?"})
+                } else {
+                    json!({"rationale": "nothing about upgrades", "ambiguous": false, "plausible_options": [], "question": null})
+                })
+            })
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| {
+                Ok(checks(req, "## Guidelines", |cond, msg| {
+                    let msg = msg.to_lowercase();
+                    (cond.contains("subscription") && msg.contains("upgrade"))
+                        || (cond.contains("shipping") && (msg.contains("shipping") || msg.contains("upgrade")))
+                }))
+            }),
+    )
+}
+
+#[tokio::test]
+async fn ambiguous_upgrade_asks_among_plausible_targets_only() {
+    let matcher = matcher(inline(UPGRADE), model());
+    let o = matcher.match_turn(&Session::new().customer("I want to upgrade")).await.unwrap();
+    let clarify =
+        o.matches.iter().find(|m| matches!(m.kind, MatchKind::Clarification { .. })).expect("a clarification");
+    let MatchKind::Clarification { source, options } = &clarify.kind else { unreachable!() };
+    assert_eq!(source, "upgrade_unclear");
+    assert_eq!(options, &vec!["upgrade_plan".to_string(), "upgrade_shipping".to_string()]);
+    assert_eq!(clarify.action.as_deref(), Some("Do you want to upgrade your plan or your shipping?"));
+    // the targets it replaces are not followed directly
+    assert!(!o.matched("upgrade_plan") && !o.matched("upgrade_shipping"));
+    assert!(!o.matched("upgrade_unclear"));
+}
+
+#[tokio::test]
+async fn no_ambiguity_is_no_match() {
+    let matcher = matcher(inline(UPGRADE), model());
+    let o = matcher.match_turn(&Session::new().customer("Can I upgrade my shipping?")).await.unwrap();
+    assert!(o.matches.iter().all(|m| !matches!(m.kind, MatchKind::Clarification { .. })));
+    assert!(!o.matched("upgrade_unclear"), "the observation does not count as matched");
+    assert_eq!(o.record.candidate("upgrade_unclear").unwrap().verdict, Verdict::NotMatched);
+    assert!(o.matched("upgrade_shipping"));
+}

@@ -1,0 +1,157 @@
+//! Snapshots of every prompt template rendered for a fixed context, so a prompt change
+//! shows up in review as a diff.
+
+use std::sync::Arc;
+
+use guidepost_core::{EventSource, JourneyPath, ToolId};
+use guidepost_engine::batches::{disambiguation, journey_selection, render_checks};
+use guidepost_engine::context::events::message;
+use guidepost_engine::prompt::{ConversationView, RenderedPrompt};
+use guidepost_engine::{Category, CompiledAgent, MatchingContext, StagedToolResult};
+use serde_json::json;
+
+use crate::support::*;
+
+const AGENT: &str = r#"
+agent:
+  name: Otto
+  description: A friendly customer service agent for an online store.
+guidelines:
+  - id: refund
+    condition: The customer asks about refunds
+    action: Explain the 30-day refund policy
+  - id: order_number
+    condition: The customer wants to return an item
+    action: Ask for their order number
+  - id: competitor
+    condition: The customer mentions a competitor
+  - id: tone
+    condition: Any time
+    action: Keep it short
+    criticality: low
+  - id: upgrade
+    condition: The customer wants to upgrade something
+    disambiguates: [plan, shipping]
+  - id: plan
+    condition: The customer wants a better subscription plan
+    action: Explain the plan tiers
+  - id: shipping
+    condition: The customer wants faster shipping
+    action: Offer express shipping
+journeys:
+  - id: order_status
+    title: Order Status
+    description: Helps the customer check the status of an order.
+    conditions: [The customer wants to check the status of an order]
+    start: ask
+    states:
+      - id: ask
+        chat: Ask the customer for their order number
+        next:
+          - to: lookup
+            when: The customer provided the order number
+      - id: lookup
+        tool: check_order_status
+        next: report
+      - id: report
+        chat: Tell the customer the result of the lookup
+        next: end
+tools:
+  - name: check_order_status
+    description: Look up the status of an order
+    parameters:
+      order_number: { type: string }
+"#;
+
+fn fixture() -> (Arc<CompiledAgent>, ConversationView) {
+    let agent = Arc::new(CompiledAgent::new(Arc::new(inline(AGENT))));
+    let mut events = Vec::new();
+    let texts = [
+        "Hi, I bought shoes at another store and here.",
+        "Hello! How can I help?",
+        "I want to check my order.",
+        "Sure, what is your order number?",
+        "It's 48213. Also, can I upgrade?",
+    ];
+    for (i, t) in texts.iter().enumerate() {
+        let source = if i % 2 == 0 { EventSource::Customer } else { EventSource::AiAgent };
+        events.push(message(source, i as u64, t));
+    }
+    let mut ctx = MatchingContext::new(events, Default::default());
+    ctx.customer_name = Some("Dana".into());
+    ctx.variables.insert("plan".into(), json!("premium"));
+    ctx.history_summary = Some("The customer greeted the agent and mentioned shopping elsewhere.".into());
+    ctx.staged_tool_results = vec![StagedToolResult {
+        tool: ToolId::new("fixtures", "check_order_status"),
+        arguments: json!({"order_number": "48213"}),
+        result: json!({"status": "shipped"}),
+    }];
+    let conversation = ConversationView::build(&agent.definition, &ctx, 3);
+    (agent, conversation)
+}
+
+fn show(prompt: &RenderedPrompt) -> String {
+    format!("{}\n\n===== per-turn part =====\n\n{}", prompt.system, prompt.user)
+}
+
+fn check_prompt(category: Category, ids: &[&str]) -> String {
+    let (agent, conversation) = fixture();
+    let items: Vec<_> = ids.iter().map(|id| agent.guideline(id).unwrap()).collect();
+    let (prompt, _) = render_checks(category, &items, &conversation);
+    show(&prompt.unwrap())
+}
+
+#[test]
+fn observational_prompt() {
+    insta::assert_snapshot!(check_prompt(Category::Observational, &["competitor"]));
+}
+
+#[test]
+fn actionable_prompt() {
+    insta::assert_snapshot!(check_prompt(Category::Actionable, &["refund", "order_number"]));
+}
+
+#[test]
+fn previously_applied_prompt() {
+    insta::assert_snapshot!(check_prompt(Category::PreviouslyApplied, &["refund"]));
+}
+
+#[test]
+fn previously_applied_customer_dependent_prompt() {
+    insta::assert_snapshot!(check_prompt(Category::PreviouslyAppliedCustomerDependent, &["order_number"]));
+}
+
+#[test]
+fn low_criticality_prompt() {
+    insta::assert_snapshot!(check_prompt(Category::LowCriticality, &["tone"]));
+}
+
+#[test]
+fn disambiguation_prompt() {
+    let (agent, conversation) = fixture();
+    let head = agent.guideline("upgrade").unwrap();
+    let targets = disambiguation::targets_of(&agent, "upgrade");
+    insta::assert_snapshot!(show(&disambiguation::render_prompt(head, &targets, &conversation).unwrap()));
+}
+
+#[test]
+fn journey_selection_prompt() {
+    let (agent, conversation) = fixture();
+    let graph = agent.journey("order_status").unwrap();
+    let path = JourneyPath::from_states(states(&["initial", "ask"])).unwrap();
+    insta::assert_snapshot!(show(&journey_selection::render_prompt(graph, &path, &conversation).unwrap()));
+}
+
+#[test]
+fn static_part_comes_first_and_is_identical_across_turns() {
+    let (agent, conversation) = fixture();
+    let refund = agent.guideline("refund").unwrap();
+    let (a, _) = render_checks(Category::Actionable, &[refund], &conversation);
+    let ctx = MatchingContext::new(vec![message(EventSource::Customer, 0, "other text")], Default::default());
+    let other = ConversationView::build(&agent.definition, &ctx, 12);
+    let (b, _) = render_checks(Category::Actionable, &[refund], &other);
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.system, b.system);
+    assert_ne!(a.user, b.user);
+    assert!(!a.system.contains("Otto"), "nothing per-agent in the static part");
+}

@@ -1,0 +1,188 @@
+//! Failures and odd model answers never fail a turn unless every call failed; journey
+//! prediction prunes guidelines of unpredicted journeys.
+
+use std::sync::Arc;
+
+use guidepost_engine::record::{JourneyDecision, PredictionReason, Verdict};
+use guidepost_engine::{EngineError, MatcherConfig};
+use guidepost_llm::providers::hashing::HashingEmbedder;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use guidepost_llm::{Embedder, LlmError, TaskKind};
+use serde_json::json;
+
+use crate::support::*;
+
+const MIXED: &str = r#"
+agent: { name: Otto }
+guidelines:
+  - id: refund
+    condition: The customer asks about refunds
+    action: Explain the refund policy
+  - id: tone
+    condition: Any time
+    action: Be brief
+    criticality: low
+"#;
+
+#[tokio::test]
+async fn a_failed_batch_leaves_its_guidelines_unmatched_and_the_turn_goes_on() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ActionableChecks"))
+            .reply_text("{\"checks\": [{\"id\": \"1\", \"applies\": \"yes\"}]}")
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_json(json!({"applies": ["1"]})),
+    );
+    let matcher = matcher(inline(MIXED), model);
+    let o = matcher.match_turn(&Session::new().customer("refund please")).await.unwrap();
+    assert!(!o.matched("refund"));
+    assert_eq!(o.record.candidate("refund").unwrap().verdict, Verdict::Failed);
+    let batch = o.record.candidate("refund").unwrap().batch.unwrap();
+    assert!(o.record.batches[batch].error.as_deref().unwrap().contains("schema"));
+    assert!(o.matched("tone"));
+}
+
+#[tokio::test]
+async fn every_call_failing_fails_the_pass() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when_task(TaskKind::Matching)
+            .fail(LlmError::Timeout { after: std::time::Duration::from_secs(1) }),
+    );
+    let matcher = matcher(inline(MIXED), model);
+    let err = matcher.match_turn(&Session::new().customer("refund please")).await.unwrap_err();
+    assert!(matches!(err, EngineError::AllBatchesFailed { failed: 2, .. }), "{err}");
+}
+
+#[tokio::test]
+async fn unknown_ids_and_missing_verdicts_are_tolerated() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ActionableChecks"))
+            .reply_json(json!({"checks": [{"id": "7", "rationale": "?", "applies": true}]}))
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_json(json!({"applies": ["[1]", "9"]})),
+    );
+    let matcher = matcher(inline(MIXED), model);
+    let o = matcher.match_turn(&Session::new().customer("refund please")).await.unwrap();
+    assert_eq!(o.record.candidate("refund").unwrap().verdict, Verdict::NoVerdict);
+    assert!(o.matched("tone"), "bracketed ids are understood");
+}
+
+#[tokio::test]
+async fn an_unreachable_advance_is_corrected_to_its_valid_prefix() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false)))
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_json(json!({"applies": []}))
+            .when(schema_is("JourneySelectionAnswer"))
+            // from `pickup`: dropoff is reachable, then `booked` is not reachable from dropoff
+            .reply_with(|req| Ok(advance(vec![step(req, "Ask where"), step(req, "ride is booked")], "skipping ahead"))),
+    );
+    let matcher = matcher(example("taxi"), model);
+    let mut session = Session::new();
+    session
+        .state
+        .journey_paths
+        .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(&["initial", "pickup"])).unwrap());
+    let o = matcher.match_turn(&session.customer("12 Main Street")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
+    let record = o.record.journey("book_taxi").unwrap();
+    assert_eq!(record.decision, JourneyDecision::Advanced { steps: states(&["dropoff"]) });
+    assert!(record.correction.as_deref().unwrap().contains("not reachable"));
+}
+
+fn many_journeys() -> String {
+    let mut yaml = String::from("agent: { name: Otto }\njourneys:\n");
+    for (id, topic) in [
+        ("returns", "return an item"),
+        ("tracking", "track a parcel"),
+        ("gift", "check a gift card balance"),
+        ("store", "book a store appointment"),
+    ] {
+        yaml.push_str(&format!(
+            "  - id: {id}\n    title: {topic}\n    conditions: [The customer wants to {topic}]\n    start: ask\n    states:\n      - {{ id: ask, chat: Ask the customer for details to {topic}, next: end }}\n    guidelines:\n      - {{ id: {id}_scoped, condition: The customer is upset about {topic}, action: Apologize }}\n"
+        ));
+    }
+    yaml
+}
+
+#[tokio::test]
+async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |c, m| c.contains("track") && m.contains("track"))))
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
+    );
+    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder), config);
+    let mut session = Session::new();
+    let o = matcher.match_turn(&session.customer("I want to track a parcel")).await.unwrap();
+    let predicted: Vec<&str> = o
+        .record
+        .predictions
+        .iter()
+        .filter(|p| p.reason == PredictionReason::Similar)
+        .map(|p| p.journey_id.as_str())
+        .collect();
+    assert_eq!(predicted, vec!["tracking"]);
+    assert_eq!(o.record.candidate("returns_scoped").unwrap().verdict, Verdict::Pruned);
+    assert_ne!(o.record.candidate("tracking_scoped").unwrap().verdict, Verdict::Pruned);
+    assert_eq!(path_of(&o, "tracking"), Some(states(&["initial", "ask"])));
+    assert_eq!(o.record.embedding_calls, 2, "journeys once, the conversation once");
+    session.reply(&o, "What's the tracking number?");
+
+    // next turn: the journey is active; journey embeddings are cached
+    let o = matcher.match_turn(&session.customer("It's 123")).await.unwrap();
+    assert_eq!(o.record.embedding_calls, 1);
+    assert!(o.record.predictions.iter().any(|p| p.journey_id == "tracking" && p.reason == PredictionReason::Active));
+}
+
+const ENTAILED_JOURNEY: &str = r#"
+agent: { name: Otto }
+tags: [claims]
+guidelines:
+  - id: lost
+    condition: The customer says their parcel is lost
+    action: Apologize
+    entails: ["tag:claims"]
+journeys:
+  - id: claim
+    title: File a claim
+    tags: [claims]
+    conditions: [The customer wants to file a claim]
+    start: ask
+    states:
+      - { id: ask, chat: Ask for the order number, next: end }
+  - id: other
+    title: Something else
+    conditions: [The customer wants something else]
+    start: ask
+    states:
+      - { id: ask, chat: Ask what they need, next: end }
+"#;
+
+#[tokio::test]
+async fn a_journey_activated_by_entailment_gets_a_second_pass() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |c, m| c.contains("lost") && m.contains("lost")))),
+    );
+    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(ENTAILED_JOURNEY), model, Some(embedder), config);
+    let o = matcher.match_turn(&Session::new().customer("my parcel is lost")).await.unwrap();
+    assert!(o.matched("lost"));
+    assert_eq!(path_of(&o, "claim"), Some(states(&["initial", "ask"])));
+    assert_eq!(o.matched_nodes(), vec![("claim", "ask")]);
+}

@@ -1,0 +1,142 @@
+//! Seed 000: taxi booking with forward progress (one and several steps), a correction
+//! that backtracks, a tool state, and completion.
+
+use std::sync::Arc;
+
+use guidepost_engine::StagedToolResult;
+use guidepost_engine::record::{FastPath, JourneyDecision};
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use serde_json::json;
+
+use crate::support::*;
+
+fn decide(condition: &str, msg: &str) -> bool {
+    let msg = msg.to_lowercase();
+    match condition {
+        c if c.starts_with("The customer wants to book a taxi") => msg.contains("taxi"),
+        c if c.starts_with("The customer corrects a detail") => msg.contains("actually"),
+        c if c.starts_with("The customer asks how much") => msg.contains("how much"),
+        _ => false,
+    }
+}
+
+fn taxi_model() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", decide)))
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", decide)))
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_with(|req| {
+                let last = last_customer(req);
+                let ids: Vec<String> =
+                    items(req, "## Optional").into_iter().filter(|(_, c)| decide(c, &last)).map(|(id, _)| id).collect();
+                Ok(json!({ "applies": ids }))
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| {
+                let current = current_step(req);
+                let msg = last_customer(req).to_lowercase();
+                Ok(if msg.contains("actually") {
+                    backtrack(step(req, "Ask for the pickup address"), "the customer corrected the pickup")
+                } else if current.contains("Ask for the pickup address") && msg.contains("street") {
+                    if msg.contains("airport") {
+                        advance(
+                            vec![step(req, "Ask where"), step(req, "Ask when"), step(req, "Repeat the pickup")],
+                            "all details known",
+                        )
+                    } else {
+                        advance(vec![step(req, "Ask where")], "pickup given")
+                    }
+                } else if current.contains("Ask where") && msg.contains("airport") {
+                    if msg.contains("pm") {
+                        advance(
+                            vec![step(req, "Ask when"), step(req, "Repeat the pickup")],
+                            "destination and time given",
+                        )
+                    } else {
+                        advance(vec![step(req, "Ask when")], "destination given")
+                    }
+                } else if current.contains("Repeat the pickup") && msg.contains("yes") {
+                    advance(vec![step(req, "call")], "confirmed")
+                } else {
+                    stay("waiting for the customer")
+                })
+            }),
+    )
+}
+
+#[tokio::test]
+async fn booking_progresses_backtracks_on_correction_and_completes() {
+    let def = example("taxi");
+    let tool = def.tools.iter().find(|t| t.id.name == "book_taxi").unwrap().id.clone();
+    let model = taxi_model();
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+
+    // 1. activation: the start has a single transition, no selection call
+    let ctx = session.customer("I need a taxi please");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup"])));
+    assert_eq!(o.record.journey("book_taxi").unwrap().fast_path, Some(FastPath::LoneCandidate));
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 0);
+    session.reply(&o, "Where should I pick you up?");
+
+    // 2. forward progress by one step
+    let ctx = session.customer("Pick me up at 12 Main Street");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 1);
+    session.reply(&o, "Where are you going?");
+
+    // 3. the customer answers two questions at once: several steps
+    let ctx = session.customer("To the airport, at 6pm");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])));
+    assert_eq!(
+        o.record.journey("book_taxi").unwrap().decision,
+        JourneyDecision::Advanced { steps: states(&["time", "confirm"]) }
+    );
+    session.reply(&o, "12 Main Street to the airport at 6pm, correct?");
+
+    // 4. a correction backtracks: the path is truncated to the revisited state
+    let ctx = session.customer("Actually, my pickup is on Oak Avenue");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup"])));
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
+    assert!(o.matched("correction"), "the correction guideline applies too");
+    assert_eq!(o.matched_nodes(), vec![("book_taxi", "pickup")]);
+    session.reply(&o, "Sure, what's the exact pickup address on Oak Avenue?");
+
+    // 5. everything else is already known: fast-forward to the confirmation
+    let ctx = session.customer("5 Oak Street, to the airport at 6pm");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])));
+    session.reply(&o, "5 Oak Street to the airport at 6pm, correct?");
+
+    // 6. confirmation: the tool state, then its single exit once the tool ran
+    let ctx = session.customer("Yes, book it");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(o.journey_node("book_taxi"), Some("book"));
+    assert_eq!(o.tool_enabled().next().unwrap().tools, vec![tool.clone()]);
+    let ctx = ctx.with_tool_results(vec![StagedToolResult {
+        tool: tool.clone(),
+        arguments: json!({"pickup": "5 Oak Street", "dropoff": "airport", "time": "18:00"}),
+        result: json!({"booking_id": "TX-1042", "eta_minutes": 7}),
+    }]);
+    let calls = model.total_calls();
+    let o = matcher.rematch(&ctx, &o).await.unwrap();
+    assert_eq!(o.journey_node("book_taxi"), Some("booked"));
+    assert_eq!(o.record.journey("book_taxi").unwrap().fast_path, Some(FastPath::ToolDone));
+    assert_eq!(model.total_calls(), calls, "the tool state's single exit needs no call");
+    session.reply(&o, "Booked: TX-1042, your driver arrives in 7 minutes.");
+
+    // 7. completion: the last state's only transition goes to `end`
+    let ctx = session.customer("Thanks!");
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Completed);
+    assert!(!o.journey_paths.contains_key("book_taxi"));
+    assert!(o.matched_nodes().is_empty());
+}

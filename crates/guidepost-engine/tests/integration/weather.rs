@@ -1,0 +1,191 @@
+//! Seed 002: the weather agent's three conversations, end to end through the matcher,
+//! with the fixture tool results staged as the preparation loop would.
+
+use std::sync::Arc;
+
+use guidepost_core::ToolId;
+use guidepost_engine::record::{FastPath, JourneyDecision};
+use guidepost_engine::{MatchKind, StagedToolResult};
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use serde_json::json;
+
+use crate::support::*;
+
+const CITIES: [&str; 7] = ["北京", "上海", "广州", "成都", "深圳", "杭州", "火星"];
+
+fn mentions_city(text: &str) -> bool {
+    CITIES.iter().any(|c| text.contains(c))
+}
+
+fn decide(condition: &str, msg: &str) -> bool {
+    match condition {
+        c if c.starts_with("用户想查询天气") => msg.contains("天气") || msg.contains("查"),
+        c if c.starts_with("用户提到城市名称") => mentions_city(msg),
+        c if c.starts_with("用户问候") => msg.contains("你好"),
+        c if c.starts_with("用户一次提到多个城市") => CITIES.iter().filter(|x| msg.contains(*x)).count() > 1,
+        _ => false,
+    }
+}
+
+/// The weather model: decisions come from the prompt (conditions, current step, tool
+/// results) and the last customer message.
+fn weather_model() -> Arc<ScriptedModel> {
+    let model = ScriptedModel::new()
+        .when(schema_is("ObservationChecks"))
+        .reply_with(|req| Ok(checks(req, "## Conditions", decide)))
+        .when(schema_is("ActionableChecks"))
+        .reply_with(|req| Ok(checks(req, "## Guidelines", decide)))
+        .when(schema_is("LowCriticalityChecks"))
+        .reply_with(|req| {
+            Ok(json!({"applies": items(req, "## Optional").into_iter().map(|(id, _)| id).collect::<Vec<_>>()}))
+        })
+        .when(schema_is("JourneySelectionAnswer"))
+        .reply_with(|req| {
+            let current = current_step(req);
+            let msg = last_customer(req);
+            Ok(if current.contains("start") {
+                if mentions_city(&msg) {
+                    advance(vec![step(req, "get_weather")], "the customer named a city")
+                } else {
+                    advance(vec![step(req, "询问用户想查询哪个城市")], "no city yet")
+                }
+            } else if current.contains("get_weather") {
+                if tool_results(req).contains("error") {
+                    advance(vec![step(req, "告知暂不支持")], "the lookup failed")
+                } else {
+                    advance(vec![step(req, "简洁友好地告诉用户天气")], "the lookup succeeded")
+                }
+            } else if current.contains("告知暂不支持") && mentions_city(&msg) {
+                advance(vec![step(req, "get_weather")], "the customer gave another city")
+            } else {
+                stay("nothing new")
+            })
+        });
+    Arc::new(model)
+}
+
+fn weather_tool(def: &guidepost_core::AgentDefinition) -> ToolId {
+    def.tools.iter().find(|t| t.id.name == "get_weather").unwrap().id.clone()
+}
+
+fn result(tool: &ToolId, city: &str, value: serde_json::Value) -> StagedToolResult {
+    StagedToolResult { tool: tool.clone(), arguments: json!({"location": city}), result: value }
+}
+
+#[tokio::test]
+async fn city_given_selects_the_tool_state_then_shows_the_result() {
+    let def = example("weather");
+    let tool = weather_tool(&def);
+    let model = weather_model();
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+
+    let ctx = session.customer("北京天气怎么样？");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+    let journey = first.record.journey("weather_lookup").unwrap();
+    assert_eq!(journey.decision, JourneyDecision::Started { steps: states(&["get_weather"]) });
+    // the tool state is a tool-enabled match for the tool-calling stage
+    let node = first.tool_enabled().next().expect("tool node matched");
+    assert_eq!(node.tools, vec![tool.clone()]);
+    assert!(matches!(&node.kind, MatchKind::JourneyNode { node, .. } if node == "get_weather"));
+    // conditions, scoped guidelines and speculative node selection share one wave
+    assert_eq!(first.record.waves, 1);
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 1);
+    assert!(first.matched("tone"), "low-criticality tone guideline applies");
+
+    // the preparation loop ran the tool: only the journey is decided again
+    let matching_calls = model.calls(&TaskKind::Matching);
+    let ctx = ctx.with_tool_results(vec![result(
+        &tool,
+        "北京",
+        json!({"city": "北京", "temperature": 15, "condition": "晴朗", "humidity": 45}),
+    )]);
+    let second = matcher.rematch(&ctx, &first).await.unwrap();
+    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    assert_eq!(model.calls(&TaskKind::Matching), matching_calls, "no guideline is re-evaluated");
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
+    assert!(second.matched("tone"), "earlier verdicts are carried");
+    assert_eq!(second.record.iteration, 2);
+    session.reply(&second, "北京今天天气晴朗，温度15°C，湿度45%。");
+
+    // next turn: the result was shown, the single unconditional edge advances without a call
+    let ctx = session.customer("好的");
+    let third = matcher.match_turn(&ctx).await.unwrap();
+    let journey = third.record.journey("weather_lookup").unwrap();
+    assert_eq!(journey.decision, JourneyDecision::Advanced { steps: states(&["ask_continue"]) });
+    assert_eq!(journey.fast_path, Some(FastPath::Unconditional));
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
+}
+
+#[tokio::test]
+async fn city_asked_for_then_given() {
+    let def = example("weather");
+    let tool = weather_tool(&def);
+    let model = weather_model();
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+
+    let ctx = session.customer("我想查天气");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])));
+    assert!(first.tool_enabled().next().is_none());
+    let ask = first.ordinary().find(|m| matches!(m.kind, MatchKind::JourneyNode { .. })).unwrap();
+    assert!(ask.action.as_deref().unwrap().contains("询问"));
+    session.reply(&first, "您想查询哪个城市的天气呢？");
+
+    let calls = model.calls(&TaskKind::JourneySelection);
+    let ctx = session.customer("上海");
+    let second = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "ask_city", "get_weather"])));
+    let journey = second.record.journey("weather_lookup").unwrap();
+    assert_eq!(journey.fast_path, Some(FastPath::Unconditional));
+    assert_eq!(model.calls(&TaskKind::JourneySelection), calls, "no selection call for an unconditional edge");
+    // the active journey's conditions are not checked again
+    assert!(
+        second
+            .record
+            .candidates
+            .iter()
+            .all(|c| !c.guideline_id.contains("weather_lookup")
+                || c.verdict != guidepost_engine::record::Verdict::Matched)
+    );
+
+    // the tool has not run yet in this turn: a rematch without results stays, no call
+    let again = matcher.rematch(&ctx, &second).await.unwrap();
+    assert_eq!(path_of(&again, "weather_lookup"), path_of(&second, "weather_lookup"));
+    assert_eq!(again.record.model_calls(), 0);
+
+    let ctx = ctx.with_tool_results(vec![result(&tool, "上海", json!({"city": "上海", "temperature": 20}))]);
+    let third = matcher.rematch(&ctx, &second).await.unwrap();
+    assert_eq!(path_of(&third, "weather_lookup"), Some(states(&["initial", "ask_city", "get_weather", "show_result"])));
+}
+
+#[tokio::test]
+async fn unknown_city_then_a_supported_one() {
+    let def = example("weather");
+    let tool = weather_tool(&def);
+    let model = weather_model();
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+
+    let ctx = session.customer("火星天气怎么样？");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+    let ctx = ctx.with_tool_results(vec![result(&tool, "火星", json!({"error": "暂时没有该城市的天气数据"}))]);
+    let second = matcher.rematch(&ctx, &first).await.unwrap();
+    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "get_weather", "suggest_cities"])));
+    session.reply(&second, "抱歉，暂时没有火星的天气数据。");
+
+    let ctx = session.customer("那查一下深圳吧");
+    let third = matcher.match_turn(&ctx).await.unwrap();
+    // moving to the visited tool state again truncates the path to it
+    assert_eq!(path_of(&third, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+    assert_eq!(third.tool_enabled().count(), 1);
+    let ctx = ctx.with_tool_results(vec![result(&tool, "深圳", json!({"city": "深圳", "temperature": 26}))]);
+    let fourth = matcher.rematch(&ctx, &third).await.unwrap();
+    assert_eq!(path_of(&fourth, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    let shown = fourth.matched_nodes();
+    assert_eq!(shown, vec![("weather_lookup", "show_result")]);
+}

@@ -1,0 +1,34 @@
+//! Errors of setting up tool services. Failures of individual calls are not errors but
+//! [`crate::ToolOutcome::Error`] values.
+
+use guidepost_core::tool::ToolId;
+
+/// A problem building the registry or discovering a service's tools.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// No tool with this id is registered.
+    #[error("unknown tool `{0}`")]
+    UnknownTool(ToolId),
+    /// A tool was registered twice.
+    #[error("tool `{0}` is already registered")]
+    DuplicateTool(ToolId),
+    /// A service could not be reached, or answered something unusable.
+    #[error("tool service `{service}` is unavailable: {message}")]
+    ServiceUnavailable {
+        /// The service name.
+        service: String,
+        /// What went wrong, with the URL or command and HTTP status where known.
+        message: String,
+    },
+    /// A service's declaration or description (OpenAPI document, tool schema) is invalid.
+    #[error("tool service `{service}` is misconfigured: {message}")]
+    InvalidService {
+        /// The service name.
+        service: String,
+        /// What is wrong and where.
+        message: String,
+    },
+}
+
+/// Result of setting up tool services.
+pub type Result<T> = std::result::Result<T, ToolError>;

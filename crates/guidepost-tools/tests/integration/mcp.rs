@@ -1,0 +1,99 @@
+//! MCP servers built with the same SDK: over streamable HTTP (in this process) and over
+//! stdio (the `guidepost-mcp-fixture` binary as a child process).
+
+use std::time::{Duration, Instant};
+
+use guidepost_core::tool::{ParameterType, ServiceKind, ToolId, ToolService};
+use guidepost_tools::{ToolCallRequest, ToolErrorKind, ToolOutcome, ToolRegistry, ToolResult};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+
+use super::common::{args, ctx, serve};
+
+#[path = "../../src/bin/guidepost-mcp-fixture/handler.rs"]
+mod handler;
+
+async fn http_server() -> String {
+    let service = StreamableHttpService::new(
+        || Ok(handler::FixtureServer),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default(),
+    );
+    let addr = serve(axum::Router::new().nest_service("/mcp", service)).await;
+    format!("http://{addr}/mcp")
+}
+
+fn service(url: Option<String>, command: Vec<String>) -> ToolService {
+    ToolService {
+        name: "mcp".into(),
+        kind: ServiceKind::Mcp,
+        url,
+        spec: None,
+        command,
+        env: Default::default(),
+        timeout_ms: None,
+    }
+}
+
+async fn registry(service: ToolService) -> ToolRegistry {
+    let mut definition = super::common::example_agent("banking");
+    definition.services.push(service);
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    registry.resolve_tools().await.unwrap();
+    registry
+}
+
+async fn exercise(registry: &ToolRegistry) {
+    let names: Vec<String> = registry.tools().filter(|t| t.id.service == "mcp").map(|t| t.id.name.clone()).collect();
+    assert_eq!(names, ["echo", "add", "weather", "sleep"]);
+    let weather = registry.tool(&ToolId::new("mcp", "weather")).unwrap();
+    assert_eq!(weather.parameters[1].allowed, vec![json!("celsius"), json!("fahrenheit")]);
+    assert!(weather.parameters[0].required && !weather.parameters[1].required);
+    assert_eq!(registry.tool(&ToolId::new("mcp", "add")).unwrap().parameters[0].kind, ParameterType::Integer);
+
+    let echo = registry.call(&ToolId::new("mcp", "echo"), args(json!({"text": "hi {there}"})), &ctx(), None).await;
+    assert_eq!(echo.outcome, ToolOutcome::Ok(ToolResult::new(json!("hi {there}"))));
+    let sum = registry.call(&ToolId::new("mcp", "add"), args(json!({"a": "2", "b": 40})), &ctx(), None).await;
+    assert_eq!(sum.result().data, json!({"sum": 42}));
+    let paris = registry.call(&ToolId::new("mcp", "weather"), args(json!({"city": "Paris"})), &ctx(), None).await;
+    assert_eq!(paris.result().data, json!({"city": "Paris", "temperature": 18, "unit": "celsius"}));
+    let mars = registry.call(&ToolId::new("mcp", "weather"), args(json!({"city": "Mars"})), &ctx(), None).await;
+    assert_eq!(mars.outcome, ToolOutcome::failed("no weather data for Mars"));
+    let invalid = registry
+        .call(&ToolId::new("mcp", "weather"), args(json!({"city": "Paris", "unit": "kelvin"})), &ctx(), None)
+        .await;
+    assert!(matches!(invalid.outcome.error_kind(), Some(ToolErrorKind::InvalidArguments { .. })));
+
+    let slow = registry
+        .call(&ToolId::new("mcp", "sleep"), args(json!({"ms": 3000})), &ctx(), Some(Duration::from_millis(150)))
+        .await;
+    assert_eq!(slow.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 150 }));
+
+    let calls = (0..3).map(|_| ToolCallRequest::new(ToolId::new("mcp", "sleep"), args(json!({"ms": 200})))).collect();
+    let started = Instant::now();
+    let records = registry.call_many(calls, &ctx(), None).await;
+    assert!(records.iter().all(|r| r.outcome.is_ok()), "{records:?}");
+    assert!(started.elapsed() < Duration::from_millis(500), "3 × 200 ms over MCP took {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn streamable_http_server() {
+    let url = http_server().await;
+    exercise(&registry(service(Some(url), Vec::new())).await).await;
+}
+
+#[tokio::test]
+async fn stdio_server() {
+    let command = vec![env!("CARGO_BIN_EXE_guidepost-mcp-fixture").to_string()];
+    exercise(&registry(service(None, command)).await).await;
+}
+
+#[tokio::test]
+async fn unreachable_servers_are_clear_errors() {
+    let mut definition = super::common::example_agent("banking");
+    definition.services.push(service(None, vec!["/nonexistent/guidepost-mcp".into()]));
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    let err = registry.resolve_tools().await.unwrap_err().to_string();
+    assert!(err.contains("cannot start command `/nonexistent/guidepost-mcp`"), "{err}");
+}

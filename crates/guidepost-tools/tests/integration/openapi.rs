@@ -1,0 +1,165 @@
+//! OpenAPI tools against a small axum service that serves its own document.
+
+use axum::extract::{Path, RawQuery};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::{Json, Router};
+use guidepost_core::tool::{ParameterType, ServiceKind, ToolId, ToolService};
+use guidepost_tools::{ToolErrorKind, ToolRegistry};
+use serde_json::{Value, json};
+
+use super::common::{args, ctx, serve};
+
+fn document() -> Value {
+    json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Pets", "version": "1"},
+        "servers": [{"url": "/api"}],
+        "paths": {
+            "/pets/{petId}": {
+                "parameters": [{"name": "petId", "in": "path", "required": true, "schema": {"type": "integer"}}],
+                "get": {"operationId": "get_pet", "summary": "Read one pet"}
+            },
+            "/pets": {
+                "get": {
+                    "operationId": "list_pets",
+                    "description": "List pets",
+                    "parameters": [
+                        {"$ref": "#/components/parameters/Limit"},
+                        {"name": "status", "in": "query", "schema": {"type": "string", "enum": ["available", "sold"]}},
+                        {"name": "since", "in": "query", "schema": {"type": "string", "format": "date"}}
+                    ]
+                },
+                "post": {
+                    "operationId": "add_pet",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/NewPet"}}}}
+                }
+            },
+            "/boom": {"get": {"operationId": "boom"}},
+            "/untitled": {"get": {"summary": "no operationId, no tool"}}
+        },
+        "components": {
+            "parameters": {"Limit": {"name": "limit", "in": "query", "description": "How many", "schema": {"type": "integer", "default": 10}}},
+            "schemas": {"NewPet": {"type": "object", "required": ["name"], "properties": {
+                "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "vaccinated": {"type": "boolean"}
+            }}}
+        }
+    })
+}
+
+async fn server() -> std::net::SocketAddr {
+    let router = Router::new()
+        .route("/openapi.json", get(|| async { Json(document()) }))
+        .route("/openapi.yaml", get(|| async { yaml_serde::to_string(&document()).unwrap() }))
+        .route(
+            "/api/pets/{id}",
+            get(|Path(id): Path<u64>| async move {
+                if id == 0 {
+                    (StatusCode::NOT_FOUND, Json(json!({"error": "no pet 0"})))
+                } else {
+                    (StatusCode::OK, Json(json!({"id": id, "name": "Rex"})))
+                }
+            }),
+        )
+        .route(
+            "/api/pets",
+            get(|RawQuery(q): RawQuery| async move { Json(json!({"query": q})) })
+                .post(|Json(body): Json<Value>| async move { (StatusCode::CREATED, Json(json!({"created": body}))) }),
+        )
+        .route("/api/boom", get(|| async { (StatusCode::INTERNAL_SERVER_ERROR, "database on fire") }));
+    serve(router).await
+}
+
+fn service(spec: String) -> ToolService {
+    ToolService {
+        name: "pets".into(),
+        kind: ServiceKind::Openapi,
+        url: None,
+        spec: Some(spec),
+        command: Vec::new(),
+        env: Default::default(),
+        timeout_ms: Some(5000),
+    }
+}
+
+async fn registry(spec: String) -> ToolRegistry {
+    let mut definition = super::common::example_agent("banking");
+    definition.services.push(service(spec));
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    registry.resolve_tools().await.unwrap();
+    registry
+}
+
+#[tokio::test]
+async fn operations_become_typed_tools() {
+    let addr = server().await;
+    for spec in [format!("http://{addr}/openapi.json"), format!("http://{addr}/openapi.yaml")] {
+        let registry = registry(spec).await;
+        let names: Vec<String> =
+            registry.tools().filter(|t| t.id.service == "pets").map(|t| t.id.name.clone()).collect();
+        assert_eq!(names, ["get_pet", "list_pets", "add_pet", "boom"]);
+        let list = registry.tool(&ToolId::new("pets", "list_pets")).unwrap();
+        let limit = &list.parameters[0];
+        assert_eq!((limit.name.as_str(), limit.kind, limit.required), ("limit", ParameterType::Integer, false));
+        assert_eq!(limit.default, Some(json!(10)));
+        assert_eq!(limit.description.as_deref(), Some("How many"));
+        assert_eq!(list.parameters[1].allowed, vec![json!("available"), json!("sold")]);
+        assert_eq!(list.parameters[2].kind, ParameterType::Date);
+        let add = registry.tool(&ToolId::new("pets", "add_pet")).unwrap();
+        assert!(add.consequential);
+        assert_eq!(add.parameters.iter().filter(|p| p.required).count(), 1);
+        assert_eq!(add.parameters[1].items, Some(ParameterType::String));
+        assert_eq!(
+            registry.tool(&ToolId::new("pets", "get_pet")).unwrap().description.as_deref(),
+            Some("Read one pet")
+        );
+    }
+}
+
+#[tokio::test]
+async fn calls_build_requests_and_map_statuses() {
+    let addr = server().await;
+    let registry = registry(format!("http://{addr}/openapi.json")).await;
+    let pet = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": "7"})), &ctx(), None).await;
+    assert_eq!(pet.result().data, json!({"id": 7, "name": "Rex"}));
+
+    let listed = registry
+        .call(&ToolId::new("pets", "list_pets"), args(json!({"status": "Sold", "since": "2026-01-02"})), &ctx(), None)
+        .await;
+    assert_eq!(listed.result().data, json!({"query": "limit=10&status=sold&since=2026-01-02"}));
+
+    let added = registry
+        .call(
+            &ToolId::new("pets", "add_pet"),
+            args(json!({"name": "Tom & Jerry", "vaccinated": "yes", "tags": ["a"]})),
+            &ctx(),
+            None,
+        )
+        .await;
+    assert_eq!(added.result().data, json!({"created": {"name": "Tom & Jerry", "tags": ["a"], "vaccinated": true}}));
+
+    let missing = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 0})), &ctx(), None).await;
+    let text = missing.result().data.as_str().unwrap().to_string();
+    assert!(text.contains("HTTP 404 Not Found from GET /pets/0") && text.contains("no pet 0"), "{text}");
+
+    let boom = registry.call(&ToolId::new("pets", "boom"), args(json!({})), &ctx(), None).await;
+    assert_eq!(boom.outcome.error_kind(), Some(&ToolErrorKind::Failed));
+    let text = boom.result().data.as_str().unwrap().to_string();
+    assert!(text.contains("HTTP 500") && text.contains("database on fire"), "{text}");
+}
+
+#[tokio::test]
+async fn an_unreachable_document_is_a_clear_error() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let mut definition = super::common::example_agent("banking");
+    definition.services.push(service(format!("http://{addr}/openapi.json")));
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    let err = registry.resolve_tools().await.unwrap_err().to_string();
+    assert!(err.contains("`pets` is unavailable") && err.contains(&addr.to_string()), "{err}");
+    let call = registry.call(&ToolId::new("pets", "boom"), args(json!({})), &ctx(), None).await;
+    assert_eq!(call.outcome.error_kind(), Some(&ToolErrorKind::Unavailable));
+}

@@ -1,0 +1,237 @@
+//! The entry point of `guidepost simulate`: options ([`SimulateArgs`], a `clap::Args` the CLI
+//! flattens into its subcommand), the agent target, and [`run`], which loads scenarios, builds
+//! the model stack (with record/replay), runs the suite, computes coverage and writes reports.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use guidepost_core::AgentDefinition;
+use guidepost_core::definition::{SourceFile, load_agent};
+use guidepost_llm::{
+    CacheMode, LimitsConfig, ModelSpec, ModelStackBuilder, ProviderRegistry, StackConfig, TaskKind, layer,
+};
+
+use crate::agents::AgentFactory;
+use crate::agents::in_process::{EngineSessionFactory, InProcessFactory};
+use crate::agents::jsonl_command::JsonlCommandFactory;
+use crate::agents::openai_chat::ChatModelAgentFactory;
+use crate::agents::parlant_rest::{ParlantRestConfig, ParlantRestFactory};
+use crate::coverage::compute_coverage;
+use crate::error::SimError;
+use crate::output::junit::write_junit;
+use crate::output::report_json::write_json;
+use crate::runner::Budget;
+use crate::scenario::load_scenarios;
+use crate::suite::{SimModels, SuiteOptions, SuiteOutcome, run_suite};
+
+/// Options of `guidepost simulate`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulateArgs {
+    /// Scenario files or folders (searched for .yaml/.yml).
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+    /// The agent under test: `parlant:<base url>#<agent id>`, `model:<model spec>` (with
+    /// --system-prompt), `command:<shell command>` (JSON lines), or `in-process`.
+    #[arg(long)]
+    pub agent: String,
+    /// System prompt file of a `model:` agent.
+    #[arg(long)]
+    pub system_prompt: Option<PathBuf>,
+    /// Agent definition used for journey coverage (default: each scenario's `agent`).
+    #[arg(long)]
+    pub definition: Option<PathBuf>,
+    /// Trials per scenario.
+    #[arg(long, default_value_t = 1)]
+    pub trials: u32,
+    /// Runs in flight at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Runs and model calls in flight at once per provider.
+    #[arg(long)]
+    pub per_provider: Option<usize>,
+    /// Artifact folder (Tally layout).
+    #[arg(long, default_value = ".tally")]
+    pub out: PathBuf,
+    /// Do not write artifacts.
+    #[arg(long)]
+    pub no_artifacts: bool,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report_json: Option<PathBuf>,
+    /// Write the JUnit report here.
+    #[arg(long)]
+    pub junit: Option<PathBuf>,
+    /// Record/replay mode of every model call: live, record, replay, replay-or-fail.
+    #[arg(long, default_value = "live")]
+    pub cache: String,
+    /// Folder of recordings.
+    #[arg(long, default_value = "recordings/simulate")]
+    pub recordings: PathBuf,
+    /// Token budget of the suite.
+    #[arg(long)]
+    pub max_tokens: Option<u64>,
+    /// Cost budget of the suite in USD.
+    #[arg(long)]
+    pub max_cost_usd: Option<f64>,
+    /// Cost budget of one run in USD.
+    #[arg(long)]
+    pub run_max_cost_usd: Option<f64>,
+    /// Exit 0 when at least this share of runs passed (default: all must pass).
+    #[arg(long)]
+    pub min_pass_rate: Option<f64>,
+    /// Seconds an agent reply may take.
+    #[arg(long, default_value_t = 180)]
+    pub turn_timeout_secs: u64,
+    /// Hide progress bars.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// The agent under test.
+#[derive(Clone)]
+pub enum AgentTarget {
+    /// A Parlant-compatible server.
+    ParlantRest(ParlantRestConfig),
+    /// A model with a system prompt.
+    Model {
+        /// The model spec (`openai-compatible:<url>#<model>`, `openai:gpt-4.1` ...).
+        spec: ModelSpec,
+        /// The system prompt.
+        system_prompt: String,
+    },
+    /// A command speaking JSON lines.
+    Command(String),
+    /// The in-process engine.
+    InProcess(Arc<dyn EngineSessionFactory>),
+}
+
+impl std::fmt::Debug for AgentTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ParlantRest(c) => write!(f, "ParlantRest({})", c.base_url),
+            Self::Model { spec, .. } => write!(f, "Model({spec})"),
+            Self::Command(c) => write!(f, "Command({c})"),
+            Self::InProcess(e) => write!(f, "InProcess({})", e.describe()),
+        }
+    }
+}
+
+impl AgentTarget {
+    /// Parses `--agent`. `in-process` needs the engine from `plugins`.
+    pub fn parse(
+        text: &str,
+        system_prompt: Option<String>,
+        engine: Option<Arc<dyn EngineSessionFactory>>,
+    ) -> Result<Self, SimError> {
+        if let Some(rest) = text.strip_prefix("parlant:") {
+            let (url, agent) = rest
+                .rsplit_once('#')
+                .ok_or_else(|| SimError::Options(format!("`{text}`: expected parlant:<base url>#<agent id>")))?;
+            return Ok(Self::ParlantRest(ParlantRestConfig::new(url, agent)));
+        }
+        if let Some(spec) = text.strip_prefix("model:") {
+            let spec: ModelSpec = spec.parse()?;
+            let system_prompt =
+                system_prompt.ok_or_else(|| SimError::Options("a `model:` agent needs --system-prompt".into()))?;
+            return Ok(Self::Model { spec, system_prompt });
+        }
+        if let Some(command) = text.strip_prefix("command:") {
+            return Ok(Self::Command(command.to_string()));
+        }
+        if text == "in-process" {
+            return engine
+                .map(Self::InProcess)
+                .ok_or_else(|| SimError::Options("`in-process` needs the Guidepost engine plugged in".into()));
+        }
+        Err(SimError::Options(format!(
+            "unknown agent `{text}`; expected parlant:<url>#<agent id>, model:<spec>, command:<cmd> or in-process"
+        )))
+    }
+}
+
+/// What the binary plugs in.
+#[derive(Default, Clone)]
+pub struct Plugins {
+    /// Provider factories (local models).
+    pub registry: ProviderRegistry,
+    /// The in-process engine, for `--agent in-process`.
+    pub engine: Option<Arc<dyn EngineSessionFactory>>,
+    /// Models to use instead of building them from the environment (tests).
+    pub models: Option<SimModels>,
+}
+
+/// The suite options `args` describe.
+pub fn suite_options(args: &SimulateArgs) -> SuiteOptions {
+    SuiteOptions {
+        trials: args.trials.max(1),
+        concurrency: args.concurrency.max(1),
+        per_provider_concurrency: args.per_provider,
+        run_budget: Budget { max_tokens: None, max_cost_usd: args.run_max_cost_usd },
+        suite_budget: Budget { max_tokens: args.max_tokens, max_cost_usd: args.max_cost_usd },
+        turn_timeout: Duration::from_secs(args.turn_timeout_secs.max(1)),
+        artifacts_root: (!args.no_artifacts).then(|| args.out.clone()),
+        progress: !args.no_progress,
+        ..SuiteOptions::default()
+    }
+}
+
+fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
+    let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
+    let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
+    let message = loaded.diagnostics.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join("\n");
+    loaded.definition.ok_or_else(|| SimError::AgentDefinition { path: path.to_path_buf(), message })
+}
+
+/// Runs `guidepost simulate`: the CLI calls this, prints [`SuiteReport`](crate::suite::SuiteReport)
+/// details it wants, and exits with `outcome.report.exit_code(args.min_pass_rate)` (or 2 on
+/// `Err`).
+pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, SimError> {
+    let scenarios = load_scenarios(&args.scenarios)?;
+    let cache_mode: CacheMode = args.cache.parse()?;
+    let config = StackConfig {
+        recordings: (cache_mode != CacheMode::Live).then(|| args.recordings.clone()),
+        cache_mode,
+        limits: LimitsConfig { max_concurrency: args.per_provider, ..LimitsConfig::default() },
+        ..StackConfig::default()
+    };
+    let builder = ModelStackBuilder::from_env()?.registry(plugins.registry.clone()).config(config.clone());
+    let models = match plugins.models.clone() {
+        Some(models) => models,
+        None => {
+            let stack = builder.clone().build()?;
+            SimModels { customer: stack.model_for(&TaskKind::Simulation), judge: stack.model_for(&TaskKind::Judge) }
+        }
+    };
+    let system_prompt = match &args.system_prompt {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?),
+        None => None,
+    };
+    let target = AgentTarget::parse(&args.agent, system_prompt, plugins.engine.clone())?;
+    let factory: Arc<dyn AgentFactory> = match target {
+        AgentTarget::ParlantRest(config) => {
+            let mut config = config;
+            config.turn_timeout = Duration::from_secs(args.turn_timeout_secs.max(1));
+            Arc::new(ParlantRestFactory { config })
+        }
+        AgentTarget::Model { spec, system_prompt } => {
+            let model = layer(builder.provider(&spec)?, &config);
+            Arc::new(ChatModelAgentFactory::new(model, system_prompt))
+        }
+        AgentTarget::Command(command) => Arc::new(JsonlCommandFactory { command }),
+        AgentTarget::InProcess(sessions) => Arc::new(InProcessFactory { sessions }),
+    };
+    let mut outcome = run_suite(&scenarios, factory, &models, &suite_options(args)).await;
+    let definition_path = args.definition.clone().or_else(|| scenarios.iter().find_map(|s| s.agent_definition.clone()));
+    if let Some(path) = definition_path {
+        let definition = load_definition(&path)?;
+        outcome.report.coverage = Some(compute_coverage(&definition, &outcome.runs));
+    }
+    if let Some(path) = &args.report_json {
+        write_json(&outcome.report, path)?;
+    }
+    if let Some(path) = &args.junit {
+        write_junit(&outcome.report, path)?;
+    }
+    Ok(outcome)
+}

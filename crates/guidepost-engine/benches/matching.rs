@@ -1,2 +1,365 @@
-//! Matching benchmark (placeholder).
-fn main() {}
+//! Matching benchmark on the shared workloads (`/work/shared/bench/agents/*.json`, or the
+//! directory in `GUIDEPOST_BENCH_AGENTS`): the five customer messages of each workload run
+//! as one session against a zero-latency model that answers like the bench's fake LLM.
+//!
+//! Per turn it prints the model calls and prompt tokens spent on guideline matching and
+//! journey selection, the sequential model waves, and the engine's CPU time with model
+//! and embedder time excluded. Run: `cargo bench -p guidepost-engine --bench matching`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use guidepost_core::definition::{SourceFile, load_agent};
+use guidepost_core::{AgentDefinition, AgentState, EventSource};
+use guidepost_engine::context::events::message;
+use guidepost_engine::{CompiledAgent, GuidelineMatcher, MatcherConfig, MatchingContext, StagedToolResult};
+use guidepost_llm::providers::hashing::HashingEmbedder;
+use guidepost_llm::{ChatModel, ChatRequest, ChatResponse, Embedder, LlmError, Output, TaskKind, Usage};
+use serde_json::{Value, json};
+
+// ---------------------------------------------------------------- workload conversion
+
+/// Converts the bench's JSON shape into a Guidepost definition file (JSON flavour).
+fn convert(bench: &Value) -> Value {
+    let target = |to: &str| if to.eq_ignore_ascii_case("end") { "end".to_string() } else { to.to_string() };
+    let next_of = |transitions: &[&Value]| -> Value {
+        match transitions {
+            [t] if t.get("condition").is_none() => json!(target(t["to"].as_str().unwrap_or("end"))),
+            many => Value::Array(
+                many.iter()
+                    .map(|t| match t.get("condition") {
+                        Some(c) => json!({"to": target(t["to"].as_str().unwrap_or("end")), "when": c}),
+                        None => json!({"to": target(t["to"].as_str().unwrap_or("end"))}),
+                    })
+                    .collect(),
+            ),
+        }
+    };
+    let journeys: Vec<Value> = bench["journeys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| {
+            let transitions: Vec<&Value> = j["transitions"].as_array().into_iter().flatten().collect();
+            let from =
+                |state: &str| -> Vec<&Value> { transitions.iter().copied().filter(|t| t["from"] == state).collect() };
+            let states: Vec<Value> = j["states"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    let id = s["id"].as_str().unwrap_or("state");
+                    let mut state = json!({"id": id, "next": next_of(&from(id))});
+                    if s["kind"] == "tool" {
+                        state["tool"] = s["tool"].clone();
+                    } else {
+                        state["chat"] = s["text"].clone();
+                    }
+                    state
+                })
+                .collect();
+            json!({
+                "id": j["id"], "title": j["title"], "description": j["description"],
+                "conditions": j["conditions"], "start": next_of(&from("initial")), "states": states,
+            })
+        })
+        .collect();
+    let tools: Vec<Value> = bench["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let params: serde_json::Map<String, Value> = t["params"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(name, _)| (name.clone(), json!({"type": "string"})))
+                .collect();
+            json!({"name": t["name"], "description": t["description"], "parameters": params})
+        })
+        .collect();
+    let guidelines: Vec<Value> = bench["guidelines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| json!({"condition": g["condition"], "action": g["action"]}))
+        .collect();
+    json!({"agent": bench["agent"], "tools": tools, "guidelines": guidelines, "journeys": journeys})
+}
+
+fn load(path: &PathBuf) -> (AgentDefinition, Vec<String>) {
+    let bench: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let file = serde_json::to_string_pretty(&convert(&bench)).unwrap();
+    let loaded = load_agent(&[SourceFile::new("bench.json", file)]);
+    let errors: Vec<_> =
+        loaded.diagnostics.iter().filter(|d| d.severity == guidepost_core::definition::Severity::Error).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let messages = bench["messages"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
+    (loaded.definition.unwrap(), messages)
+}
+
+// ---------------------------------------------------------------- the fake model
+
+const STOP: &[&str] = &[
+    "the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "is", "are", "be", "with", "about", "customer",
+    "user", "agent", "asks", "wants", "when", "that", "this", "their", "they", "it", "i", "my", "me", "you", "your",
+    "do", "does", "can", "has", "have", "not", "if", "at", "by", "as", "please", "hi", "hello", "want", "would",
+    "like", "need", "some", "any", "what", "how",
+];
+
+fn words(s: &str) -> Vec<String> {
+    s.to_lowercase()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() > 2 && !STOP.contains(w))
+        .map(String::from)
+        .collect()
+}
+
+fn shares_word(a: &str, b: &str) -> bool {
+    let wb = words(b);
+    words(a).iter().any(|w| wb.contains(w))
+}
+
+fn has_number(s: &str) -> bool {
+    s.split(|c: char| !c.is_ascii_digit()).any(|d| d.len() >= 3)
+}
+
+/// Answers like `fake_llm.py`: a condition applies when it shares a content word with
+/// the last customer message; re-application is never asked for; journeys stay on a step
+/// waiting for the customer until a number arrives, else take the first transition;
+/// nothing is ambiguous.
+#[derive(Default)]
+struct FakeModel {
+    prompts: Mutex<Vec<(TaskKind, String)>>,
+    busy: Mutex<Duration>,
+}
+
+impl FakeModel {
+    fn answer(req: &ChatRequest) -> Value {
+        let user = req.last_user_message();
+        let (items_part, conversation) = user.split_once("## Conversation").unwrap_or((user, ""));
+        let last = conversation.lines().rev().find_map(|l| l.strip_prefix("customer: ")).unwrap_or("");
+        let items: Vec<(String, String)> = items_part
+            .lines()
+            .filter_map(|l| {
+                let (id, text) = l.strip_prefix('[')?.split_once("] ")?;
+                id.parse::<usize>().ok()?;
+                Some((id.to_string(), text.trim_start_matches("when: ").to_string()))
+            })
+            .collect();
+        let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
+        match req.schema_name().unwrap_or("") {
+            "ObservationChecks" | "ActionableChecks" => {
+                json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, last))).collect::<Vec<_>>()})
+            }
+            "ReapplyChecks" => {
+                json!({"checks": items.iter().map(|(id, _)| json!({"id": id, "rationale": "Already done.", "condition_holds_again": false, "customer_completed": false, "should_apply": false})).collect::<Vec<_>>()})
+            }
+            "LowCriticalityChecks" => {
+                json!({"applies": items.iter().filter(|(_, c)| shares_word(c, last)).map(|(id, _)| id.clone()).collect::<Vec<_>>()})
+            }
+            "DisambiguationAnswer" => {
+                json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
+            }
+            "JourneySelectionAnswer" => {
+                let lines: Vec<&str> = user.lines().collect();
+                let at = lines.iter().position(|l| l.contains("[CURRENT]")).unwrap_or(0);
+                let waits = lines.get(at).is_some_and(|l| l.contains("[waits for customer]"));
+                let first =
+                    lines.get(at + 1).and_then(|l| l.trim().strip_prefix("-> [")).and_then(|l| l.split(']').next());
+                match first {
+                    _ if waits && !has_number(last) => {
+                        json!({"rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
+                    }
+                    Some(step) => {
+                        json!({"rationale": "Step done.", "decision": "advance", "steps": [step], "backtrack_to": null})
+                    }
+                    None => {
+                        json!({"rationale": "Nothing left.", "decision": "exit", "steps": [], "backtrack_to": null})
+                    }
+                }
+            }
+            other => panic!("unexpected schema {other}"),
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for FakeModel {
+    fn model_id(&self) -> &str {
+        "fake"
+    }
+    async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
+        let started = Instant::now();
+        let value = Self::answer(&req);
+        let prompt = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+        self.prompts.lock().unwrap().push((req.task.clone(), prompt));
+        *self.busy.lock().unwrap() += started.elapsed();
+        Ok(ChatResponse { output: Output::Json(value), usage: Usage::new("fake") })
+    }
+}
+
+struct TimedEmbedder {
+    inner: HashingEmbedder,
+    busy: Mutex<Duration>,
+}
+
+#[async_trait]
+impl Embedder for TimedEmbedder {
+    fn model_id(&self) -> &str {
+        "hashing"
+    }
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let started = Instant::now();
+        let out = self.inner.embed(texts).await;
+        *self.busy.lock().unwrap() += started.elapsed();
+        out
+    }
+}
+
+// ---------------------------------------------------------------- the session
+
+#[derive(Default, Clone)]
+struct TurnFigures {
+    matching_calls: usize,
+    journey_calls: usize,
+    prompt_tokens: usize,
+    largest_prompt: usize,
+    waves: u32,
+    embeddings: u32,
+    cpu: Duration,
+    matched: usize,
+}
+
+/// Runs the session once; returns figures per turn.
+fn run_session(
+    definition: &AgentDefinition,
+    messages: &[String],
+    config: &MatcherConfig,
+    count_tokens: bool,
+) -> Vec<TurnFigures> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let model = Arc::new(FakeModel::default());
+    let embedder = Arc::new(TimedEmbedder { inner: HashingEmbedder::new(256), busy: Mutex::new(Duration::ZERO) });
+    let agent = Arc::new(CompiledAgent::new(Arc::new(definition.clone())));
+    let matcher =
+        GuidelineMatcher::new(agent, model.clone(), Some(embedder.clone() as Arc<dyn Embedder>), config.clone());
+    let mut events = Vec::new();
+    let mut state = AgentState::default();
+    let mut figures = Vec::new();
+    for text in messages {
+        events.push(message(EventSource::Customer, events.len() as u64, text));
+        let busy_before = *model.busy.lock().unwrap() + *embedder.busy.lock().unwrap();
+        let prompts_before = model.prompts.lock().unwrap().len();
+        let started = Instant::now();
+        let ctx = MatchingContext::new(events.clone(), state.clone());
+        let mut outcome = runtime.block_on(matcher.match_turn(&ctx)).unwrap();
+        let mut waves = outcome.record.waves;
+        let mut embeddings = outcome.record.embedding_calls;
+        // The preparation loop: a tool-enabled journey node whose parameter is in the
+        // message runs, and matching runs again with the result staged.
+        let tool = outcome.tool_enabled().flat_map(|m| m.tools.iter().cloned()).next();
+        if let Some(tool) = tool.filter(|_| has_number(text)) {
+            let number: String = text.chars().filter(char::is_ascii_digit).collect();
+            let ctx = ctx.with_tool_results(vec![StagedToolResult {
+                tool,
+                arguments: json!({ "value": number }),
+                result: json!({"status": "shipped", "eta_days": 2}),
+            }]);
+            outcome = runtime.block_on(matcher.rematch(&ctx, &outcome)).unwrap();
+            waves += outcome.record.waves;
+            embeddings += outcome.record.embedding_calls;
+        }
+        let elapsed = started.elapsed();
+        let busy = *model.busy.lock().unwrap() + *embedder.busy.lock().unwrap() - busy_before;
+        let prompts: Vec<(TaskKind, String)> = model.prompts.lock().unwrap()[prompts_before..].to_vec();
+        let tokens: Vec<usize> = if count_tokens {
+            prompts.iter().map(|(_, p)| guidepost_llm::count_tokens(p)).collect()
+        } else {
+            Vec::new()
+        };
+        figures.push(TurnFigures {
+            matching_calls: prompts.iter().filter(|(t, _)| *t == TaskKind::Matching).count(),
+            journey_calls: prompts.iter().filter(|(t, _)| *t == TaskKind::JourneySelection).count(),
+            prompt_tokens: tokens.iter().sum(),
+            largest_prompt: tokens.iter().copied().max().unwrap_or(0),
+            waves,
+            embeddings,
+            cpu: elapsed.saturating_sub(busy),
+            matched: outcome.matches.len(),
+        });
+        events.push(message(EventSource::AiAgent, events.len() as u64, "Sure, I can help you with that."));
+        for m in outcome.matches.iter().filter(|m| m.action.is_some()) {
+            if !state.applied_guideline_ids.contains(&m.guideline_id) {
+                state.applied_guideline_ids.push(m.guideline_id.clone());
+            }
+        }
+        state.journey_paths = outcome.journey_paths.clone();
+    }
+    figures
+}
+
+fn main() {
+    let dir = std::env::var("GUIDEPOST_BENCH_AGENTS")
+        .map_or_else(|_| PathBuf::from("/work/shared/bench/agents"), PathBuf::from);
+    if !dir.join("small.json").exists() {
+        println!("no workloads in {} (set GUIDEPOST_BENCH_AGENTS); nothing to measure", dir.display());
+        return;
+    }
+    let repetitions: u32 = std::env::var("GUIDEPOST_BENCH_REPS").ok().and_then(|r| r.parse().ok()).unwrap_or(30);
+    let config = MatcherConfig::default();
+    let reference = [("small", 7.8, 60), ("medium", 17.4, 100), ("large", 54.0, 420)];
+    println!("config: {config:?}\n");
+    let mut summary = Vec::new();
+    for (size, ref_calls, ref_cpu) in reference {
+        let (definition, messages) = load(&dir.join(format!("{size}.json")));
+        let figures = run_session(&definition, &messages, &config, true);
+        // CPU: best of `repetitions` warm runs per turn (the first run warms caches).
+        let mut cpu = vec![Duration::MAX; figures.len()];
+        for _ in 0..repetitions {
+            for (i, f) in run_session(&definition, &messages, &config, false).iter().enumerate() {
+                cpu[i] = cpu[i].min(f.cpu);
+            }
+        }
+        println!("## {size}: {} guidelines, {} journeys", definition.guidelines.len(), definition.journeys.len());
+        println!(
+            "| turn | matching calls | journey calls | prompt tokens | largest prompt | waves | embeddings | matches | engine CPU ms |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for (i, f) in figures.iter().enumerate() {
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} |",
+                i + 1,
+                f.matching_calls,
+                f.journey_calls,
+                f.prompt_tokens,
+                f.largest_prompt,
+                f.waves,
+                f.embeddings,
+                f.matched,
+                cpu[i].as_secs_f64() * 1000.0
+            );
+        }
+        let n = figures.len() as f64;
+        let calls = figures.iter().map(|f| f.matching_calls + f.journey_calls).sum::<usize>() as f64 / n;
+        let tokens = figures.iter().map(|f| f.prompt_tokens).sum::<usize>() as f64 / n;
+        let waves = figures.iter().map(|f| f.waves).max().unwrap_or(0);
+        let cpu_mean = cpu.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1000.0;
+        println!();
+        summary.push((size, calls, tokens, waves, cpu_mean, ref_calls, ref_cpu));
+    }
+    println!("## per turn, mean of 5 turns (matching + journey selection only)");
+    println!(
+        "| size | calls (Guidepost) | calls (reference) | prompt tokens | max waves | engine CPU ms (Guidepost) | CPU ms (reference, whole turn) |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for (size, calls, tokens, waves, cpu, ref_calls, ref_cpu) in summary {
+        println!("| {size} | {calls:.1} | {ref_calls} | {tokens:.0} | {waves} | {cpu:.3} | {ref_cpu} |");
+    }
+}

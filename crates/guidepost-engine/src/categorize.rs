@@ -26,6 +26,16 @@ pub enum Category {
 }
 
 impl Category {
+    /// The batch kind a category is evaluated in: both previously-applied categories
+    /// share one prompt (customer-dependent items are flagged), every other category has
+    /// its own.
+    pub fn batch_kind(self) -> Category {
+        match self {
+            Self::PreviouslyAppliedCustomerDependent => Self::PreviouslyApplied,
+            other => other,
+        }
+    }
+
     /// The snake_case name.
     pub fn as_str(self) -> &'static str {
         match self {

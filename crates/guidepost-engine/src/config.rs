@@ -54,8 +54,8 @@ impl Default for MatcherConfig {
     fn default() -> Self {
         Self {
             journey_top_k: 2,
-            batch_token_budget: 1800,
-            max_guidelines_per_batch: 40,
+            batch_token_budget: 2600,
+            max_guidelines_per_batch: 60,
             history_window: 12,
             temperature: 0.0,
             numeric_priority: NumericPriority::default(),

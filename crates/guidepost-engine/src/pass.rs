@@ -295,6 +295,7 @@ impl<'a> Pass<'a> {
 
         // Candidates, by category.
         let mut by_category: BTreeMap<Category, Vec<&'a MatchableGuideline>> = BTreeMap::new();
+        let mut categories: HashMap<&str, Category> = HashMap::new();
         let carried_ids: BTreeSet<&str> = input.carried.iter().map(|m| m.guideline_id.as_str()).collect();
         for g in self.agent.guidelines() {
             let needed = match &g.origin {
@@ -318,7 +319,8 @@ impl<'a> Pass<'a> {
                     continue;
                 }
             }
-            by_category.entry(category).or_default().push(g);
+            categories.insert(g.id.as_str(), category);
+            by_category.entry(category.batch_kind()).or_default().push(g);
         }
         let mut tasks: Vec<Task<'a>> = Vec::new();
         for (category, items) in &by_category {
@@ -358,6 +360,11 @@ impl<'a> Pass<'a> {
             }
         }
         self.wave(tasks, &conversation, &mut state, &input.paths_in).await;
+        for c in &mut state.record.candidates {
+            if let Some(category) = categories.get(c.guideline_id.as_str()) {
+                c.category = Some(*category);
+            }
+        }
 
         // Journeys whose condition matched start; those without a speculative decision
         // get their selection now (a second wave).

@@ -17,13 +17,12 @@ use crate::error::BatchError;
 pub const DYNAMIC_MARKER: &str = "<<<DYNAMIC>>>";
 
 /// The prompt templates, by name.
-pub const TEMPLATES: [(&str, &str); 9] = [
+pub const TEMPLATES: [(&str, &str); 8] = [
     ("agent.j2", include_str!("prompts/agent.j2")),
     ("conversation.j2", include_str!("prompts/conversation.j2")),
     ("observational.j2", include_str!("prompts/observational.j2")),
     ("actionable.j2", include_str!("prompts/actionable.j2")),
     ("previously_applied.j2", include_str!("prompts/previously_applied.j2")),
-    ("previously_applied_customer_dependent.j2", include_str!("prompts/previously_applied_customer_dependent.j2")),
     ("low_criticality.j2", include_str!("prompts/low_criticality.j2")),
     ("disambiguation.j2", include_str!("prompts/disambiguation.j2")),
     ("journey_selection.j2", include_str!("prompts/journey_selection.j2")),
@@ -147,4 +146,6 @@ pub struct PromptItem {
     pub action: Option<String>,
     /// Extra context.
     pub description: Option<String>,
+    /// Whether completing the action waits on the customer.
+    pub waits: bool,
 }

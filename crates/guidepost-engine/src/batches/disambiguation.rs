@@ -104,6 +104,7 @@ pub fn render_prompt(
             condition: t.condition.clone(),
             action: t.action.clone(),
             description: None,
+            waits: false,
         })
         .collect();
     render("disambiguation.j2", &DisambiguationContext { conversation, head: &head.condition, items })

@@ -99,6 +99,7 @@ pub fn local_items(items: &[&MatchableGuideline]) -> (Vec<PromptItem>, HashMap<S
                 condition: g.condition.clone(),
                 action: g.action.clone(),
                 description: g.description.clone(),
+                waits: g.customer_dependent,
             }
         })
         .collect();
@@ -111,7 +112,7 @@ pub fn template_of(category: Category) -> &'static str {
         Category::Observational => "observational.j2",
         Category::Actionable => "actionable.j2",
         Category::PreviouslyApplied => "previously_applied.j2",
-        Category::PreviouslyAppliedCustomerDependent => "previously_applied_customer_dependent.j2",
+        Category::PreviouslyAppliedCustomerDependent => "previously_applied.j2",
         Category::LowCriticality => "low_criticality.j2",
         Category::Disambiguation => "disambiguation.j2",
         Category::JourneyNodeSelection => "journey_selection.j2",
@@ -146,11 +147,8 @@ pub async fn evaluate_checks(
         Category::Actionable => {
             to_verdicts(call::<actionable::ActionableChecks>(model, task, prompt, temperature).await)
         }
-        Category::PreviouslyApplied => {
+        Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent => {
             to_verdicts(call::<previously_applied::ReapplyChecks>(model, task, prompt, temperature).await)
-        }
-        Category::PreviouslyAppliedCustomerDependent => {
-            to_verdicts(call::<previously_applied::CustomerDependentChecks>(model, task, prompt, temperature).await)
         }
         Category::LowCriticality => {
             to_verdicts(call::<low_criticality::LowCriticalityChecks>(model, task, prompt, temperature).await)

@@ -1,5 +1,7 @@
-//! Previously applied guidelines: must the agent follow them again? Two variants: plain,
-//! and customer-dependent (the action waits on the customer's answer).
+//! Previously applied guidelines: must the agent follow them again? Both categories,
+//! plain and customer-dependent (the action waits on the customer's answer), share one
+//! batch kind: customer-dependent items are flagged in the prompt and get their own rule
+//! and field, so a turn never spends two calls on re-application.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -16,6 +18,9 @@ pub struct ReapplyCheck {
     pub rationale: String,
     /// Whether the condition holds again for a new reason.
     pub condition_holds_again: bool,
+    /// For customer-dependent items: whether the customer already gave (or refused) what
+    /// the action asked for; `false` for the others.
+    pub customer_completed: bool,
     /// The verdict: follow the guideline again in the next reply.
     pub should_apply: bool,
 }
@@ -29,37 +34,6 @@ pub struct ReapplyChecks {
 }
 
 impl CheckAnswer for ReapplyChecks {
-    fn verdicts(self) -> Vec<LocalVerdict> {
-        self.checks
-            .into_iter()
-            .map(|c| LocalVerdict { id: c.id, applies: c.should_apply, rationale: Some(c.rationale) })
-            .collect()
-    }
-}
-
-/// One customer-dependent guideline's check.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CustomerDependentCheck {
-    /// Local id of the guideline.
-    pub id: String,
-    /// Why, in one sentence.
-    pub rationale: String,
-    /// Whether the customer already gave (or refused) what the action asked for.
-    pub customer_completed: bool,
-    /// The verdict: follow the guideline again in the next reply.
-    pub should_apply: bool,
-}
-
-/// The answer of a customer-dependent previously-applied batch.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CustomerDependentChecks {
-    /// One check per guideline.
-    pub checks: Vec<CustomerDependentCheck>,
-}
-
-impl CheckAnswer for CustomerDependentChecks {
     fn verdicts(self) -> Vec<LocalVerdict> {
         self.checks
             .into_iter()

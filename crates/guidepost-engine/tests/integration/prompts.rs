@@ -113,12 +113,8 @@ fn actionable_prompt() {
 
 #[test]
 fn previously_applied_prompt() {
-    insta::assert_snapshot!(check_prompt(Category::PreviouslyApplied, &["refund"]));
-}
-
-#[test]
-fn previously_applied_customer_dependent_prompt() {
-    insta::assert_snapshot!(check_prompt(Category::PreviouslyAppliedCustomerDependent, &["order_number"]));
+    // one plain and one customer-dependent item: both categories share the batch kind
+    insta::assert_snapshot!(check_prompt(Category::PreviouslyApplied, &["refund", "order_number"]));
 }
 
 #[test]

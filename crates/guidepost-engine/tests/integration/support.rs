@@ -160,3 +160,12 @@ pub fn stay(why: &str) -> Value {
 pub fn backtrack(to: String, why: &str) -> Value {
     json!({"rationale": why, "decision": "backtrack", "steps": [], "backtrack_to": to})
 }
+
+/// A previously-applied answer that re-applies nothing.
+pub fn reapply_none(req: &ChatRequest) -> Value {
+    let checks: Vec<Value> = items(req, "## Guidelines already followed")
+        .into_iter()
+        .map(|(id, _)| json!({"id": id, "rationale": "already done", "condition_holds_again": false, "customer_completed": false, "should_apply": false}))
+        .collect();
+    json!({ "checks": checks })
+}

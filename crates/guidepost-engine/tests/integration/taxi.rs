@@ -35,6 +35,8 @@ fn taxi_model() -> Arc<ScriptedModel> {
                     items(req, "## Optional").into_iter().filter(|(_, c)| decide(c, &last)).map(|(id, _)| id).collect();
                 Ok(json!({ "applies": ids }))
             })
+            .when(schema_is("ReapplyChecks"))
+            .reply_with(|req| Ok(reapply_none(req)))
             .when(schema_is("JourneySelectionAnswer"))
             .reply_with(|req| {
                 let current = current_step(req);

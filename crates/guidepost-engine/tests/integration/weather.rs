@@ -40,6 +40,8 @@ fn weather_model() -> Arc<ScriptedModel> {
         .reply_with(|req| {
             Ok(json!({"applies": items(req, "## Optional").into_iter().map(|(id, _)| id).collect::<Vec<_>>()}))
         })
+        .when(schema_is("ReapplyChecks"))
+        .reply_with(|req| Ok(reapply_none(req)))
         .when(schema_is("JourneySelectionAnswer"))
         .reply_with(|req| {
             let current = current_step(req);

@@ -438,3 +438,69 @@ fn dropped_by(
     memo.insert(e.clone(), result.clone());
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use guidepost_core::definition::{SourceFile, load_agent};
+
+    use super::*;
+
+    const DEF: &str = r#"
+agent: { name: Otto }
+guidelines:
+  - { id: human, condition: The customer asks for a human, action: Hand over, priority_over: ["journey:order"] }
+  - { id: scoped_a, condition: A, action: do a }
+journeys:
+  - id: order
+    title: Order
+    conditions: [The customer wants an order]
+    start: ask
+    states:
+      - { id: ask, chat: Ask for the number, next: end }
+    guidelines:
+      - { id: scoped, condition: The customer is upset, action: Apologize }
+"#;
+
+    fn agent() -> CompiledAgent {
+        CompiledAgent::new(Arc::new(load_agent(&[SourceFile::new("a.yaml", DEF)]).definition.unwrap()))
+    }
+
+    fn m(id: &str) -> GuidelineMatch {
+        GuidelineMatch {
+            guideline_id: id.into(),
+            kind: MatchKind::Guideline,
+            condition: String::new(),
+            action: None,
+            tools: vec![],
+            score: 10,
+            rationale: String::new(),
+        }
+    }
+
+    #[test]
+    fn priority_over_a_journey_drops_it_with_its_guidelines() {
+        let agent = agent();
+        let resolver = RelationalResolver::new(&agent, NumericPriority::BreakTies);
+        let resolved = resolver.resolve(&[m("human"), m("scoped")], &["order".to_string()]);
+        assert_eq!(resolved.journeys, Vec::<String>::new());
+        assert_eq!(resolved.matches.iter().map(|m| m.guideline_id.as_str()).collect::<Vec<_>>(), vec!["human"]);
+        let journey = resolved.records.iter().find(|r| r.entity == Entity::Journey("order".into())).unwrap();
+        assert!(matches!(&journey.reason, ResolutionReason::Deprioritized { by, .. } if by == "human"));
+    }
+
+    #[test]
+    fn scoped_guidelines_need_their_journey() {
+        let agent = agent();
+        let resolver = RelationalResolver::new(&agent, NumericPriority::BreakTies);
+        let resolved = resolver.resolve(&[m("scoped"), m("scoped_a")], &[]);
+        assert_eq!(resolved.matches.iter().map(|m| m.guideline_id.as_str()).collect::<Vec<_>>(), vec!["scoped_a"]);
+        assert!(
+            matches!(&resolved.records[0].reason, ResolutionReason::JourneyInactive { journey } if journey == "order")
+        );
+        let with_journey = resolver.resolve(&[m("scoped")], &["order".to_string()]);
+        assert_eq!(with_journey.matches.len(), 1);
+        assert!(with_journey.records.is_empty());
+    }
+}

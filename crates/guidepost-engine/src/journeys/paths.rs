@@ -193,3 +193,88 @@ pub fn node_match(graph: &JourneyGraph, path: &JourneyPath, rationale: &str) -> 
         rationale: rationale.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use guidepost_core::definition::{SourceFile, load_agent};
+
+    use super::*;
+    use crate::catalog::CompiledAgent;
+
+    const FLOW: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: taxi
+    title: Taxi
+    conditions: [The customer wants a taxi]
+    start: pickup
+    states:
+      - { id: pickup, chat: Ask for the pickup, next: [{ to: dropoff, when: Pickup given }] }
+      - { id: dropoff, chat: Ask for the destination, next: [{ to: time, when: Destination given }] }
+      - { id: time, chat: Ask for the time, next: [{ to: end, when: Time given }] }
+"#;
+
+    fn graph() -> JourneyGraph {
+        let def = load_agent(&[SourceFile::new("a.yaml", FLOW)]).definition.unwrap();
+        let agent = CompiledAgent::new(Arc::new(def));
+        agent.journey("taxi").unwrap().clone()
+    }
+
+    fn answer(decision: StepDecision, steps: &[&str], to: Option<&str>) -> JourneySelectionAnswer {
+        JourneySelectionAnswer {
+            rationale: "r".into(),
+            decision,
+            steps: steps.iter().map(|s| s.to_string()).collect(),
+            backtrack_to: to.map(String::from),
+        }
+    }
+
+    fn path(states: &[&str]) -> JourneyPath {
+        JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
+    }
+
+    #[test]
+    fn answers_map_onto_the_path_algebra() {
+        let g = graph();
+        let at_time = path(&["initial", "pickup", "dropoff", "time"]);
+        // step numbers are breadth-first positions: 0 initial, 1 pickup, 2 dropoff, 3 time, 4 end
+        let exit = apply_answer(&g, &at_time, false, &answer(StepDecision::Exit, &[], None), 4);
+        assert_eq!((exit.decision, exit.path), (JourneyDecision::Exited, None));
+        let back = apply_answer(&g, &at_time, false, &answer(StepDecision::Backtrack, &[], Some("1")), 4);
+        assert_eq!(back.decision, JourneyDecision::Backtracked { to: "pickup".into() });
+        assert_eq!(back.path, Some(path(&["initial", "pickup"])));
+        let back_and_on = apply_answer(&g, &at_time, false, &answer(StepDecision::Backtrack, &["2"], Some("1")), 4);
+        assert_eq!(back_and_on.decision, JourneyDecision::Backtracked { to: "pickup".into() });
+        assert_eq!(back_and_on.path, Some(path(&["initial", "pickup", "dropoff"])));
+        let done = apply_answer(&g, &at_time, false, &answer(StepDecision::Advance, &["4"], None), 4);
+        assert_eq!(done.decision, JourneyDecision::Completed);
+    }
+
+    #[test]
+    fn invalid_answers_are_corrected() {
+        let g = graph();
+        let at_dropoff = path(&["initial", "pickup", "dropoff"]);
+        let unvisited = apply_answer(&g, &at_dropoff, false, &answer(StepDecision::Backtrack, &[], Some("3")), 4);
+        assert_eq!(unvisited.decision, JourneyDecision::Stayed);
+        assert!(unvisited.correction.is_some());
+        let unknown = apply_answer(&g, &at_dropoff, false, &answer(StepDecision::Advance, &["99"], None), 4);
+        assert_eq!(unknown.decision, JourneyDecision::Stayed);
+        assert!(unknown.correction.is_some());
+        let too_far = advance(&g, &JourneyPath::start(), &["pickup".into(), "dropoff".into(), "time".into()], true, 2);
+        assert_eq!(too_far.decision, JourneyDecision::Started { steps: vec!["pickup".into(), "dropoff".into()] });
+        assert!(too_far.correction.unwrap().contains("at most 2"));
+        let not_started = apply_answer(&g, &JourneyPath::start(), true, &answer(StepDecision::Exit, &[], None), 4);
+        assert_eq!((not_started.decision, not_started.path), (JourneyDecision::NotStarted, None));
+    }
+
+    #[test]
+    fn node_match_uses_the_entering_edge() {
+        let g = graph();
+        let m = node_match(&g, &path(&["initial", "pickup", "dropoff"]), "why").unwrap();
+        assert!(m.guideline_id.starts_with("journey_node:taxi.dropoff:"));
+        assert_eq!(m.condition, "Pickup given");
+        assert!(node_match(&g, &JourneyPath::start(), "why").is_none());
+    }
+}

@@ -176,3 +176,105 @@ impl JourneySelector {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use guidepost_core::definition::{SourceFile, load_agent};
+    use guidepost_core::{JourneyPath, ToolId};
+
+    use super::*;
+    use crate::catalog::CompiledAgent;
+
+    const FLOW: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: order
+    title: Order
+    conditions: [The customer wants an order]
+    start: ask
+    states:
+      - id: ask
+        chat: Ask for the order number
+        next:
+          - { to: lookup, when: The customer gave the number }
+      - { id: lookup, tool: check, next: route }
+      - { id: route, fork: true, next: report }
+      - { id: report, chat: Tell the status, next: end }
+tools:
+  - { name: check, description: Check an order }
+"#;
+
+    fn agent() -> CompiledAgent {
+        let def = load_agent(&[SourceFile::new("a.yaml", FLOW)]).definition.unwrap();
+        CompiledAgent::new(Arc::new(def))
+    }
+
+    fn path(states: &[&str]) -> JourneyPath {
+        JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
+    }
+
+    const SELECTOR: JourneySelector = JourneySelector { max_steps: 4, temperature: 0.0 };
+
+    #[test]
+    fn root_with_one_transition_needs_no_model() {
+        let agent = agent();
+        let graph = agent.journey("order").unwrap();
+        let SelectionPlan::Decided { change, fast_path } =
+            SELECTOR.fast_path(graph, &JourneyPath::start(), true, &[], true)
+        else {
+            panic!("expected a fast path")
+        };
+        assert_eq!(fast_path, FastPath::LoneCandidate);
+        assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["ask".into()] });
+    }
+
+    #[test]
+    fn conditional_chat_step_needs_the_model() {
+        let agent = agent();
+        let graph = agent.journey("order").unwrap();
+        let plan = SELECTOR.fast_path(graph, &path(&["initial", "ask"]), false, &[], false);
+        assert_eq!(plan, SelectionPlan::NeedsModel);
+        let plan = SELECTOR.fast_path(graph, &path(&["initial", "ask"]), false, &[], true);
+        assert!(matches!(plan, SelectionPlan::Decided { fast_path: FastPath::EnteredThisTurn, .. }));
+    }
+
+    #[test]
+    fn tool_step_waits_for_its_tool_then_passes_single_edge_forks() {
+        let agent = agent();
+        let graph = agent.journey("order").unwrap();
+        let tool = graph.node("lookup").unwrap().tools[0].clone();
+        let at_tool = path(&["initial", "ask", "lookup"]);
+        let plan = SELECTOR.fast_path(graph, &at_tool, false, &[], false);
+        assert!(
+            matches!(plan, SelectionPlan::Decided { fast_path: FastPath::AwaitingTool, ref change } if change.decision == JourneyDecision::Stayed)
+        );
+        let other = ToolId::new("native", "other");
+        assert!(matches!(
+            SELECTOR.fast_path(graph, &at_tool, false, &[other], false),
+            SelectionPlan::Decided { fast_path: FastPath::AwaitingTool, .. }
+        ));
+        let SelectionPlan::Decided { change, fast_path } = SELECTOR.fast_path(graph, &at_tool, false, &[tool], false)
+        else {
+            panic!("expected a fast path")
+        };
+        assert_eq!(fast_path, FastPath::ToolDone);
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["route".into(), "report".into()] });
+        assert_eq!(change.path.unwrap().current(), "report");
+    }
+
+    #[test]
+    fn unconditional_last_step_completes() {
+        let agent = agent();
+        let graph = agent.journey("order").unwrap();
+        let SelectionPlan::Decided { change, fast_path } =
+            SELECTOR.fast_path(graph, &path(&["initial", "ask", "lookup", "route", "report"]), false, &[], false)
+        else {
+            panic!("expected a fast path")
+        };
+        assert_eq!(fast_path, FastPath::Unconditional);
+        assert_eq!(change.decision, JourneyDecision::Completed);
+        assert!(change.path.is_none());
+    }
+}

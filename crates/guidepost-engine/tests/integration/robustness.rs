@@ -161,12 +161,14 @@ journeys:
     start: ask
     states:
       - { id: ask, chat: Ask for the order number, next: end }
-  - id: other
-    title: Something else
-    conditions: [The customer wants something else]
+    guidelines:
+      - { id: claim_lost, condition: The item in the claim is lost, action: Explain the claim takes two days }
+  - id: lost_report
+    title: My parcel is lost in transit
+    conditions: [The customer reports my parcel is lost]
     start: ask
     states:
-      - { id: ask, chat: Ask what they need, next: end }
+      - { id: ask, chat: Ask where they expected it, next: end }
 "#;
 
 #[tokio::test]
@@ -185,4 +187,10 @@ async fn a_journey_activated_by_entailment_gets_a_second_pass() {
     assert!(o.matched("lost"));
     assert_eq!(path_of(&o, "claim"), Some(states(&["initial", "ask"])));
     assert_eq!(o.matched_nodes(), vec![("claim", "ask")]);
+    let claim = o.record.predictions.iter().find(|p| p.journey_id == "claim").unwrap();
+    assert_eq!(claim.reason, PredictionReason::SecondPass, "the journey was not predicted");
+    // its scoped guideline, pruned at first, is checked in the second pass
+    assert!(o.matched("claim_lost"));
+    assert_eq!(o.record.candidate("claim_lost").unwrap().verdict, Verdict::Matched);
+    assert_eq!(o.record.waves, 2);
 }

@@ -1,6 +1,8 @@
 //! One matching pass: prune, categorize, batch, evaluate in parallel, select journey
 //! nodes, disambiguate, resolve. [`crate::GuidelineMatcher`] prepares its input.
 
+mod finish;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use futures::future::join_all;
@@ -10,21 +12,19 @@ use indexmap::IndexMap;
 use crate::batches::disambiguation::{self, Disambiguation, DisambiguationTarget};
 use crate::batches::{self, CallOutcome, GuidelineVerdict};
 use crate::batching::split;
-use crate::catalog::{CompiledAgent, Entity, GuidelineOrigin, MatchableGuideline};
+use crate::catalog::{CompiledAgent, GuidelineOrigin, MatchableGuideline};
 use crate::categorize::{Category, categorize};
 use crate::config::MatcherConfig;
 use crate::context::MatchingContext;
 use crate::error::EngineError;
-use crate::journeys::paths::{PathChange, node_match};
+use crate::journeys::paths::PathChange;
 use crate::journeys::prediction::Prediction;
 use crate::journeys::selection::{JourneySelector, ModelSelection, SelectionPlan};
 use crate::matcher::MatchingOutcome;
 use crate::prompt::ConversationView;
 use crate::record::{
-    BatchRecord, CandidateRecord, Effect, FastPath, GuidelineMatch, JourneyDecision, JourneyRecord, MatchKind,
-    MatchingRecord, ResolutionReason, ResolutionRecord, Verdict,
+    BatchRecord, CandidateRecord, FastPath, GuidelineMatch, JourneyDecision, MatchKind, MatchingRecord, Verdict,
 };
-use crate::resolver::RelationalResolver;
 
 /// What a pass works on.
 pub(crate) struct PassInput<'a> {
@@ -421,196 +421,5 @@ pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: Stri
         tools: g.tools.clone(),
         score,
         rationale,
-    }
-}
-
-impl<'a> Pass<'a> {
-    async fn finish(
-        &self,
-        input: PassInput<'_>,
-        mut state: State<'a>,
-        conversation: &ConversationView,
-        tools_ran: &[ToolId],
-    ) -> Result<MatchingOutcome, EngineError> {
-        let ctx = input.ctx;
-        // Disambiguation: the clarification replaces the observation and its targets.
-        let mut removed: BTreeSet<String> = BTreeSet::new();
-        for (head, options, question, rationale) in &state.clarifications {
-            for option in options {
-                removed.insert(option.clone());
-                let entity = match option.strip_prefix("journey:") {
-                    Some(j) => Entity::Journey(j.to_string()),
-                    None => Entity::Guideline(option.clone()),
-                };
-                state.record.resolutions.push(ResolutionRecord {
-                    entity,
-                    effect: Effect::Dropped,
-                    reason: ResolutionReason::Disambiguated { source: head.id.clone() },
-                });
-            }
-            state.raw.push(GuidelineMatch {
-                guideline_id: format!("clarify:{}", head.id),
-                kind: MatchKind::Clarification { source: head.id.clone(), options: options.clone() },
-                condition: head.condition.clone(),
-                action: Some(question.clone()),
-                tools: Vec::new(),
-                score: 10,
-                rationale: rationale.clone(),
-            });
-        }
-        state.raw.retain(|m| !removed.contains(&m.guideline_id));
-        for j in removed.iter().filter_map(|o| o.strip_prefix("journey:")) {
-            if !input.paths_in.contains_key(j)
-                && let Some(d) = state.decisions.get_mut(j)
-            {
-                d.change = PathChange {
-                    decision: JourneyDecision::NotStarted,
-                    path: None,
-                    correction: Some("the customer is asked to choose first (disambiguation)".into()),
-                };
-            }
-        }
-
-        // Paths after selection.
-        let mut paths: IndexMap<String, JourneyPath> = input.paths_in.clone();
-        for (journey, decision) in &state.decisions {
-            match &decision.change.path {
-                Some(p) => {
-                    paths.insert(journey.clone(), p.clone());
-                }
-                None => {
-                    paths.shift_remove(journey);
-                }
-            }
-        }
-        // Node matches: fresh for decided journeys, carried for the others.
-        for (journey, path) in &paths {
-            match state.decisions.get(journey) {
-                Some(d) => {
-                    if let Some(m) = self.agent.journey(journey).and_then(|g| node_match(g, path, &d.rationale)) {
-                        state.raw.push(m);
-                    }
-                }
-                None => state.raw.extend(
-                    input
-                        .carried
-                        .iter()
-                        .filter(|m| matches!(&m.kind, MatchKind::JourneyNode { journey: j, .. } if j == journey))
-                        .cloned(),
-                ),
-            }
-        }
-        // Carried guideline verdicts (later iterations).
-        let fresh: BTreeSet<String> = state.raw.iter().map(|m| m.guideline_id.clone()).collect();
-        let evaluated: BTreeSet<String> = state
-            .record
-            .candidates
-            .iter()
-            .filter(|c| c.verdict != Verdict::Carried && c.verdict != Verdict::Pruned)
-            .map(|c| c.guideline_id.clone())
-            .collect();
-        for m in &input.carried {
-            let is_node = matches!(m.kind, MatchKind::JourneyNode { .. });
-            if !is_node && !fresh.contains(&m.guideline_id) && !evaluated.contains(&m.guideline_id) {
-                state.raw.push(m.clone());
-            }
-        }
-
-        let resolver = RelationalResolver::new(self.agent, self.config.numeric_priority);
-        let journeys: Vec<String> = paths.keys().cloned().collect();
-        let mut resolved = resolver.resolve(&state.raw, &journeys);
-
-        // A journey activated by resolution (entailment) gets its selection now.
-        let activated = resolved.activated(&journeys);
-        if !activated.is_empty() {
-            let mut tasks = Vec::new();
-            for journey in &activated {
-                match self.plan_journey(journey, &JourneyPath::start(), true, tools_ran, true) {
-                    Ok(d) => {
-                        state.decisions.insert(journey.clone(), d);
-                    }
-                    Err(task) => tasks.push(task),
-                }
-            }
-            self.wave(tasks, conversation, &mut state, &input.paths_in).await;
-            for journey in &activated {
-                state.speculative.remove(journey).map(|d| state.decisions.insert(journey.clone(), d));
-                if let Some(path) = state.decisions.get(journey).and_then(|d| d.change.path.clone()) {
-                    if let Some(m) = self.agent.journey(journey).and_then(|g| {
-                        node_match(g, &path, state.decisions.get(journey).map_or("", |d| d.rationale.as_str()))
-                    }) {
-                        state.raw.push(m);
-                    }
-                    paths.insert(journey.clone(), path);
-                }
-            }
-            let journeys: Vec<String> = paths.keys().cloned().collect();
-            resolved = resolver.resolve(&state.raw, &journeys);
-        }
-        for journey in paths.keys().cloned().collect::<Vec<_>>() {
-            if !resolved.journeys.contains(&journey) {
-                let before = paths.shift_remove(&journey);
-                state.decisions.insert(
-                    journey,
-                    Decision {
-                        change: PathChange { decision: JourneyDecision::Deactivated, path: None, correction: None },
-                        path_before: before,
-                        rationale: "deactivated by relational resolution".into(),
-                        fast_path: None,
-                        batch: None,
-                    },
-                );
-            }
-        }
-        state.record.resolutions.extend(resolved.records);
-
-        // Journey records.
-        for (journey, d) in state.decisions {
-            let path_before = d.path_before.or_else(|| input.paths_in.get(&journey).cloned());
-            state.record.journeys.push(JourneyRecord {
-                journey_id: journey.clone(),
-                decision: d.change.decision,
-                path_before,
-                path_after: paths.get(&journey).cloned(),
-                rationale: d.rationale,
-                fast_path: d.fast_path,
-                batch: d.batch,
-                correction: d.change.correction,
-            });
-        }
-        for j in input.prediction.considered() {
-            if !input.paths_in.contains_key(&j) && !state.record.journeys.iter().any(|r| r.journey_id == j) {
-                state.record.journeys.push(JourneyRecord {
-                    journey_id: j,
-                    decision: JourneyDecision::NotStarted,
-                    path_before: None,
-                    path_after: None,
-                    rationale: "no activation condition matched".into(),
-                    fast_path: None,
-                    batch: None,
-                    correction: None,
-                });
-            }
-        }
-        if state.calls > 0
-            && state.failures.len() == state.calls
-            && let Some(first) = state.failures.into_iter().next()
-        {
-            return Err(EngineError::AllBatchesFailed { first, failed: state.calls });
-        }
-        let mut considered: Vec<String> = input.considered_before.clone();
-        for j in input.prediction.considered() {
-            if !considered.contains(&j) {
-                considered.push(j);
-            }
-        }
-        let _ = ctx;
-        Ok(MatchingOutcome {
-            matches: resolved.matches,
-            journey_paths: paths,
-            record: state.record,
-            unresolved: state.raw,
-            considered_journeys: considered,
-        })
     }
 }

@@ -2,6 +2,9 @@
 //! current step, turn budget and the whole conversation (older turns condensed past a budget),
 //! and answers `{message, done, outcome}`. Its message is checked for role slips (speaking as
 //! the agent, leaking reasoning) and re-asked once before the run is stopped.
+//!
+//! Usage is recorded in the customer's ledger from each answer (requests carry no ledger, so a
+//! model stack's accounting never counts a call twice).
 
 use std::sync::Arc;
 
@@ -133,7 +136,7 @@ impl SimulatedCustomer {
         } else {
             format!("{}\n\n[simulation note]\n{note}", pending_agent.join("\n\n"))
         };
-        req.user(last).ledger(self.ledger.clone())
+        req.user(last)
     }
 
     /// Asks for the next message, re-asking after a role slip.
@@ -142,7 +145,8 @@ impl SimulatedCustomer {
         let mut correction: Option<String> = None;
         for _ in 0..=self.options.slip_retries {
             let req = self.request(ctx, correction.as_deref());
-            let (mut reply, _usage) = generate::<CustomerReply>(self.model.as_ref(), req).await?;
+            let (mut reply, usage) = generate::<CustomerReply>(self.model.as_ref(), req).await?;
+            self.ledger.record(&TaskKind::Simulation, &usage);
             reply.message = reply.message.trim().to_string();
             if reply.message.is_empty() && !reply.done {
                 correction = Some("the message was empty.".to_string());

@@ -47,7 +47,7 @@ impl Judge {
                 "conversation": render_conversation(traces, preamble, self.budget_chars),
             }),
         );
-        ChatRequest::new(TaskKind::Judge).user(prompt).temperature(0.0).ledger(self.ledger.clone())
+        ChatRequest::new(TaskKind::Judge).user(prompt).temperature(0.0)
     }
 
     /// Judges whether `step` is accomplished by the conversation so far.
@@ -58,6 +58,8 @@ impl Judge {
         preamble: &[String],
     ) -> Result<StepJudgement, LlmError> {
         let req = self.request(step, traces, preamble);
-        Ok(generate::<StepJudgement>(self.model.as_ref(), req).await?.0)
+        let (judgement, usage) = generate::<StepJudgement>(self.model.as_ref(), req).await?;
+        self.ledger.record(&TaskKind::Judge, &usage);
+        Ok(judgement)
     }
 }

@@ -90,7 +90,7 @@ impl StepRanker {
             json!({"goal": goal, "steps": steps,
                 "conversation": render_conversation(view.traces, preamble, self.budget_chars)}),
         );
-        ChatRequest::new(TaskKind::Simulation).user(prompt).temperature(0.0).ledger(self.ledger.clone())
+        ChatRequest::new(TaskKind::Simulation).user(prompt).temperature(0.0)
     }
 
     /// Ranks `steps`; returns the candidates at or above the threshold, best first, restricted
@@ -103,7 +103,8 @@ impl StepRanker {
         preamble: &[String],
     ) -> Result<Vec<SelectionCandidate>, LlmError> {
         let req = self.request(goal, steps, view, preamble);
-        let (ranking, _) = generate::<StepRanking>(self.model.as_ref(), req).await?;
+        let (ranking, usage) = generate::<StepRanking>(self.model.as_ref(), req).await?;
+        self.ledger.record(&TaskKind::Simulation, &usage);
         let mut kept: Vec<SelectionCandidate> = ranking
             .candidates
             .into_iter()

@@ -82,7 +82,7 @@ impl ToolContext {
     }
 
     /// Records an emission of the running call and passes it to the listener. Outside a
-    /// registry call there is no call to attach it to, so only the listener sees it.
+    /// registry call there is no call to attach it to, and the emission is dropped.
     pub fn emit(&self, emission: ToolEmission) {
         if let Some(scope) = &self.call {
             if let Some(listener) = &self.listener {

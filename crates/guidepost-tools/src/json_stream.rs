@@ -101,6 +101,7 @@ impl JsonObjectSplitter {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use proptest::prelude::*;
 
     const STREAM: &str = r#"{"status": "typing", "data": {"stage": "a } { \" tricky"}}{"message": "brace { in [text"}
 {"custom": {"list": [1, {"x": "]"}]}}  {"result":{"data":"北京 \\","metadata":{}}}"#;
@@ -125,6 +126,48 @@ mod tests {
         assert_eq!(whole[3]["result"]["data"], "北京 \\");
         for size in 1..40 {
             assert_eq!(split_in_chunks(size), whole, "chunk size {size}");
+        }
+    }
+
+    fn json_value() -> impl Strategy<Value = serde_json::Value> {
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            "[{}\\[\\]\"\\\\ a-zé北\n]{0,12}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                prop::collection::btree_map("[a-z{}\"]{1,4}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn splits_any_concatenation_at_any_chunking(
+            objects in prop::collection::vec(prop::collection::btree_map("[a-z{}\"]{1,4}", json_value(), 0..4), 1..5),
+            separators in prop::collection::vec("[ \n\t]{0,2}", 5),
+            chunk in 1usize..17,
+        ) {
+            let objects: Vec<serde_json::Value> =
+                objects.into_iter().map(|m| serde_json::Value::Object(m.into_iter().collect())).collect();
+            let mut stream = Vec::new();
+            for (object, sep) in objects.iter().zip(&separators) {
+                stream.extend_from_slice(serde_json::to_string(object).unwrap().as_bytes());
+                stream.extend_from_slice(sep.as_bytes());
+            }
+            let mut splitter = JsonObjectSplitter::new(1 << 20);
+            let mut out = Vec::new();
+            for piece in stream.chunks(chunk) {
+                for raw in splitter.push(piece).unwrap() {
+                    out.push(serde_json::from_slice::<serde_json::Value>(&raw).unwrap());
+                }
+            }
+            prop_assert!(splitter.finish().is_ok());
+            prop_assert_eq!(out, objects);
         }
     }
 

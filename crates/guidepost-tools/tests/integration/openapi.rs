@@ -56,6 +56,9 @@ async fn server() -> std::net::SocketAddr {
         .route(
             "/api/pets/{id}",
             get(|Path(id): Path<u64>| async move {
+                if id == 99 {
+                    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+                }
                 if id == 0 {
                     (StatusCode::NOT_FOUND, Json(json!({"error": "no pet 0"})))
                 } else {
@@ -162,4 +165,31 @@ async fn an_unreachable_document_is_a_clear_error() {
     assert!(err.contains("`pets` is unavailable") && err.contains(&addr.to_string()), "{err}");
     let call = registry.call(&ToolId::new("pets", "boom"), args(json!({})), &ctx(), None).await;
     assert_eq!(call.outcome.error_kind(), Some(&ToolErrorKind::Unavailable));
+}
+
+#[tokio::test]
+async fn reads_a_yaml_document_from_a_file_and_honours_the_service_timeout() {
+    let addr = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pets.yaml");
+    let mut doc = document();
+    doc.as_object_mut().unwrap().remove("servers");
+    std::fs::write(&path, yaml_serde::to_string(&doc).unwrap()).unwrap();
+    let mut service = service(path.display().to_string());
+    service.url = Some(format!("http://{addr}/api/"));
+    service.timeout_ms = Some(150);
+    let mut definition = super::common::example_agent("banking");
+    definition.services.push(service);
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    registry.resolve_tools().await.unwrap();
+    let timed_out = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 99})), &ctx(), None).await;
+    assert_eq!(timed_out.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 150 }));
+    let pet = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 1})), &ctx(), None).await;
+    assert_eq!(pet.result().data, json!({"id": 1, "name": "Rex"}));
+
+    let mut broken = super::common::example_agent("banking");
+    broken.services.push(self::service(dir.path().join("missing.json").display().to_string()));
+    let mut registry = ToolRegistry::from_definition(&broken).unwrap();
+    let err = registry.resolve_tools().await.unwrap_err().to_string();
+    assert!(err.contains("misconfigured") && err.contains("missing.json"), "{err}");
 }

@@ -27,7 +27,7 @@ pub struct HistoryMessage {
 }
 
 /// Everything one matching pass reads.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct MatchingContext {
     /// Events of the session so far, oldest first (the current customer message included).
     pub events: Vec<Event>,

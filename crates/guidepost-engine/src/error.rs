@@ -17,17 +17,6 @@ pub enum EngineError {
         /// How many calls failed.
         failed: usize,
     },
-    /// A prompt template failed to render (a bug in a template, not in the input).
-    #[error("prompt template `{template}` failed to render: {message}")]
-    Template {
-        /// Template name.
-        template: String,
-        /// What went wrong.
-        message: String,
-    },
-    /// The matching context refers to something the definition does not have.
-    #[error("invalid matching context: {0}")]
-    InvalidContext(String),
 }
 
 /// Why one batch produced no verdicts. Recorded, never returned from a turn.

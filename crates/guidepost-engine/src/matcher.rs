@@ -55,6 +55,18 @@ impl MatchingOutcome {
         self.journey_paths.get(journey).map(JourneyPath::current)
     }
 
+    /// Active journeys whose current node is a tool node: their transition is pending
+    /// until the tool runs (the preparation loop keeps iterating while tools run).
+    pub fn journeys_awaiting_tools(&self, agent: &CompiledAgent) -> Vec<&str> {
+        self.journey_paths
+            .iter()
+            .filter(|(j, path)| {
+                agent.journey(j).and_then(|g| g.node(path.current())).is_some_and(|n| n.kind == NodeKind::Tool)
+            })
+            .map(|(j, _)| j.as_str())
+            .collect()
+    }
+
     /// Journey nodes matched in this pass (journey id, node id).
     pub fn matched_nodes(&self) -> Vec<(&str, &str)> {
         self.matches
@@ -177,9 +189,9 @@ impl GuidelineMatcher {
             .await
     }
 
-    /// Journeys for a later pass: the ones considered before, plus unconsidered journeys
-    /// the staged tool results resemble (similarity at least that of the weakest journey
-    /// predicted from the conversation, or of any journey when none was).
+    /// Journeys for a later pass: the ones considered before, plus up to k unconsidered
+    /// journeys the staged tool results resemble (cosine similarity at least
+    /// [`MatcherConfig::second_pass_min_similarity`]), most similar first.
     async fn second_pass_prediction(&self, ctx: &MatchingContext, previous: &MatchingOutcome) -> Prediction {
         let mut prediction = Prediction::default();
         let considered = &previous.considered_journeys;
@@ -208,26 +220,24 @@ impl GuidelineMatcher {
         let vectors = embedder.embed(&[text.join("\n")]).await;
         prediction.embedding_calls += 1;
         let journey_vectors = self.agent.journey_embeddings.get();
-        let floor = previous
-            .record
-            .predictions
-            .iter()
-            .filter(|p| p.reason == PredictionReason::Similar)
-            .filter_map(|p| p.similarity)
-            .fold(f32::INFINITY, f32::min);
-        let floor = if floor.is_finite() { floor } else { 0.5 };
+        let floor = self.config.second_pass_min_similarity;
         let tool_vector = vectors.ok().and_then(|v| v.into_iter().next());
-        let mut chosen = Vec::new();
-        for j in unconsidered {
-            let index = self.agent.journeys().get_index_of(j.as_str());
-            let similarity = match (&tool_vector, journey_vectors, index) {
-                (Some(t), Some(all), Some(i)) => all.get(i).map(|v| cosine(v, t)),
-                _ => None,
-            };
-            let hit = similarity.is_some_and(|s| s >= floor) && chosen.len() < self.config.journey_top_k.max(1);
-            if hit {
-                chosen.push(j.clone());
-            }
+        let mut scored: Vec<(&String, Option<f32>)> = unconsidered
+            .into_iter()
+            .map(|j| {
+                let index = self.agent.journeys().get_index_of(j.as_str());
+                let similarity = match (&tool_vector, journey_vectors, index) {
+                    (Some(t), Some(all), Some(i)) => all.get(i).map(|v| cosine(v, t)),
+                    _ => None,
+                };
+                (j, similarity)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.unwrap_or(f32::MIN).total_cmp(&a.1.unwrap_or(f32::MIN)));
+        let mut chosen = 0;
+        for (j, similarity) in scored {
+            let hit = similarity.is_some_and(|s| s >= floor) && chosen < self.config.journey_top_k.max(1);
+            chosen += usize::from(hit);
             prediction.records.push(PredictionRecord {
                 journey_id: j.clone(),
                 reason: if hit { PredictionReason::SecondPass } else { PredictionReason::NotPredicted },

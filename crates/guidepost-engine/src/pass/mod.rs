@@ -349,7 +349,14 @@ impl<'a> Pass<'a> {
                 Err(task) => tasks.push(task),
             }
         }
-        let starting: Vec<String> = considered.iter().filter(|j| !active.contains(j)).cloned().collect();
+        // Journeys that may start in this pass: considered, inactive, and (in later
+        // iterations) not already decided by an earlier pass of the turn.
+        let starting: Vec<String> = considered
+            .iter()
+            .filter(|j| !active.contains(j))
+            .filter(|j| input.evaluate_only.is_none() || !input.considered_before.contains(j))
+            .cloned()
+            .collect();
         for journey in &starting {
             match self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
                 Ok(decision) => {

@@ -145,6 +145,43 @@ async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
     assert!(o.record.predictions.iter().any(|p| p.journey_id == "tracking" && p.reason == PredictionReason::Active));
 }
 
+#[tokio::test]
+async fn tool_results_pointing_at_an_unpredicted_journey_get_a_second_pass() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| {
+                Ok(checks(req, "## Conditions", |c, m| {
+                    (c.contains("track") && m.contains("track"))
+                        || (c.contains("return") && tool_results(req).contains("return"))
+                }))
+            })
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false)))
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|_| Ok(stay("waiting"))),
+    );
+    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder), config);
+    let ctx = Session::new().customer("I want to track a parcel");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(first.record.candidate("returns_scoped").unwrap().verdict, Verdict::Pruned);
+    let ctx = ctx.with_tool_results(vec![guidepost_engine::StagedToolResult {
+        tool: guidepost_core::ToolId::new("native", "lookup"),
+        arguments: json!({}),
+        result: json!({"advice": "return an item"}),
+    }]);
+    let second = matcher.rematch(&ctx, &first).await.unwrap();
+    let returns = second.record.predictions.iter().find(|p| p.journey_id == "returns").unwrap();
+    assert_eq!(returns.reason, PredictionReason::SecondPass);
+    assert_eq!(second.record.embedding_calls, 1, "only the tool results are embedded");
+    assert_eq!(path_of(&second, "returns"), Some(states(&["initial", "ask"])));
+    assert_ne!(second.record.candidate("returns_scoped").unwrap().verdict, Verdict::Pruned);
+    assert_eq!(second.record.candidate("gift_scoped").unwrap().verdict, Verdict::Pruned);
+    assert_eq!(path_of(&second, "tracking"), path_of(&first, "tracking"), "the first pass's journey is kept");
+}
+
 const ENTAILED_JOURNEY: &str = r#"
 agent: { name: Otto }
 tags: [claims]

@@ -92,6 +92,7 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
     let node = first.tool_enabled().next().expect("tool node matched");
     assert_eq!(node.tools, vec![tool.clone()]);
     assert!(matches!(&node.kind, MatchKind::JourneyNode { node, .. } if node == "get_weather"));
+    assert_eq!(first.journeys_awaiting_tools(matcher.agent()), vec!["weather_lookup"]);
     // conditions, scoped guidelines and speculative node selection share one wave
     assert_eq!(first.record.waves, 1);
     assert_eq!(model.calls(&TaskKind::JourneySelection), 1);
@@ -109,6 +110,7 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
     assert_eq!(model.calls(&TaskKind::Matching), matching_calls, "no guideline is re-evaluated");
     assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
     assert!(second.matched("tone"), "earlier verdicts are carried");
+    assert!(second.journeys_awaiting_tools(matcher.agent()).is_empty());
     assert_eq!(second.record.iteration, 2);
     session.reply(&second, "北京今天天气晴朗，温度15°C，湿度45%。");
 

@@ -147,9 +147,19 @@ impl ToolRegistry {
 
     /// Asks every dynamic service (OpenAPI, MCP, Parlant) for its tools, concurrently, and
     /// adds them. A tool also declared in the definition keeps its declared description
-    /// and parameters where those are given. Fails with the first unreachable service (all
-    /// failures are logged); the tools of the services that answered are still added.
+    /// and parameters where those are given. Fails with the first unreachable or
+    /// misconfigured service; the tools of the services that answered are still added.
+    /// Use [`ToolRegistry::discover_tools`] to get every failure instead.
     pub async fn resolve_tools(&mut self) -> Result<()> {
+        self.discover_tools().await.into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Like [`ToolRegistry::resolve_tools`], but returns every failure (one per service
+    /// that could not be listed, each naming the service and what went wrong), so a caller
+    /// can start with the services that answered and treat the others' tools as
+    /// unavailable. Calls to those tools give [`ToolErrorKind::Unavailable`] outcomes (or
+    /// reach the service, if it comes up later, for tools declared in the definition).
+    pub async fn discover_tools(&mut self) -> Vec<ToolError> {
         let dynamic: Vec<(String, Arc<dyn ToolProvider>)> = self
             .services
             .iter()
@@ -157,7 +167,7 @@ impl ToolRegistry {
             .map(|(name, s)| (name.clone(), s.provider.clone()))
             .collect();
         let listed = join_all(dynamic.iter().map(|(_, p)| p.list_tools())).await;
-        let mut first_error = None;
+        let mut errors = Vec::new();
         for ((name, _), result) in dynamic.iter().zip(listed) {
             match result {
                 Ok(tools) => {
@@ -167,11 +177,11 @@ impl ToolRegistry {
                 }
                 Err(e) => {
                     tracing::warn!(service = %name, error = %e, "could not list the tools of a tool service");
-                    first_error.get_or_insert(e);
+                    errors.push(e);
                 }
             }
         }
-        first_error.map_or(Ok(()), Err)
+        errors
     }
 
     fn merge_discovered(&mut self, discovered: Tool) {

@@ -216,3 +216,41 @@ async fn failures_become_error_results() {
     let missing = registry.call(&ToolId::new("toys", "track_order"), args(json!({})), &ctx(), None).await;
     assert!(matches!(missing.outcome.error_kind(), Some(ToolErrorKind::InvalidArguments { .. })));
 }
+
+#[tokio::test]
+async fn declared_tools_keep_their_declaration_and_unreachable_services_are_reported() {
+    let (url, _) = server().await;
+    let mut definition = super::common::example_agent("banking");
+    let mut declared = definition.tools[0].clone();
+    declared.id = ToolId::new("toys", "track_order");
+    declared.description = Some("Curated description".into());
+    declared.parameters = Vec::new();
+    declared.fixture = None;
+    definition.tools.push(declared.clone());
+    declared.id = ToolId::new("dead", "ping");
+    definition.tools.push(declared);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    for (name, url) in [("toys", url), ("dead", format!("http://{dead}"))] {
+        definition.services.push(ToolService {
+            name: name.into(),
+            kind: ServiceKind::Parlant,
+            url: Some(url),
+            spec: None,
+            command: Vec::new(),
+            env: Default::default(),
+            timeout_ms: None,
+        });
+    }
+    let mut registry = ToolRegistry::from_definition(&definition).unwrap();
+    let errors = registry.discover_tools().await;
+    assert_eq!(errors.len(), 1);
+    let text = errors[0].to_string();
+    assert!(text.contains("`dead` is unavailable") && text.contains(&format!("GET http://{dead}/tools")), "{text}");
+    let track = registry.tool(&ToolId::new("toys", "track_order")).unwrap();
+    assert_eq!(track.description.as_deref(), Some("Curated description"));
+    assert_eq!(track.parameters.len(), 1, "discovered parameters fill an empty declaration");
+    let call = registry.call(&ToolId::new("dead", "ping"), args(json!({})), &ctx(), None).await;
+    assert_eq!(call.outcome.error_kind(), Some(&ToolErrorKind::Unavailable));
+    let text = call.result().data.as_str().unwrap().to_string();
+    assert!(text.contains(&format!("cannot reach http://{dead}/tools/ping/calls")), "{text}");
+}

@@ -324,3 +324,24 @@ fn panic_text(payload: Box<dyn Any + Send>) -> String {
         "a non-text panic payload".into()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn the_registry_and_its_calls_can_move_across_tasks() {
+        let registry = ToolRegistry::new();
+        assert_send_sync(&registry);
+        let ctx = ToolContext::default();
+        let id = ToolId::new("native", "x");
+        let call = registry.call(&id, Map::new(), &ctx, None);
+        assert_send(&call);
+        let many = registry.call_many(Vec::new(), &ctx, None);
+        assert_send(&many);
+    }
+}

@@ -57,7 +57,7 @@ impl Default for MatcherConfig {
     fn default() -> Self {
         Self {
             journey_top_k: 2,
-            batch_token_budget: 2600,
+            batch_token_budget: 3000,
             max_guidelines_per_batch: 60,
             history_window: 12,
             temperature: 0.0,

@@ -231,3 +231,57 @@ async fn a_journey_activated_by_entailment_gets_a_second_pass() {
     assert_eq!(o.record.candidate("claim_lost").unwrap().verdict, Verdict::Matched);
     assert_eq!(o.record.waves, 2);
 }
+
+const TWO_FLOWS: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: address
+    title: Change address
+    conditions: [The customer wants to change their address]
+    start: ask
+    states:
+      - { id: ask, chat: Ask for the new address, next: [{ to: done, when: The customer gave the address }] }
+      - { id: done, chat: Confirm the new address, next: end }
+  - id: card
+    title: Replace card
+    conditions: [The customer wants a new card]
+    start: ask
+    states:
+      - { id: ask, chat: Ask why they need a new card, next: [{ to: done, when: The customer gave a reason }] }
+      - { id: done, chat: Confirm the replacement, next: end }
+"#;
+
+#[tokio::test]
+async fn several_journeys_are_active_at_once() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| {
+                Ok(checks(req, "## Conditions", |c, m| {
+                    (c.contains("address") && m.contains("address")) || (c.contains("card") && m.contains("card"))
+                }))
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| {
+                let msg = last_customer(req);
+                Ok(if user(req).contains("Journey: Change address") && msg.contains("Elm") {
+                    advance(vec![step(req, "Confirm the new address")], "address given")
+                } else {
+                    stay("waiting")
+                })
+            }),
+    );
+    let matcher = matcher(inline(TWO_FLOWS), model.clone());
+    let mut session = Session::new();
+    let o = matcher.match_turn(&session.customer("I moved, new address, and I need a new card")).await.unwrap();
+    assert_eq!(path_of(&o, "address"), Some(states(&["initial", "ask"])));
+    assert_eq!(path_of(&o, "card"), Some(states(&["initial", "ask"])));
+    assert_eq!(o.matched_nodes().len(), 2);
+    session.reply(&o, "What's the new address, and why do you need a new card?");
+
+    let o = matcher.match_turn(&session.customer("It's 5 Elm Street")).await.unwrap();
+    assert_eq!(o.journey_node("address"), Some("done"));
+    assert_eq!(o.journey_node("card"), Some("ask"));
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
+    assert_eq!(o.record.waves, 1, "both selections run in the same wave");
+}

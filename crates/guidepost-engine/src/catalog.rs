@@ -276,3 +276,51 @@ impl CompiledAgent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use guidepost_core::definition::{SourceFile, load_agent};
+
+    use super::*;
+
+    const DEF: &str = r#"
+agent: { name: Otto }
+tags: [billing]
+guidelines:
+  - { id: balance, condition: The customer asks for the balance, action: Tell the balance, tools: [get_balance], reevaluate_after: [get_balance] }
+  - { id: premium, condition: The balance is high, action: Offer premium, tags: [billing] }
+  - { id: disabled, condition: Never, action: Nothing, enabled: false }
+relationships:
+  - { kind: reevaluation, source: "tag:billing", target: "tool:get_balance" }
+  - { kind: overlap, source: "tool:get_balance", target: "tool:get_card" }
+  - { kind: overlap, source: "tool:get_card", target: "tool:block_card" }
+tools:
+  - { name: get_balance, description: Balance }
+  - { name: get_card, description: Card }
+  - { name: block_card, description: Block }
+  - { name: other, description: Other }
+"#;
+
+    fn agent() -> CompiledAgent {
+        CompiledAgent::new(Arc::new(load_agent(&[SourceFile::new("a.yaml", DEF)]).definition.unwrap()))
+    }
+
+    #[test]
+    fn reevaluation_and_overlap_bookkeeping() {
+        let agent = agent();
+        let balance = agent.definition.tools.iter().find(|t| t.id.name == "get_balance").unwrap().id.clone();
+        assert_eq!(agent.reevaluated_by(&balance), vec!["balance".to_string(), "premium".to_string()]);
+        let groups = agent.overlap_groups();
+        assert_eq!(groups.len(), 1);
+        let names: Vec<&str> = groups[0].iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["block_card", "get_balance", "get_card"]);
+    }
+
+    #[test]
+    fn disabled_guidelines_are_left_out_and_tags_are_indexed() {
+        let agent = agent();
+        assert!(agent.guideline("disabled").is_none());
+        assert_eq!(agent.tag_members("billing"), &[Entity::Guideline("premium".into())]);
+        assert!(agent.guideline("balance").unwrap().tools.iter().any(|t| t.name == "get_balance"));
+    }
+}

@@ -21,6 +21,23 @@
 //! The outcome ([`MatchingOutcome`]) carries the resolved matches, the journey paths and a
 //! serializable [`record::MatchingRecord`] that explains every decision.
 //!
+//! ## In the preparation loop
+//!
+//! Compile the definition once ([`CompiledAgent::new`], shared by every session), build a
+//! [`GuidelineMatcher`], then per turn:
+//!
+//! 1. `match_turn(&ctx)` with the session's events and the previous turn's
+//!    [`guidepost_core::AgentState`] (applied guidelines, journey paths);
+//! 2. infer and run tools for [`MatchingOutcome::tool_enabled`] matches (guideline tools
+//!    and tool nodes), stage the results in the context
+//!    ([`MatchingContext::with_tool_results`]);
+//! 3. `rematch(&ctx, &previous)`: re-evaluates only guidelines with a `reevaluation`
+//!    relationship to a tool that ran, journeys standing on a tool node whose tool ran,
+//!    and journeys the new results point to; everything else is carried;
+//! 4. stop when no tool ran and [`MatchingOutcome::journeys_awaiting_tools`] is empty (or
+//!    at `max_engine_iterations`); compose from [`MatchingOutcome::ordinary`] and the
+//!    tool results; store [`MatchingOutcome::journey_paths`] in the new agent state.
+//!
 //! ```
 //! use std::sync::Arc;
 //! use guidepost_core::definition::{SourceFile, load_agent};

@@ -320,13 +320,19 @@ fn main() {
     for (size, ref_calls, ref_cpu) in reference {
         let (definition, messages) = load(&dir.join(format!("{size}.json")));
         let figures = run_session(&definition, &messages, &config, true);
-        // CPU: best of `repetitions` warm runs per turn (the first run warms caches).
-        let mut cpu = vec![Duration::MAX; figures.len()];
-        for _ in 0..repetitions {
+        // CPU: best and median of `repetitions` warm runs per turn (the first run warms
+        // caches; wall time minus model and embedder time on a single-threaded runtime).
+        let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); figures.len()];
+        for _ in 0..repetitions.max(1) {
             for (i, f) in run_session(&definition, &messages, &config, false).iter().enumerate() {
-                cpu[i] = cpu[i].min(f.cpu);
+                samples[i].push(f.cpu);
             }
         }
+        for s in &mut samples {
+            s.sort();
+        }
+        let cpu: Vec<Duration> = samples.iter().map(|s| s.first().copied().unwrap_or_default()).collect();
+        let median: Vec<Duration> = samples.iter().map(|s| s.get(s.len() / 2).copied().unwrap_or_default()).collect();
         println!("## {size}: {} guidelines, {} journeys", definition.guidelines.len(), definition.journeys.len());
         println!(
             "| turn | matching calls | journey calls | prompt tokens | largest prompt | waves | embeddings | matches | engine CPU ms |"
@@ -334,7 +340,7 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|---|");
         for (i, f) in figures.iter().enumerate() {
             println!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} |",
                 i + 1,
                 f.matching_calls,
                 f.journey_calls,
@@ -343,7 +349,8 @@ fn main() {
                 f.waves,
                 f.embeddings,
                 f.matched,
-                cpu[i].as_secs_f64() * 1000.0
+                cpu[i].as_secs_f64() * 1000.0,
+                median[i].as_secs_f64() * 1000.0
             );
         }
         let n = figures.len() as f64;
@@ -351,15 +358,16 @@ fn main() {
         let tokens = figures.iter().map(|f| f.prompt_tokens).sum::<usize>() as f64 / n;
         let waves = figures.iter().map(|f| f.waves).max().unwrap_or(0);
         let cpu_mean = cpu.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1000.0;
+        let median_mean = median.iter().map(Duration::as_secs_f64).sum::<f64>() / n * 1000.0;
         println!();
-        summary.push((size, calls, tokens, waves, cpu_mean, ref_calls, ref_cpu));
+        summary.push((size, calls, tokens, waves, cpu_mean, median_mean, ref_calls, ref_cpu));
     }
     println!("## per turn, mean of 5 turns (matching + journey selection only)");
     println!(
-        "| size | calls (Guidepost) | calls (reference) | prompt tokens | max waves | engine CPU ms (Guidepost) | CPU ms (reference, whole turn) |"
+        "| size | calls (Guidepost) | calls (reference) | prompt tokens | max waves | engine CPU ms best / median | CPU ms (reference, whole turn) |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (size, calls, tokens, waves, cpu, ref_calls, ref_cpu) in summary {
-        println!("| {size} | {calls:.1} | {ref_calls} | {tokens:.0} | {waves} | {cpu:.3} | {ref_cpu} |");
+    for (size, calls, tokens, waves, cpu, median, ref_calls, ref_cpu) in summary {
+        println!("| {size} | {calls:.1} | {ref_calls} | {tokens:.0} | {waves} | {cpu:.3} / {median:.3} | {ref_cpu} |");
     }
 }

@@ -1,0 +1,101 @@
+//! Canned-response candidates: which approved templates apply now, rendered with their
+//! fields.
+
+use guidepost_core::AgentDefinition;
+use guidepost_engine::MatchKind;
+use minijinja::{Environment, UndefinedBehavior};
+use serde_json::{Map, Value, json};
+
+use crate::state::ResponseState;
+
+/// A template that can be sent now, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate {
+    /// Template id.
+    pub id: String,
+    /// The rendered text.
+    pub text: String,
+}
+
+/// Fields available to templates: `std.*` (customer, agent, variables, missing and
+/// invalid parameters) and every field tool results provided (`canned_response_fields`,
+/// later calls winning).
+pub fn fields(definition: &AgentDefinition, state: &ResponseState, customer_name: Option<&str>) -> Value {
+    let mut out = Map::new();
+    // A tool's data fields are available to templates; fields the tool declared
+    // explicitly (`canned_response_fields`) take precedence.
+    for call in state.tool_calls.iter().filter(|c| c.ok) {
+        if let Some(Value::Object(data)) = call.result.get("data") {
+            out.extend(data.clone());
+        }
+    }
+    for call in &state.tool_calls {
+        if let Some(Value::Object(f)) = call.result.get("canned_response_fields") {
+            out.extend(f.clone());
+        }
+    }
+    let (missing, invalid) = state.tool_insights.most_pressing();
+    out.insert(
+        "std".into(),
+        json!({
+            "customer": {"name": customer_name},
+            "agent": {"name": definition.agent.name},
+            "variables": state.context_variables,
+            "missing_params": missing.iter().map(|m| m.display_name.clone()).collect::<Vec<_>>(),
+            "invalid_params": invalid.iter().map(|m| m.display_name.clone()).collect::<Vec<_>>(),
+        }),
+    );
+    Value::Object(out)
+}
+
+/// Templates that apply now: untagged global ones and those tied to matched guidelines or
+/// to the current journey states, plus templates returned by tools. A template whose
+/// fields are not all available is left out.
+pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &Value) -> Vec<Candidate> {
+    let mut ids: Vec<String> = definition
+        .canned_responses
+        .iter()
+        .filter(|c| c.tags.is_empty() || c.tags.iter().any(|t| definition.agent.tags.contains(t)))
+        .map(|c| c.id.clone())
+        .collect();
+    for m in state.all_matches() {
+        if let Some(g) = definition.guideline(&m.guideline_id) {
+            ids.extend(g.canned_responses.iter().cloned());
+        }
+        if let MatchKind::JourneyNode { journey, node } = &m.kind
+            && let Some(s) = definition.journey(journey).and_then(|j| j.state(node))
+        {
+            ids.extend(s.canned_responses.iter().cloned());
+        }
+    }
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let ctx = minijinja::Value::from(minijinja::value::Serde(fields));
+    let mut out: Vec<Candidate> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for id in ids {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let Some(c) = definition.canned_responses.iter().find(|c| c.id == id) else { continue };
+        if c.field_dependencies.iter().any(|f| fields.get(f).is_none()) {
+            continue;
+        }
+        match env.render_str(&c.template, ctx.clone()) {
+            Ok(text) => out.push(Candidate { id, text }),
+            Err(err) => {
+                tracing::debug!(template = %id, error = %err, "canned response left out: a field is not available")
+            }
+        }
+    }
+    for (n, call) in state.tool_calls.iter().enumerate() {
+        if let Some(Value::Array(templates)) = call.result.get("canned_responses") {
+            for (k, t) in templates.iter().filter_map(Value::as_str).enumerate() {
+                if let Ok(text) = env.render_str(t, ctx.clone()) {
+                    out.push(Candidate { id: format!("tool{n}_{k}"), text });
+                }
+            }
+        }
+    }
+    out
+}

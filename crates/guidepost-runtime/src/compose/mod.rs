@@ -1,0 +1,308 @@
+//! Composing the reply from what preparation gathered.
+//!
+//! - `fluid`: one structured call that drafts the reply, checks the draft against the
+//!   instructions and facts, and returns the corrected reply. In `stream` output mode the
+//!   reply is generated as plain text and streamed instead (no separate self-check: the
+//!   first words reach the customer at once).
+//! - `canned_strict`: only approved templates are ever sent, rendered with their fields;
+//!   when none fits, the configured no-match reply.
+//! - `canned_composited`: a fluid reply written in the style of the approved templates.
+//! - `canned_fluid`: a fluid reply, replaced by an approved template when one says exactly
+//!   what is needed.
+
+mod canned;
+
+use futures::StreamExt;
+use guidepost_core::agent::{CompositionMode, OutputMode};
+use guidepost_core::{AgentDefinition, Criticality};
+use guidepost_engine::{GuidelineMatch, MatchKind};
+use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, StreamEvent, TaskKind, Usage};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+pub use canned::{Candidate, candidates};
+
+use crate::prompt::render;
+use crate::state::ResponseState;
+
+const COMPOSE: &str = include_str!("../prompts/compose.j2");
+const SELECT: &str = include_str!("../prompts/select_template.j2");
+
+/// The reply sent in `canned_strict` mode when no template fits and none is configured.
+pub const DEFAULT_NO_MATCH_REPLY: &str = "Sorry, I'm not sure I understood. Could you say that another way?";
+
+/// What composition produced.
+#[derive(Debug, Clone, Default)]
+pub struct Composed {
+    /// The reply.
+    pub text: String,
+    /// The template used, in canned modes.
+    pub template_id: Option<String>,
+    /// Problems the self-check found in the draft.
+    pub self_check: Vec<String>,
+    /// The draft before the self-check, when there was one.
+    pub draft: Option<String>,
+    /// Mode used.
+    pub mode: CompositionMode,
+    /// Model usage.
+    pub usage: Vec<Usage>,
+}
+
+/// The most restrictive composition mode among the agent, the matched guidelines and the
+/// active journeys; an agent in `canned_strict` always stays strict.
+pub fn effective_mode(definition: &AgentDefinition, state: &ResponseState) -> CompositionMode {
+    let mut mode = definition.agent.composition_mode;
+    let mut consider = |m: Option<CompositionMode>| {
+        if let Some(m) = m
+            && m.strictness() > mode.strictness()
+        {
+            mode = m;
+        }
+    };
+    for m in state.all_matches() {
+        consider(definition.guideline(&m.guideline_id).and_then(|g| g.composition_mode));
+        if let MatchKind::JourneyNode { journey, node } = &m.kind
+            && let Some(j) = definition.journey(journey)
+        {
+            consider(j.composition_mode);
+            consider(j.state(node).and_then(|s| s.composition_mode));
+        }
+    }
+    mode
+}
+
+/// Everything composition reads.
+pub struct ComposeInput<'a> {
+    /// The agent.
+    pub definition: &'a AgentDefinition,
+    /// What preparation gathered.
+    pub state: &'a ResponseState,
+    /// The conversation as (speaker, text).
+    pub history: &'a [(String, String)],
+    /// The customer's name, when known.
+    pub customer_name: Option<&'a str>,
+}
+
+#[derive(Debug, Deserialize)]
+struct FluidAnswer {
+    #[serde(default)]
+    draft: String,
+    #[serde(default)]
+    problems: Vec<String>,
+    reply: String,
+    #[serde(default)]
+    template_id: Option<String>,
+    #[serde(default)]
+    fit: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SelectAnswer {
+    template_id: String,
+    fit: String,
+}
+
+fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Value> {
+    let action = m.action.as_deref()?;
+    let critical = definition.guideline(&m.guideline_id).is_some_and(|g| g.criticality == Criticality::High);
+    Some(json!({"condition": m.condition, "action": action, "critical": critical}))
+}
+
+/// The prompt context shared by every mode.
+fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
+    let d = input.definition;
+    let guidelines: Vec<Value> = input
+        .state
+        .ordinary_matches
+        .iter()
+        .chain(&input.state.tool_enabled_matches)
+        .filter_map(|m| guideline_view(d, m))
+        .collect();
+    let journeys: Vec<Value> = input
+        .state
+        .journey_paths
+        .iter()
+        .filter_map(|(id, path)| {
+            let j = d.journey(id)?;
+            let step = j.state(path.current()).map(|s| match &s.kind {
+                guidepost_core::StateKind::Chat { action } => action.clone(),
+                other => format!("{} {}", other.name(), s.id),
+            });
+            Some(json!({"title": j.title, "step": step}))
+        })
+        .collect();
+    let tool_results: Vec<Value> = input
+        .state
+        .tool_calls
+        .iter()
+        .map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()}))
+        .collect();
+    let (missing, invalid) = input.state.tool_insights.most_pressing();
+    let missing: Vec<Value> = missing
+        .iter()
+        .chain(invalid.iter())
+        .map(|m| {
+            json!({
+                "display_name": m.display_name,
+                "description": m.description,
+                "problem": m.problem,
+                "choices": m.choices.iter().map(|c| c.as_str().map_or_else(|| c.to_string(), str::to_string)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let history: Vec<Value> = input.history.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
+    json!({
+        "agent_name": d.agent.name,
+        "agent_description": d.agent.description,
+        "structured": structured,
+        "guidelines": guidelines,
+        "journeys": journeys,
+        "tool_results": tool_results,
+        "missing": missing,
+        "variables": input.state.context_variables,
+        "glossary": input.state.glossary_terms,
+        "history": history,
+    })
+}
+
+fn fluid_schema(template_ids: &[String]) -> Value {
+    let mut properties = serde_json::Map::new();
+    properties.insert("draft".into(), json!({"type": "string"}));
+    properties.insert("problems".into(), json!({"type": "array", "items": {"type": "string"}}));
+    properties.insert("reply".into(), json!({"type": "string"}));
+    if !template_ids.is_empty() {
+        let mut ids: Vec<Value> = template_ids.iter().map(|i| json!(i)).collect();
+        ids.push(json!("none"));
+        properties.insert("template_id".into(), json!({"type": "string", "enum": ids}));
+        properties.insert("fit".into(), json!({"type": "string", "enum": ["high", "partial", "low"]}));
+    }
+    let required: Vec<String> = properties.keys().cloned().collect();
+    json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+}
+
+/// Composes the reply. `on_chunk` receives text as it is generated in stream mode.
+pub async fn compose(
+    model: &dyn ChatModel,
+    input: ComposeInput<'_>,
+    output: OutputMode,
+    on_chunk: &mut (dyn FnMut(&str) + Send),
+) -> Result<Composed, LlmError> {
+    let mode = effective_mode(input.definition, input.state);
+    let fields = canned::fields(input.definition, input.state, input.customer_name);
+    match mode {
+        CompositionMode::CannedStrict => select_strict(model, &input, &fields).await,
+        CompositionMode::Fluid if output == OutputMode::Stream => stream_fluid(model, &input, on_chunk).await,
+        CompositionMode::Fluid | CompositionMode::CannedComposited | CompositionMode::CannedFluid => {
+            let cands = if mode == CompositionMode::Fluid {
+                Vec::new()
+            } else {
+                candidates(input.definition, input.state, &fields)
+            };
+            let mut ctx = context(&input, true);
+            let choices: Vec<String> = if mode == CompositionMode::CannedFluid {
+                cands.iter().map(|c| c.id.clone()).collect()
+            } else {
+                Vec::new()
+            };
+            if mode == CompositionMode::CannedComposited {
+                ctx["style_templates"] = json!(cands.iter().map(|c| c.text.clone()).collect::<Vec<_>>());
+            }
+            if mode == CompositionMode::CannedFluid {
+                ctx["template_choices"] =
+                    json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
+            }
+            let request = ChatRequest::new(TaskKind::Generation)
+                .user(render(COMPOSE, ctx))
+                .output(OutputFormat::Json { name: "reply".into(), schema: fluid_schema(&choices), strict: true });
+            let response = model.complete(request).await?;
+            let usage = vec![response.usage.clone()];
+            let answer: FluidAnswer =
+                response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok()).ok_or_else(|| {
+                    LlmError::SchemaViolation {
+                        errors: vec!["the reply answer did not fit its schema".into()],
+                        answer: response.output.to_text(),
+                    }
+                })?;
+            let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
+                (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
+                _ => None,
+            };
+            Ok(Composed {
+                text: chosen.map_or_else(|| answer.reply.trim().to_string(), |c| c.text.clone()),
+                template_id: chosen.map(|c| c.id.clone()),
+                self_check: answer.problems,
+                draft: (!answer.draft.is_empty()).then_some(answer.draft),
+                mode,
+                usage,
+            })
+        }
+    }
+}
+
+async fn stream_fluid(
+    model: &dyn ChatModel,
+    input: &ComposeInput<'_>,
+    on_chunk: &mut (dyn FnMut(&str) + Send),
+) -> Result<Composed, LlmError> {
+    let request =
+        ChatRequest::new(TaskKind::Generation).user(render(COMPOSE, context(input, false)) + "\nWrite only the reply.");
+    let mut stream = model.stream(request).await?;
+    let mut text = String::new();
+    let mut usage = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Delta(delta) => {
+                on_chunk(&delta);
+                text.push_str(&delta);
+            }
+            StreamEvent::Done(response) => {
+                if text.is_empty() {
+                    text = response.output.to_text();
+                    on_chunk(&text);
+                }
+                usage.push(response.usage);
+            }
+        }
+    }
+    Ok(Composed { text: text.trim().to_string(), mode: CompositionMode::Fluid, usage, ..Composed::default() })
+}
+
+async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: &Value) -> Result<Composed, LlmError> {
+    let no_match = input.definition.agent.no_match_reply.clone().unwrap_or_else(|| DEFAULT_NO_MATCH_REPLY.to_string());
+    let cands = candidates(input.definition, input.state, fields);
+    if cands.is_empty() {
+        return Ok(Composed { text: no_match, mode: CompositionMode::CannedStrict, ..Composed::default() });
+    }
+    let mut ctx = context(input, false);
+    ctx["templates"] = json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
+    let mut ids: Vec<Value> = cands.iter().map(|c| json!(c.id)).collect();
+    ids.push(json!("none"));
+    let schema = json!({
+        "type": "object",
+        "properties": {"template_id": {"type": "string", "enum": ids}, "fit": {"type": "string", "enum": ["high", "partial", "low"]}},
+        "required": ["template_id", "fit"],
+        "additionalProperties": false
+    });
+    let request = ChatRequest::new(TaskKind::Generation).user(render(SELECT, ctx)).output(OutputFormat::Json {
+        name: "template_choice".into(),
+        schema,
+        strict: true,
+    });
+    let response = model.complete(request).await?;
+    let usage = vec![response.usage.clone()];
+    let answer: Option<SelectAnswer> = response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok());
+    // Only an approved template, exactly as rendered, or the no-match reply is ever sent.
+    let chosen = answer
+        .filter(|a| a.fit == "high" || a.fit == "partial")
+        .and_then(|a| cands.iter().find(|c| c.id == a.template_id));
+    Ok(match chosen {
+        Some(c) => Composed {
+            text: c.text.clone(),
+            template_id: Some(c.id.clone()),
+            mode: CompositionMode::CannedStrict,
+            usage,
+            ..Composed::default()
+        },
+        None => Composed { text: no_match, mode: CompositionMode::CannedStrict, usage, ..Composed::default() },
+    })
+}

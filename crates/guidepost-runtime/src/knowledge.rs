@@ -1,0 +1,208 @@
+//! Context for a turn: context variable values (customer, tag and global scopes;
+//! tool-backed values refreshed when stale) and the glossary terms and capabilities that
+//! are relevant to the conversation.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use chrono::{DateTime, Utc};
+use guidepost_core::{AgentDefinition, Capability, ContextVariable, Term};
+use guidepost_llm::Embedder;
+use guidepost_tools::context::ToolContext;
+use guidepost_tools::registry::ToolRegistry;
+use guidepost_tools::result::ToolOutcome;
+use indexmap::IndexMap;
+use serde_json::Value;
+
+/// The current time. Freshness is always judged against the time of the turn, never a
+/// time captured at start-up.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// A stored variable value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredValue {
+    /// The value.
+    pub value: Value,
+    /// When it was set.
+    pub updated: DateTime<Utc>,
+}
+
+/// Which values a key addresses: one customer, customers with a tag, or everyone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// One customer, by id.
+    Customer(String),
+    /// Customers carrying a tag.
+    Tag(String),
+    /// Everyone.
+    Global,
+}
+
+/// Where variable values live.
+pub trait VariableStore: Send + Sync {
+    /// The value of `variable` for `scope`.
+    fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue>;
+    /// Sets the value of `variable` for `scope`.
+    fn set(&self, variable: &str, scope: Scope, value: StoredValue);
+}
+
+/// Variable values in memory.
+#[derive(Debug, Default)]
+pub struct MemoryVariables {
+    values: Mutex<HashMap<(String, Scope), StoredValue>>,
+}
+
+impl VariableStore for MemoryVariables {
+    fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue> {
+        self.values.lock().unwrap_or_else(PoisonError::into_inner).get(&(variable.to_string(), scope.clone())).cloned()
+    }
+
+    fn set(&self, variable: &str, scope: Scope, value: StoredValue) {
+        self.values.lock().unwrap_or_else(PoisonError::into_inner).insert((variable.to_string(), scope), value);
+    }
+}
+
+/// Who the turn is for.
+#[derive(Debug, Clone, Default)]
+pub struct CustomerRef {
+    /// Customer id.
+    pub id: String,
+    /// Tag ids of the customer.
+    pub tags: Vec<String>,
+}
+
+fn lookup(store: &dyn VariableStore, variable: &ContextVariable, customer: &CustomerRef) -> Option<StoredValue> {
+    store
+        .get(&variable.id, &Scope::Customer(customer.id.clone()))
+        .or_else(|| customer.tags.iter().find_map(|t| store.get(&variable.id, &Scope::Tag(t.clone()))))
+        .or_else(|| store.get(&variable.id, &Scope::Global))
+}
+
+/// Loads the values of every variable: customer value, else a value for one of the
+/// customer's tags, else the global value, else the definition's default. A tool-backed
+/// variable whose value is missing or older than its freshness is refreshed by calling
+/// its tool (and stored for the customer); if that fails, the stale value is kept.
+pub async fn load_variables(
+    definition: &AgentDefinition,
+    store: &dyn VariableStore,
+    clock: &dyn Clock,
+    tools: &ToolRegistry,
+    customer: &CustomerRef,
+    ctx: &ToolContext,
+) -> IndexMap<String, Value> {
+    let now = clock.now();
+    let mut out = IndexMap::new();
+    for variable in &definition.variables {
+        let stored = lookup(store, variable, customer);
+        let stale = match (&variable.tool, &stored, variable.freshness) {
+            (Some(_), None, _) => true,
+            (Some(_), Some(s), Some(fresh)) => {
+                chrono::Duration::from_std(fresh).map(|f| s.updated + f <= now).unwrap_or(true)
+            }
+            _ => false,
+        };
+        let mut value = stored.map(|s| s.value).or_else(|| variable.value.clone());
+        if stale && let Some(tool) = &variable.tool {
+            let record = tools.call(tool, serde_json::Map::new(), ctx, None).await;
+            match record.outcome {
+                ToolOutcome::Ok(result) => {
+                    store.set(
+                        &variable.id,
+                        Scope::Customer(customer.id.clone()),
+                        StoredValue { value: result.data.clone(), updated: now },
+                    );
+                    value = Some(result.data);
+                }
+                ToolOutcome::Error { message, .. } => {
+                    tracing::warn!(variable = %variable.name, %message, "could not refresh context variable")
+                }
+            }
+        }
+        if let Some(v) = value {
+            out.insert(variable.name.clone(), v);
+        }
+    }
+    out
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
+}
+
+/// Retrieves glossary terms and capabilities relevant to a query, by embedding similarity.
+/// Entity embeddings are computed once per runtime.
+#[derive(Default)]
+pub struct KnowledgeIndex {
+    terms: tokio::sync::OnceCell<Vec<Vec<f32>>>,
+    capabilities: tokio::sync::OnceCell<Vec<Vec<f32>>>,
+}
+
+/// Up to this many glossary terms go into a prompt.
+pub const MAX_TERMS: usize = 20;
+/// Up to this many capabilities go into a prompt.
+pub const MAX_CAPABILITIES: usize = 3;
+
+impl KnowledgeIndex {
+    /// Terms relevant to `query`: all of them when there are few, else the most similar.
+    pub async fn terms(&self, definition: &AgentDefinition, embedder: Option<&dyn Embedder>, query: &str) -> Vec<Term> {
+        let texts: Vec<String> = definition
+            .terms
+            .iter()
+            .map(|t| format!("{}: {} {}", t.name, t.description, t.synonyms.join(", ")))
+            .collect();
+        let picked = self.top(&self.terms, &texts, embedder, query, MAX_TERMS).await;
+        picked.into_iter().filter_map(|i| definition.terms.get(i).cloned()).collect()
+    }
+
+    /// Capabilities relevant to `query`.
+    pub async fn capabilities(
+        &self,
+        definition: &AgentDefinition,
+        embedder: Option<&dyn Embedder>,
+        query: &str,
+    ) -> Vec<Capability> {
+        let texts: Vec<String> = definition
+            .capabilities
+            .iter()
+            .map(|c| format!("{}: {} {}", c.title, c.description, c.signals.join("; ")))
+            .collect();
+        let picked = self.top(&self.capabilities, &texts, embedder, query, MAX_CAPABILITIES).await;
+        picked.into_iter().filter_map(|i| definition.capabilities.get(i).cloned()).collect()
+    }
+
+    async fn top(
+        &self,
+        cell: &tokio::sync::OnceCell<Vec<Vec<f32>>>,
+        texts: &[String],
+        embedder: Option<&dyn Embedder>,
+        query: &str,
+        k: usize,
+    ) -> Vec<usize> {
+        if texts.len() <= k || embedder.is_none() {
+            return (0..texts.len().min(k)).collect();
+        }
+        let Some(embedder) = embedder else { return Vec::new() };
+        let vectors = cell.get_or_init(|| async { embedder.embed(texts).await.unwrap_or_default() }).await;
+        let Ok(query_vec) = embedder.embed(&[query.to_string()]).await else { return (0..k).collect() };
+        let Some(q) = query_vec.first() else { return (0..k).collect() };
+        let mut scored: Vec<(usize, f32)> = vectors.iter().enumerate().map(|(i, v)| (i, cosine(q, v))).collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored.into_iter().take(k).map(|(i, _)| i).collect()
+    }
+}

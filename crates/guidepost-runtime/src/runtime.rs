@@ -1,0 +1,576 @@
+//! [`AgentRuntime`]: one agent's turns, from the customer's message to the reply.
+//!
+//! A turn is prepared in iterations, as the response lifecycle describes: match
+//! guidelines and walk journeys, infer and run tool calls for the tool-enabled matches,
+//! then match again on what the tools returned (only what the new information can change)
+//! until no new tool calls are made, or `max_engine_iterations` is reached. Then the reply
+//! is composed and emitted, followed by the `ready` status that ends the turn.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use guidepost_core::session::{ProcessingStage, Status};
+use guidepost_core::{AgentDefinition, AgentState, Event, EventKind, EventSource, Tool, ToolId};
+use guidepost_engine::{
+    GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome, StagedToolResult,
+};
+use guidepost_llm::{ChatModel, Embedder, TaskKind, Usage, UsageLedger};
+use guidepost_tools::context::ToolContext;
+use guidepost_tools::registry::ToolRegistry;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::compose::{ComposeInput, compose};
+use crate::events::{EventSink, NewEvent};
+use crate::hooks::{EngineHooks, HookAction, NoHooks};
+use crate::knowledge::{
+    Clock, CustomerRef, KnowledgeIndex, MemoryVariables, SystemClock, VariableStore, load_variables,
+};
+use crate::state::{ResponseState, StagedCall};
+use crate::tool_calls::{InferenceInput, infer};
+use crate::trace::{CompositionTrace, IterationTrace, TurnTrace};
+
+/// Models by role.
+#[derive(Clone)]
+pub struct RuntimeModels {
+    /// Guideline matching and journey selection.
+    pub matching: Arc<dyn ChatModel>,
+    /// Tool-call inference.
+    pub tool_inference: Arc<dyn ChatModel>,
+    /// Reply composition.
+    pub generation: Arc<dyn ChatModel>,
+    /// Embeddings for journey prediction and glossary retrieval.
+    pub embedder: Option<Arc<dyn Embedder>>,
+}
+
+impl RuntimeModels {
+    /// The same model for every role.
+    pub fn single(model: Arc<dyn ChatModel>, embedder: Option<Arc<dyn Embedder>>) -> Self {
+        Self { matching: model.clone(), tool_inference: model.clone(), generation: model, embedder }
+    }
+}
+
+/// One turn's input.
+#[derive(Debug, Clone, Default)]
+pub struct TurnInput {
+    /// The session.
+    pub session_id: String,
+    /// Who the customer is.
+    pub customer: CustomerRef,
+    /// The customer's name, when known.
+    pub customer_name: Option<String>,
+    /// The session's events so far, the customer's new message(s) included.
+    pub events: Vec<Event>,
+    /// The state the previous turn left.
+    pub previous_state: AgentState,
+    /// The turn's trace id (shared by every event it emits).
+    pub trace_id: String,
+}
+
+/// How a turn ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnStatus {
+    /// A reply was sent (or deliberately none, when a hook bailed).
+    Completed,
+    /// A newer customer message cancelled it before the reply was emitted.
+    Cancelled,
+    /// It failed; an `error` status was emitted.
+    Failed,
+}
+
+/// What a turn produced.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// How it ended.
+    pub status: TurnStatus,
+    /// Messages sent.
+    pub messages: Vec<String>,
+    /// The state to give the next turn.
+    pub state: AgentState,
+    /// What happened and why.
+    pub trace: TurnTrace,
+}
+
+/// Settings.
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeConfig {
+    /// Overrides the agent's `max_engine_iterations`.
+    pub max_engine_iterations: Option<u32>,
+    /// Matcher settings.
+    pub matcher: MatcherConfig,
+}
+
+/// Runs an agent's turns.
+pub struct AgentRuntime {
+    definition: Arc<AgentDefinition>,
+    matcher: GuidelineMatcher,
+    tools: Arc<ToolRegistry>,
+    tool_index: HashMap<ToolId, Tool>,
+    models: RuntimeModels,
+    hooks: Arc<dyn EngineHooks>,
+    variables: Arc<dyn VariableStore>,
+    clock: Arc<dyn Clock>,
+    knowledge: KnowledgeIndex,
+    config: RuntimeConfig,
+}
+
+/// A flag that tells a running turn's owner whether it can still be cancelled: once the
+/// reply is being emitted the turn finishes.
+#[derive(Debug, Default, Clone)]
+pub struct EmittingLatch(Arc<AtomicBool>);
+
+impl EmittingLatch {
+    /// Whether the reply is being emitted.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+enum Step<T> {
+    Done(T),
+    Cancelled,
+}
+
+async fn cancellable<T>(cancel: &CancellationToken, fut: impl std::future::Future<Output = T>) -> Step<T> {
+    tokio::select! {
+        biased;
+        _ = cancel.cancelled() => Step::Cancelled,
+        v = fut => Step::Done(v),
+    }
+}
+
+fn history(events: &[Event]) -> Vec<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e.kind == EventKind::Message && !e.deleted)
+        .filter_map(|e| {
+            let text = e.data.get("message").and_then(Value::as_str)?;
+            let speaker = match e.source {
+                EventSource::Customer | EventSource::CustomerUi => "customer",
+                EventSource::HumanAgent => "human agent",
+                EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => "agent",
+                EventSource::System => return None,
+            };
+            Some((speaker.to_string(), text.to_string()))
+        })
+        .collect()
+}
+
+impl AgentRuntime {
+    /// A runtime for `definition` with these models and tools.
+    pub fn new(
+        definition: Arc<AgentDefinition>,
+        models: RuntimeModels,
+        tools: Arc<ToolRegistry>,
+        config: RuntimeConfig,
+    ) -> Self {
+        let compiled = Arc::new(guidepost_engine::CompiledAgent::new(definition.clone()));
+        let matcher =
+            GuidelineMatcher::new(compiled, models.matching.clone(), models.embedder.clone(), config.matcher.clone());
+        let tool_index = tools.tools().map(|t| (t.id.clone(), t.clone())).collect();
+        Self {
+            definition,
+            matcher,
+            tools,
+            tool_index,
+            models,
+            hooks: Arc::new(NoHooks),
+            variables: Arc::new(MemoryVariables::default()),
+            clock: Arc::new(SystemClock),
+            knowledge: KnowledgeIndex::default(),
+            config,
+        }
+    }
+
+    /// Uses these hooks.
+    pub fn with_hooks(mut self, hooks: Arc<dyn EngineHooks>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Uses this variable store.
+    pub fn with_variables(mut self, store: Arc<dyn VariableStore>) -> Self {
+        self.variables = store;
+        self
+    }
+
+    /// Uses this clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The agent.
+    pub fn definition(&self) -> &AgentDefinition {
+        &self.definition
+    }
+
+    fn max_iterations(&self) -> u32 {
+        self.config.max_engine_iterations.unwrap_or(self.definition.agent.max_engine_iterations).max(1)
+    }
+
+    /// Processes one turn: emits its events to `sink` and returns what happened. A turn
+    /// cancelled through `cancel` before its reply is emitted ends with `cancelled` and
+    /// `ready`; once emitting has started (`latch`), it finishes.
+    pub async fn process(
+        &self,
+        input: TurnInput,
+        sink: &dyn EventSink,
+        cancel: CancellationToken,
+        latch: EmittingLatch,
+    ) -> TurnOutcome {
+        let started = Instant::now();
+        let trace_id = input.trace_id.clone();
+        let ledger = UsageLedger::new(format!("turn {trace_id}"));
+        let mut trace = TurnTrace { trace_id: trace_id.clone(), ..TurnTrace::default() };
+        let mut state = ResponseState::default();
+        sink.emit(NewEvent::status(&trace_id, Status::Acknowledged, json!({}))).await;
+        let result = self.run(&input, sink, &cancel, &latch, &ledger, &mut state, &mut trace).await;
+        trace.usage = ledger.totals();
+        trace.duration_ms = started.elapsed().as_millis() as u64;
+        let (status, messages) = match result {
+            Ok(Some(messages)) => (TurnStatus::Completed, messages),
+            Ok(None) => {
+                trace.cancelled = true;
+                sink.emit(NewEvent::status(&trace_id, Status::Cancelled, json!({}))).await;
+                (TurnStatus::Cancelled, Vec::new())
+            }
+            Err(error) => {
+                tracing::error!(%error, trace_id, "turn failed");
+                self.hooks.on_error(&error, &state, sink).await;
+                sink.emit(NewEvent::status(&trace_id, Status::Error, json!({"exception": error}))).await;
+                trace.error = Some(error);
+                (TurnStatus::Failed, Vec::new())
+            }
+        };
+        let matched: Vec<Value> = state
+            .all_matches()
+            .filter(|m| matches!(m.kind, MatchKind::Guideline))
+            .map(|m| json!({"id": m.guideline_id}))
+            .collect();
+        let journeys: Vec<Value> = state.journey_paths.keys().map(|j| json!({"id": j})).collect();
+        let journey_states: Vec<Value> =
+            state.journey_paths.iter().map(|(j, p)| json!({"id": format!("{j}.{}", p.current())})).collect();
+        sink.emit(NewEvent::status(
+            &trace_id,
+            Status::Ready,
+            json!({"stage": "completed", "matched_guidelines": matched, "matched_journeys": journeys, "matched_journey_states": journey_states}),
+        ))
+        .await;
+        let new_state = match status {
+            TurnStatus::Completed => self.next_state(&input, &state),
+            _ => input.previous_state.clone(),
+        };
+        TurnOutcome { status, messages, state: new_state, trace }
+    }
+
+    /// The state for the next turn: journey paths, and the guidelines whose actions were
+    /// carried out, added to those applied earlier. A matched, tracked guideline with an
+    /// action counts as carried out, except a tool-enabled one whose tools did not run (a
+    /// missing argument, say): it stays new, so it is evaluated afresh next turn.
+    fn next_state(&self, input: &TurnInput, state: &ResponseState) -> AgentState {
+        let mut applied: Vec<String> = input.previous_state.applied_guideline_ids.clone();
+        let done = |tool: &ToolId| {
+            state.tool_insights.decisions.iter().any(|(t, d)| t == tool && *d != crate::state::ToolDecision::CannotRun)
+        };
+        for m in state.all_matches() {
+            let tracked = self.definition.guideline(&m.guideline_id).is_some_and(|g| g.track && g.action.is_some());
+            let carried_out = m.tools.iter().all(done);
+            if tracked && carried_out && matches!(m.kind, MatchKind::Guideline) && !applied.contains(&m.guideline_id) {
+                applied.push(m.guideline_id.clone());
+            }
+        }
+        AgentState {
+            trace_id: input.trace_id.clone(),
+            applied_guideline_ids: applied,
+            journey_paths: state.journey_paths.clone(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run(
+        &self,
+        input: &TurnInput,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        latch: &EmittingLatch,
+        ledger: &UsageLedger,
+        state: &mut ResponseState,
+        trace: &mut TurnTrace,
+    ) -> Result<Option<Vec<String>>, String> {
+        let trace_id = &input.trace_id;
+        let tool_ctx = ToolContext::new(&self.definition.agent.id, &input.session_id, &input.customer.id);
+        if self.hooks.on_acknowledged(state, sink).await == HookAction::Bail {
+            return Ok(Some(Vec::new()));
+        }
+        state.context_variables = load_variables(
+            &self.definition,
+            self.variables.as_ref(),
+            self.clock.as_ref(),
+            &self.tools,
+            &input.customer,
+            &tool_ctx,
+        )
+        .await;
+        let conversation = history(&input.events);
+        let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
+        state.glossary_terms = self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
+        sink.emit(NewEvent::processing(trace_id, ProcessingStage::Interpreting)).await;
+        if self.hooks.on_preparing(state, sink).await == HookAction::Bail {
+            return Ok(Some(Vec::new()));
+        }
+
+        let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
+        ctx.variables = state.context_variables.clone();
+        ctx.customer_name = input.customer_name.clone();
+        let mut previous: Option<MatchingOutcome> = None;
+        let mut handled: BTreeSet<String> = BTreeSet::new();
+        let max = self.max_iterations();
+        for iteration in 1..=max {
+            let iteration_started = Instant::now();
+            state.iterations = iteration;
+            if self.hooks.on_iteration_start(iteration, state, sink).await == HookAction::Bail {
+                break;
+            }
+            let matching = match &previous {
+                None => cancellable(cancel, self.matcher.match_turn(&ctx)).await,
+                Some(p) => cancellable(cancel, self.matcher.rematch(&ctx, p)).await,
+            };
+            let outcome = match matching {
+                Step::Cancelled => return Ok(None),
+                Step::Done(Ok(o)) => o,
+                Step::Done(Err(e)) => return Err(format!("guideline matching failed: {e}")),
+            };
+            for batch in &outcome.record.batches {
+                if let Some(usage) = &batch.usage {
+                    ledger.record(&TaskKind::Matching, usage);
+                }
+            }
+            state.absorb(&outcome);
+            let mut it =
+                IterationTrace { iteration, matching: Some(outcome.record.clone()), ..IterationTrace::default() };
+            let fresh: Vec<_> =
+                outcome.tool_enabled().filter(|m| !handled.contains(&m.guideline_id)).cloned().collect();
+            handled.extend(fresh.iter().map(|m| m.guideline_id.clone()));
+            previous = Some(outcome);
+            let mut ran_tools = false;
+            if !fresh.is_empty() {
+                sink.emit(NewEvent::processing(trace_id, ProcessingStage::ConsideringTools)).await;
+                let inference = infer(
+                    self.models.tool_inference.as_ref(),
+                    InferenceInput {
+                        definition: &self.definition,
+                        matches: &fresh,
+                        tools: &self.tool_index,
+                        history: &conversation,
+                        staged: &state.tool_calls,
+                        variables: &state.context_variables,
+                    },
+                );
+                let inference = match cancellable(cancel, inference).await {
+                    Step::Cancelled => return Ok(None),
+                    Step::Done(i) => i,
+                };
+                for usage in &inference.usage {
+                    ledger.record(&TaskKind::ToolInference, usage);
+                }
+                state.tool_insights.decisions.extend(inference.insights.decisions);
+                state.tool_insights.missing.extend(inference.insights.missing);
+                state.tool_insights.invalid.extend(inference.insights.invalid);
+                it.tool_inference = inference.traces;
+                if !inference.calls.is_empty() {
+                    let records =
+                        match cancellable(cancel, self.tools.call_many(inference.calls, &tool_ctx, None)).await {
+                            Step::Cancelled => return Ok(None),
+                            Step::Done(r) => r,
+                        };
+                    let mut event_calls = Vec::new();
+                    for record in records {
+                        let result =
+                            serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
+                        let call = StagedCall {
+                            tool: record.tool.clone(),
+                            arguments: record.arguments.clone(),
+                            ok: record.outcome.is_ok(),
+                            result: result.clone(),
+                            duration_ms: record.duration.as_millis() as u64,
+                        };
+                        event_calls.push(json!({"tool_id": record.tool.to_string(), "arguments": record.arguments, "result": result}));
+                        ctx.staged_tool_results.push(StagedToolResult {
+                            tool: record.tool,
+                            arguments: Value::Object(call.arguments.clone()),
+                            result: call.result.clone(),
+                        });
+                        it.tool_calls.push(call.clone());
+                        state.tool_calls.push(call);
+                    }
+                    sink.emit(NewEvent {
+                        source: EventSource::AiAgent,
+                        kind: EventKind::Tool,
+                        data: json!({"tool_calls": event_calls}),
+                        trace_id: trace_id.clone(),
+                    })
+                    .await;
+                    ran_tools = true;
+                    let query = format!(
+                        "{query}\n{}",
+                        state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
+                    );
+                    state.glossary_terms =
+                        self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
+                }
+            }
+            it.duration_ms = iteration_started.elapsed().as_millis() as u64;
+            trace.iterations.push(it);
+            let bail = self.hooks.on_iteration_end(iteration, state, sink).await == HookAction::Bail;
+            if !ran_tools || bail {
+                break;
+            }
+            if iteration == max {
+                tracing::warn!(trace_id, max, "max_engine_iterations reached with tool results not yet matched on");
+            }
+        }
+        state.prepared_to_respond = true;
+        trace.tool_insights = state.tool_insights.clone();
+
+        if self.hooks.on_generating_messages(state, sink).await == HookAction::Bail {
+            return Ok(Some(Vec::new()));
+        }
+        sink.emit(NewEvent::processing(trace_id, ProcessingStage::Articulating)).await;
+        sink.emit(NewEvent::status(trace_id, Status::Typing, json!({}))).await;
+        self.emit_reply(input, sink, cancel, latch, ledger, state, trace, &conversation).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn emit_reply(
+        &self,
+        input: &TurnInput,
+        sink: &dyn EventSink,
+        cancel: &CancellationToken,
+        latch: &EmittingLatch,
+        ledger: &UsageLedger,
+        state: &ResponseState,
+        trace: &mut TurnTrace,
+        conversation: &[(String, String)],
+    ) -> Result<Option<Vec<String>>, String> {
+        let trace_id = &input.trace_id;
+        let agent = &self.definition.agent;
+        let streaming = agent.output_mode == guidepost_core::OutputMode::Stream;
+        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let compose_input = ComposeInput {
+            definition: &self.definition,
+            state,
+            history: conversation,
+            customer_name: input.customer_name.as_deref(),
+        };
+        let model = self.models.generation.as_ref();
+        let output_mode = agent.output_mode;
+        // The chunk sender lives inside this future, so the forwarder below sees the end of
+        // the stream as soon as composition returns.
+        let composing = async move {
+            let mut on_chunk = move |chunk: &str| {
+                let _ = chunk_tx.send(chunk.to_string());
+            };
+            compose(model, compose_input, output_mode, &mut on_chunk).await
+        };
+        // A streamed reply is emitted while it is generated: the message event exists from
+        // the first chunk, so the turn can no longer be cancelled from then on.
+        let forward = async {
+            let mut event_id: Option<String> = None;
+            let mut chunks: Vec<Value> = Vec::new();
+            while let Some(chunk) = chunk_rx.recv().await {
+                chunks.push(json!(chunk));
+                let text: String = chunks.iter().filter_map(Value::as_str).collect();
+                let data = json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
+                match &event_id {
+                    None => {
+                        latch.set();
+                        event_id = Some(
+                            sink.emit(NewEvent {
+                                source: EventSource::AiAgent,
+                                kind: EventKind::Message,
+                                data,
+                                trace_id: trace_id.clone(),
+                            })
+                            .await,
+                        );
+                    }
+                    Some(id) => sink.update(id, data).await,
+                }
+            }
+            (event_id, chunks)
+        };
+        let (composed, (stream_event, mut chunks)) = if streaming {
+            let both = async { futures::join!(composing, forward) };
+            match cancellable(cancel, both).await {
+                Step::Done(v) => v,
+                Step::Cancelled if !latch.is_set() => return Ok(None),
+                // Emitting already started: the cancellation waits for the reply.
+                Step::Cancelled => return Err("the streamed reply was interrupted".into()),
+            }
+        } else {
+            let composed = match cancellable(cancel, composing).await {
+                Step::Cancelled => return Ok(None),
+                Step::Done(c) => c,
+            };
+            (composed, (None, Vec::new()))
+        };
+        let mut composed = composed.map_err(|e| format!("composing the reply failed: {e}"))?;
+        for usage in &composed.usage {
+            ledger.record(&TaskKind::Generation, usage);
+        }
+        trace.composition = CompositionTrace {
+            mode: serde_json::to_value(composed.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            template_id: composed.template_id.clone(),
+            self_check: composed.self_check.clone(),
+            model_calls: composed.usage.iter().map(|u| u.calls).sum(),
+            prompt_tokens: composed.usage.iter().map(|u: &Usage| u.prompt_tokens).sum(),
+        };
+        if let Some(draft) = composed.draft.as_mut() {
+            let _ = self.hooks.on_draft_generated(draft, state).await;
+        }
+        latch.set();
+        let mut text = composed.text.clone();
+        if streaming {
+            chunks.push(Value::Null);
+            let data =
+                json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
+            match stream_event {
+                Some(id) => sink.update(&id, data).await,
+                None => {
+                    sink.emit(NewEvent {
+                        source: EventSource::AiAgent,
+                        kind: EventKind::Message,
+                        data,
+                        trace_id: trace_id.clone(),
+                    })
+                    .await;
+                }
+            }
+        } else {
+            let _ = self.hooks.on_message_generated(&mut text, state).await;
+            if text.trim().is_empty() {
+                return Ok(Some(Vec::new()));
+            }
+            let mut event = NewEvent::message(trace_id, &agent.id, &agent.name, &text);
+            if let Some(id) = &composed.template_id {
+                event.data["canned_responses"] = json!([[id, text]]);
+            }
+            if let Some(draft) = &composed.draft {
+                event.data["draft"] = json!(draft);
+            }
+            sink.emit(event).await;
+        }
+        self.hooks.on_messages_emitted(state, sink).await;
+        Ok(Some(vec![text]))
+    }
+}

@@ -1,0 +1,122 @@
+//! [`ResponseState`]: what a turn gathers across preparation iterations before the reply
+//! is composed.
+
+use guidepost_core::{JourneyPath, Term, ToolId};
+use guidepost_engine::{GuidelineMatch, MatchingOutcome};
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How a tool-enabled match was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ToolDecision {
+    /// The tool must run.
+    NeedsToRun,
+    /// What the tool would return is already known in this conversation.
+    DataAlreadyInContext,
+    /// The tool cannot run (missing or invalid arguments, or it does not fit).
+    CannotRun,
+}
+
+/// An argument the customer must still give (or give again) before a tool can run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParameterInsight {
+    /// The tool.
+    pub tool: ToolId,
+    /// Parameter name.
+    pub parameter: String,
+    /// Name to use with the customer.
+    pub display_name: String,
+    /// What it is.
+    pub description: Option<String>,
+    /// Why it matters.
+    pub significance: Option<String>,
+    /// Allowed values, when restricted.
+    pub choices: Vec<Value>,
+    /// Example values.
+    pub examples: Vec<Value>,
+    /// The rejected value, for invalid arguments.
+    pub invalid_value: Option<Value>,
+    /// Why it was rejected.
+    pub problem: Option<String>,
+    /// Lower asks first.
+    pub precedence: i32,
+}
+
+/// What the tool stage learned besides results: decisions and what is missing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ToolInsights {
+    /// Decision per tool considered.
+    pub decisions: Vec<(ToolId, ToolDecision)>,
+    /// Required arguments nobody gave.
+    pub missing: Vec<ParameterInsight>,
+    /// Arguments that were given but do not fit.
+    pub invalid: Vec<ParameterInsight>,
+}
+
+impl ToolInsights {
+    /// Keeps only the parameters with the lowest precedence, so the agent asks for the
+    /// most important thing first.
+    pub fn most_pressing(&self) -> (Vec<&ParameterInsight>, Vec<&ParameterInsight>) {
+        let min = self.missing.iter().chain(&self.invalid).map(|p| p.precedence).min();
+        let keep = |p: &&ParameterInsight| Some(p.precedence) == min;
+        (self.missing.iter().filter(keep).collect(), self.invalid.iter().filter(keep).collect())
+    }
+}
+
+/// One tool call of this turn and its result, as the model and the session see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagedCall {
+    /// The tool.
+    pub tool: ToolId,
+    /// Arguments it ran with.
+    pub arguments: serde_json::Map<String, Value>,
+    /// `{data, metadata, control, canned_responses, canned_response_fields, guidelines}`.
+    pub result: Value,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// How long it took.
+    pub duration_ms: u64,
+}
+
+/// Everything a turn gathers across iterations. Hooks read and change it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ResponseState {
+    /// Context variable values by name.
+    pub context_variables: IndexMap<String, Value>,
+    /// Glossary terms relevant to the conversation.
+    pub glossary_terms: Vec<Term>,
+    /// Iterations completed.
+    pub iterations: u32,
+    /// Matches without tools: what the reply must follow.
+    pub ordinary_matches: Vec<GuidelineMatch>,
+    /// Matches with tools.
+    pub tool_enabled_matches: Vec<GuidelineMatch>,
+    /// Active journeys and where each stands.
+    pub journey_paths: IndexMap<String, JourneyPath>,
+    /// Tool calls made so far in this turn.
+    pub tool_calls: Vec<StagedCall>,
+    /// What the tool stage learned.
+    pub tool_insights: ToolInsights,
+    /// Whether preparation is done.
+    pub prepared_to_respond: bool,
+    /// The last matching outcome.
+    #[serde(skip)]
+    pub matching: Option<MatchingOutcome>,
+}
+
+impl ResponseState {
+    /// Takes in a matching outcome.
+    pub fn absorb(&mut self, outcome: &MatchingOutcome) {
+        self.ordinary_matches = outcome.ordinary().cloned().collect();
+        self.tool_enabled_matches = outcome.tool_enabled().cloned().collect();
+        self.journey_paths = outcome.journey_paths.clone();
+        self.matching = Some(outcome.clone());
+    }
+
+    /// Every match, ordinary and tool-enabled.
+    pub fn all_matches(&self) -> impl Iterator<Item = &GuidelineMatch> {
+        self.ordinary_matches.iter().chain(&self.tool_enabled_matches)
+    }
+}

@@ -1,0 +1,14 @@
+//! Integration tests of the response lifecycle, in one binary.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+#[path = "integration/support.rs"]
+mod support;
+
+#[path = "integration/banking.rs"]
+mod banking;
+#[path = "integration/canned.rs"]
+mod canned;
+#[path = "integration/lifecycle.rs"]
+mod lifecycle;
+#[path = "integration/tools.rs"]
+mod tools;

@@ -1,0 +1,182 @@
+//! Turn semantics: status events, one reply for two quick messages, streaming, hooks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use guidepost_core::EventKind;
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::events::{EventSink, message_text, status_of};
+use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::{EngineHooks, HookAction, MemorySession, ResponseState, SessionRunner, TurnStatus};
+
+use crate::support::*;
+
+const SHOP: &str = r#"
+agent: {name: Otto}
+guidelines:
+  - {id: refund, condition: The customer asks about refunds, action: Explain the 30-day refund policy}
+  - {id: shipping, condition: The customer asks about shipping, action: Say that shipping takes 3 days}
+"#;
+
+fn shop_oracle() -> Oracle {
+    Arc::new(|c: &str, _last: &str, prompt: &str| {
+        let conversation = prompt.split("## Conversation").nth(1).unwrap_or("").to_lowercase();
+        (c.contains("refunds") && conversation.contains("refund"))
+            || (c.contains("shipping") && conversation.contains("shipping"))
+    })
+}
+
+fn shop_reply(prompt: &str) -> String {
+    let mut parts = Vec::new();
+    if prompt.contains("30-day refund policy") {
+        parts.push("You can return items within 30 days.");
+    }
+    if prompt.contains("shipping takes 3 days") {
+        parts.push("Shipping takes 3 days.");
+    }
+    if parts.is_empty() { "How can I help?".into() } else { parts.join(" ") }
+}
+
+#[tokio::test]
+async fn a_turn_emits_the_status_vocabulary_in_order() {
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), shop_reply));
+    let rt = runtime(inline(SHOP), model, Default::default());
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "What is your refund policy?").await;
+    assert_eq!(outcome.messages, ["You can return items within 30 days."]);
+    let sequence: Vec<String> = session
+        .events()
+        .iter()
+        .skip(1)
+        .map(|e| match status_of(e) {
+            Some((s, Some(stage))) => format!("{s}:{stage}"),
+            Some((s, None)) => s,
+            None => format!("{:?}", e.kind).to_lowercase(),
+        })
+        .collect();
+    assert_eq!(
+        sequence,
+        ["acknowledged", "processing:Interpreting", "processing:Articulating", "typing", "message", "ready:completed"]
+    );
+    let events = session.events();
+    let trace = &events[1].trace_id;
+    assert!(events.iter().skip(1).all(|e| &e.trace_id == trace), "one trace id per turn");
+    let offsets: Vec<u64> = events.iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, (0..events.len() as u64).collect::<Vec<_>>());
+    let json = serde_json::to_value(&outcome.trace).unwrap();
+    assert_eq!(json["iterations"][0]["matching"]["candidates"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn a_second_message_during_a_turn_gets_one_reply_covering_both() {
+    let inner = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), shop_reply));
+    let model = Arc::new(Slow { inner: inner.clone(), delay: Duration::from_millis(150) });
+    let runner = SessionRunner::new(
+        runtime(inline(SHOP), model, Default::default()),
+        CustomerRef { id: "guest".into(), tags: vec![] },
+    );
+    let first = runner.post("What is your refund policy?").await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let second = runner.post("And how long does shipping take?").await;
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(first.status, TurnStatus::Cancelled);
+    assert_eq!(second.status, TurnStatus::Completed);
+    assert_eq!(second.messages, ["You can return items within 30 days. Shipping takes 3 days."]);
+    let events = runner.session().events();
+    let replies: Vec<&str> =
+        events.iter().filter(|e| e.source == guidepost_core::EventSource::AiAgent).filter_map(message_text).collect();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    let first_trace = &events[1].trace_id;
+    let first_statuses: Vec<String> =
+        events.iter().filter(|e| &e.trace_id == first_trace).filter_map(|e| status_of(e).map(|s| s.0)).collect();
+    assert_eq!(first_statuses.last().map(String::as_str), Some("ready"));
+    assert!(first_statuses.contains(&"cancelled".to_string()));
+    let compose = inner.requests_for(&TaskKind::Generation);
+    assert_eq!(compose.len(), 1, "only the second turn composed");
+    let p = prompt(&compose[0]);
+    assert!(
+        p.contains("customer: What is your refund policy?") && p.contains("customer: And how long does shipping take?")
+    );
+}
+
+#[tokio::test]
+async fn a_streamed_reply_reassembles_to_the_block_reply() {
+    let text = "You can return items within 30 days, no questions asked.";
+    let block_model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), move |_| text.into()));
+    let block = turn(
+        &runtime(inline(SHOP), block_model, Default::default()),
+        &MemorySession::new(),
+        &Default::default(),
+        "Refunds?",
+    )
+    .await;
+
+    let streaming_def = inline(&SHOP.replace("agent: {name: Otto}", "agent: {name: Otto, output_mode: stream}"));
+    let scripted = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), move |_| text.into()));
+    let session = MemorySession::new();
+    let streamed = turn(
+        &runtime(streaming_def, Arc::new(Chunking(scripted)), Default::default()),
+        &session,
+        &Default::default(),
+        "Refunds?",
+    )
+    .await;
+    assert_eq!(streamed.messages, block.messages);
+    let message = session
+        .events()
+        .into_iter()
+        .rfind(|e| e.kind == EventKind::Message && e.source == guidepost_core::EventSource::AiAgent)
+        .unwrap();
+    let chunks = message.data["chunks"].as_array().unwrap();
+    assert!(chunks.len() > 3, "streamed in several chunks");
+    assert!(chunks.last().unwrap().is_null(), "a null chunk ends the stream");
+    let joined: String = chunks.iter().filter_map(|c| c.as_str()).collect();
+    assert_eq!(joined, text);
+    assert_eq!(message.data["message"], text);
+}
+
+struct Polite;
+
+#[async_trait]
+impl EngineHooks for Polite {
+    async fn on_message_generated(&self, message: &mut String, _state: &ResponseState) -> HookAction {
+        message.push_str(" Anything else?");
+        HookAction::Continue
+    }
+}
+
+struct Silent;
+
+#[async_trait]
+impl EngineHooks for Silent {
+    async fn on_generating_messages(&self, state: &mut ResponseState, events: &dyn EventSink) -> HookAction {
+        assert!(state.prepared_to_respond);
+        let _ = events
+            .emit(guidepost_runtime::NewEvent::status(
+                "hook",
+                guidepost_core::session::Status::Typing,
+                serde_json::json!({}),
+            ))
+            .await;
+        HookAction::Bail
+    }
+}
+
+#[tokio::test]
+async fn hooks_edit_messages_and_can_drop_the_reply() {
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), shop_reply));
+    let rt = runtime(inline(SHOP), model.clone(), Default::default());
+    let rt = Arc::into_inner(rt).unwrap().with_hooks(Arc::new(Polite));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Shipping?").await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days. Anything else?"]);
+
+    let rt = Arc::into_inner(runtime(inline(SHOP), model, Default::default())).unwrap().with_hooks(Arc::new(Silent));
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "Shipping?").await;
+    assert!(outcome.messages.is_empty());
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert!(session.events().iter().any(|e| e.trace_id == "hook"), "hooks emit events");
+    assert_eq!(status_of(session.events().last().unwrap()).map(|s| s.0), Some("ready".into()));
+}

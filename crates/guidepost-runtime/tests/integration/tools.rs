@@ -1,0 +1,121 @@
+//! Tool calling inside a turn: missing parameters, and tools that fail, hang or panic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::events::{message_text, status_of};
+use guidepost_runtime::{MemorySession, ToolDecision, TurnStatus};
+use guidepost_tools::native::NativeTool;
+use serde_json::json;
+
+use crate::support::*;
+
+const WEATHER: &str = r#"
+agent: {name: Sky}
+guidelines:
+  - id: weather
+    condition: The customer asks about the weather
+    action: Look up the weather for their city and tell them
+    tools: [get_weather]
+tools:
+  - name: get_weather
+    description: Current weather for a city
+    parameters:
+      city: {type: string, description: The city name, display_name: city}
+    fixture:
+      cases:
+        - {args: {city: Paris}, result: {temperature: 12}}
+"#;
+
+fn weather_oracle() -> Oracle {
+    Arc::new(|c: &str, last: &str, _: &str| c.contains("weather") && last.to_lowercase().contains("weather"))
+}
+
+#[tokio::test]
+async fn a_missing_required_parameter_makes_the_agent_ask_for_it() {
+    let definition = inline(WEATHER);
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::ToolInference)
+        .reply_with(|r| {
+            let city = if last_customer(&prompt(r)).contains("Paris") { json!("Paris") } else { json!(null) };
+            Ok(json!({"tools": [{"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
+        });
+    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
+        if p.contains("## Before acting, ask the customer for\n- city") {
+            "Which city should I check?".into()
+        } else {
+            "It is 12 degrees in Paris.".into()
+        }
+    }));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "What's the weather like?").await;
+    assert_eq!(outcome.messages, ["Which city should I check?"]);
+    assert_eq!(outcome.trace.tool_insights.missing.len(), 1);
+    assert_eq!(outcome.trace.tool_insights.missing[0].parameter, "city");
+    assert_eq!(
+        outcome.trace.tool_insights.decisions,
+        vec![(guidepost_core::ToolId::new("fixtures", "get_weather"), ToolDecision::CannotRun)]
+    );
+    assert!(session.events().iter().all(|e| e.kind != guidepost_core::EventKind::Tool), "nothing ran");
+
+    // Given the city, the tool runs and the answer uses its result.
+    let outcome = turn(&rt, &session, &outcome.state, "What's the weather in Paris?").await;
+    assert_eq!(outcome.messages, ["It is 12 degrees in Paris."]);
+    assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["city"], "Paris");
+}
+
+#[tokio::test]
+async fn failing_slow_and_panicking_tools_never_fail_the_turn() {
+    let yaml = r#"
+agent: {name: Fragile}
+guidelines:
+  - id: all
+    condition: The customer asks for a status check
+    action: Report what each check said
+    tools: [fails, hangs, panics]
+tools:
+  - {name: fails, service: native}
+  - {name: hangs, service: native}
+  - {name: panics, service: native}
+"#;
+    let definition = inline(yaml);
+    let mut registry = fixtures(&definition).with_default_timeout(Duration::from_millis(200));
+    registry
+        .register_native(NativeTool::new("fails", |_, _| async { Err::<serde_json::Value, _>("the backend is down") }));
+    registry.register_native(NativeTool::new("hangs", |_, _| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok::<_, String>(json!("late"))
+    }));
+    #[allow(unreachable_code)]
+    registry.register_native(NativeTool::new("panics", |_, _| async {
+        panic!("bug in the tool");
+        Ok::<_, String>(json!(null))
+    }));
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| c.contains("status check") && last.contains("status"));
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), oracle), |p| {
+        assert!(p.contains("Tool call error"), "the failures are facts the reply can use");
+        "Sorry, none of the checks worked right now.".into()
+    }));
+    let rt = runtime(definition, model, registry);
+    let session = MemorySession::new();
+    let started = std::time::Instant::now();
+    let outcome = turn(&rt, &session, &Default::default(), "Can you run a status check?").await;
+    assert!(started.elapsed() < Duration::from_secs(5), "the hanging tool was cut off");
+    assert_eq!(outcome.status, TurnStatus::Completed);
+    assert_eq!(outcome.messages, ["Sorry, none of the checks worked right now."]);
+    let calls = &outcome.trace.iterations[0].tool_calls;
+    assert_eq!(calls.len(), 3);
+    assert!(calls.iter().all(|c| !c.ok));
+    let kinds: Vec<&str> = calls.iter().map(|c| c.result["metadata"]["error_kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["failed", "timeout", "panicked"]);
+    let tool_event = session.events().into_iter().find(|e| e.kind == guidepost_core::EventKind::Tool).unwrap();
+    assert_eq!(tool_event.data["tool_calls"].as_array().unwrap().len(), 3);
+    assert_eq!(tool_event.data["tool_calls"][0]["tool_id"], "native:fails");
+    let events = session.events();
+    assert!(events.iter().any(|e| status_of(e) == Some(("processing".into(), Some("Considering tools".into())))));
+    assert_eq!(events.iter().filter(|e| message_text(e).is_some()).count(), 2);
+}

@@ -84,14 +84,14 @@ impl std::fmt::Debug for LocalChatModel {
 impl LocalChatModel {
     /// Loads the model named by `spec` (`local:qwen2.5-coder-1.5b`, `local:smollm2`,
     /// `local:/path/model.gguf`). Installed models are looked up in `options.models_dir`.
-    pub fn load(spec: &str, options: LocalOptions) -> Result<Self, LocalError> {
+    pub fn load(spec: &str, options: &LocalOptions) -> Result<Self, LocalError> {
         let parsed = ChatModelSpec::parse(spec)?;
         let source = parsed.locate(&options.models_dir())?;
         Self::load_source(parsed.model_id(), &source, options)
     }
 
     /// Loads the GGUF model at `source`, reporting it as `id`.
-    pub fn load_source(id: impl Into<String>, source: &GgufSource, options: LocalOptions) -> Result<Self, LocalError> {
+    pub fn load_source(id: impl Into<String>, source: &GgufSource, options: &LocalOptions) -> Result<Self, LocalError> {
         if let Some(threads) = options.threads {
             configure_threads(threads);
         }
@@ -146,7 +146,7 @@ impl LocalChatModel {
                 tokenizer,
                 template,
                 info,
-                options,
+                options: options.clone(),
                 session: Mutex::new(Session {
                     generator: Generator { weights, device, stop_ids, context_length },
                     grammar: None,

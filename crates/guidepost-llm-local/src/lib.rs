@@ -30,7 +30,7 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let options = LocalOptions::default().with_threads(1);
-//! let model = LocalChatModel::load("local:smollm2", options.clone())?;
+//! let model = LocalChatModel::load("local:smollm2", &options)?;
 //! let schema = serde_json::json!({
 //!     "type": "object",
 //!     "properties": {"applies": {"type": "boolean"}},

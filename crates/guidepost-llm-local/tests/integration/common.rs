@@ -14,7 +14,7 @@ pub fn options() -> LocalOptions {
 pub fn smollm2() -> &'static LocalChatModel {
     static MODEL: OnceLock<LocalChatModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        LocalChatModel::load("local:smollm2", options()).unwrap_or_else(|e| panic!("cannot load SmolLM2: {e}"))
+        LocalChatModel::load("local:smollm2", &options()).unwrap_or_else(|e| panic!("cannot load SmolLM2: {e}"))
     })
 }
 
@@ -22,7 +22,7 @@ pub fn smollm2() -> &'static LocalChatModel {
 pub fn qwen() -> &'static LocalChatModel {
     static MODEL: OnceLock<LocalChatModel> = OnceLock::new();
     MODEL.get_or_init(|| {
-        LocalChatModel::load("local:qwen2.5-coder-1.5b", options())
+        LocalChatModel::load("local:qwen2.5-coder-1.5b", &options())
             .unwrap_or_else(|e| panic!("cannot load Qwen2.5-Coder-1.5B: {e}"))
     })
 }

@@ -12,8 +12,9 @@ use serde_json::{Value, json};
 use super::common::qwen;
 
 const SYSTEM: &str = "You check which guidelines apply in a customer-service conversation. \
-A guideline applies when its condition is true for the customer's latest message. \
-Answer only with JSON of the form {\"checks\":[{\"guideline_id\":\"g1\",\"applies\":true}]} \
+A guideline applies only when its condition is clearly true for the customer's latest message; \
+otherwise it does not apply. Judge each guideline on its own. Answer only with JSON of the form \
+{\"checks\":[{\"guideline_id\":\"g1\",\"applies\":false},{\"guideline_id\":\"g2\",\"applies\":true}]} \
 with exactly one entry per guideline, in order, and nothing else.";
 
 const REFUND: &str = "the customer asks for a refund; action: explain the refund process";
@@ -127,8 +128,9 @@ fn qwen_loads_from_the_22_parts_and_answers_in_text() {
     let model = qwen();
     let tokenizer = model.tokenizer();
     let ids = tokenizer.encode("<|im_start|>system\nHi<|im_end|>").unwrap();
-    assert_eq!(ids.len(), 4, "{ids:?}");
-    assert_eq!(tokenizer.token_id("<|im_start|>"), Some(ids[0]));
+    let pieces: Vec<&str> = ids.iter().map(|&id| tokenizer.tokens[id as usize].as_str()).collect();
+    assert_eq!(pieces, ["<|im_start|>", "system", "Ċ", "Hi", "<|im_end|>"]);
+    assert_eq!(model.info().stop_ids, [ids[4], tokenizer.token_id("<|endoftext|>").unwrap()]);
     let req = ChatRequest::new(TaskKind::Generation).user("What is 2 + 3? Answer with the number only.").max_tokens(8);
     let answer = model.answer_blocking(&req).unwrap();
     assert!(answer.generation.text.contains('5'), "{}", answer.generation.text);

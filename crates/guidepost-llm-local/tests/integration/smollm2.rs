@@ -171,7 +171,8 @@ fn the_chat_port_completes_and_streams() {
 #[test]
 fn missing_model_files_name_the_fetch_command() {
     let empty = tempfile::tempdir().unwrap();
-    let err = LocalChatModel::load("local:smollm2", LocalOptions::default().with_models_dir(empty.path())).unwrap_err();
+    let err =
+        LocalChatModel::load("local:smollm2", &LocalOptions::default().with_models_dir(empty.path())).unwrap_err();
     let message = err.to_string();
     assert!(message.contains("scripts/fetch-models.sh"), "{message}");
     assert!(message.contains("guidepost models fetch"), "{message}");

@@ -25,17 +25,17 @@ pub struct Persona {
 
 /// Limits of loop detection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LoopDetection {
     /// The run stops when the same step is selected this many times in a row (default 3).
-    #[serde(default = "default_consecutive", alias = "max_consecutive_same_step")]
+    #[serde(default = "default_consecutive", alias = "maxConsecutiveSameStep")]
     pub max_consecutive_same_step: u32,
     /// Longest repeated cycle of steps looked for (default 3; 0 or 1 disables cycles).
-    #[serde(default = "default_cycle_length", alias = "max_cycle_length")]
+    #[serde(default = "default_cycle_length", alias = "maxCycleLength")]
     pub max_cycle_length: u32,
     /// The run stops when a cycle repeats this many times after its first occurrence
     /// (default 2, i.e. three occurrences in a row).
-    #[serde(default = "default_cycle_repetitions", alias = "max_cycle_repetitions")]
+    #[serde(default = "default_cycle_repetitions", alias = "maxCycleRepetitions")]
     pub max_cycle_repetitions: u32,
 }
 

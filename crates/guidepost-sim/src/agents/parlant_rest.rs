@@ -125,6 +125,11 @@ fn is_turn_end(event: &Value) -> bool {
         && event.pointer("/data/data/stage").and_then(Value::as_str) == Some("completed")
 }
 
+fn is_error_status(event: &Value) -> bool {
+    event.get("kind").and_then(Value::as_str) == Some("status")
+        && event.pointer("/data/status").and_then(Value::as_str) == Some("error")
+}
+
 fn ids(value: Option<&Value>) -> Vec<String> {
     value
         .and_then(Value::as_array)
@@ -257,7 +262,7 @@ impl AgentUnderTest for ParlantRestAgent {
             if let Some(last) = events.iter().filter_map(offset_of).max() {
                 cursor = cursor.max(last + 1);
             }
-            if events.iter().any(is_turn_end) {
+            if events.iter().any(|e| is_turn_end(e) || is_error_status(e)) {
                 break;
             }
             if events.is_empty() {

@@ -49,12 +49,37 @@ fn bench_chat(spec: &str, options: &LocalOptions, runs: usize) -> Result<String,
         prefill.push(per_second(g.prompt_tokens, g.prefill));
         generate.push(per_second(g.token_ids.len(), g.decode));
     }
+    // A structured guideline check; the first call also builds the grammar tables.
+    let check = ChatRequest::new(TaskKind::Matching)
+        .system("You check whether a guideline applies to the customer's latest message.")
+        .user("Customer: my parcel never arrived, I want my money back.\nGuideline refund: the customer asks for a refund.")
+        .json_output("check", check_schema());
+    let mut json = Vec::new();
+    for _ in 0..2 {
+        let start = Instant::now();
+        model.answer_blocking(&check).map_err(|e| e.to_string())?;
+        json.push(start.elapsed().as_secs_f64());
+    }
     Ok(format!(
-        "| {spec} | {:.2} s | {:.0} ({prompt_tokens} tokens) | {:.1} ({generated} tokens) |",
+        "| {spec} | {:.2} s | {:.0} ({prompt_tokens} tokens) | {:.1} ({generated} tokens) | {:.2} s / {:.2} s |",
         load.as_secs_f64(),
         median(prefill),
         median(generate),
+        json[0],
+        json[1],
     ))
+}
+
+fn check_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "guideline_id": {"type": "string", "enum": ["refund", "shipping"]},
+            "applies": {"type": "boolean"}
+        },
+        "required": ["guideline_id", "applies"],
+        "additionalProperties": false
+    })
 }
 
 fn bench_embed(options: &LocalOptions) -> Result<String, String> {
@@ -109,8 +134,8 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("threads: {threads}; load average before: {}", load.trim());
     println!();
-    println!("| chat model | load | prompt tok/s | generation tok/s |");
-    println!("|---|---|---|---|");
+    println!("| chat model | load | prompt tok/s | generation tok/s | JSON check first / next |");
+    println!("|---|---|---|---|---|");
     let dir = options.models_dir();
     for (spec, kind, runs) in
         [("local:smollm2", ModelKind::SmolLm2, 3), ("local:qwen2.5-coder-1.5b", ModelKind::Qwen, 2)]

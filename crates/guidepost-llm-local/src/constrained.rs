@@ -71,7 +71,7 @@ impl GrammarCompiler {
         let grammar = TopLevelGrammar::from_json_schema(with_guidance_options(schema));
         let matcher = Matcher::new(self.factory.create_parser(grammar));
         match matcher.get_error() {
-            Some(error) => Err(LocalError::Grammar(error)),
+            Some(error) => Err(LocalError::Schema(error)),
             None => Ok(matcher),
         }
     }

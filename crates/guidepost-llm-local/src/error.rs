@@ -48,7 +48,11 @@ pub enum LocalError {
     /// The chat template could not be compiled or rendered.
     #[error("chat template error: {0}")]
     Template(String),
-    /// The JSON schema could not be compiled into a grammar, or decoding left the grammar.
+    /// The JSON schema uses something the constrained decoder cannot compile.
+    #[error("unsupported JSON schema for constrained decoding: {0}")]
+    Schema(String),
+    /// Constrained decoding failed (the grammar rejected every token, or the answer did not
+    /// finish within the token limit).
     #[error("constrained decoding error: {0}")]
     Grammar(String),
     /// The prompt and the requested answer do not fit in the model's context.
@@ -93,7 +97,7 @@ impl From<LocalError> for LlmError {
             | LocalError::ModelMissing { .. }
             | LocalError::Checksum { .. }
             | LocalError::Fetch(_) => LlmError::Config(err.to_string()),
-            LocalError::UnsupportedArchitecture(_) | LocalError::ContextOverflow { .. } => {
+            LocalError::UnsupportedArchitecture(_) | LocalError::ContextOverflow { .. } | LocalError::Schema(_) => {
                 LlmError::Unsupported(err.to_string())
             }
             other => LlmError::InvalidResponse { detail: format!("local model: {other}"), body: String::new() },

@@ -49,6 +49,14 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Wiring
+//!
+//! Register [`LocalProviderFactory`] in `guidepost-llm`'s `ProviderRegistry` so that
+//! `local:<model>` specs resolve here; models load on first use and are shared between tasks.
+//! `guidepost models fetch` should call [`fetch_models`] with [`default_models_dir`] (or the
+//! configured directory) and [`ModelKind::DEFAULT`] (plus [`ModelKind::Qwen`] for the default
+//! chat model).
+//!
 //! # Threads
 //!
 //! Inference is CPU-bound and runs on `tokio::task::spawn_blocking`, one generation at a time
@@ -74,6 +82,7 @@ mod generate;
 mod gguf;
 mod multifile;
 mod options;
+mod provider;
 mod requant;
 mod spec;
 mod tokenizer;
@@ -87,6 +96,7 @@ pub use generate::{FinishReason, Generation};
 pub use gguf::GgufSource;
 pub use multifile::{MultiFile, sort_by_part_number};
 pub use options::{LocalOptions, configure_threads, default_models_dir};
+pub use provider::LocalProviderFactory;
 pub use requant::RequantReport;
 pub use spec::{ChatModelSpec, DEFAULT_CHAT_SPEC, DEFAULT_EMBEDDER_SPEC, EmbedderSpec};
 pub use tokenizer::GgufTokenizer;

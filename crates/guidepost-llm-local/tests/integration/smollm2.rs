@@ -177,3 +177,47 @@ fn missing_model_files_name_the_fetch_command() {
     assert!(message.contains("scripts/fetch-models.sh"), "{message}");
     assert!(message.contains("guidepost models fetch"), "{message}");
 }
+
+#[test]
+fn fetching_installed_models_only_verifies_their_checksums() {
+    let dir = guidepost_llm_local::default_models_dir();
+    let report = guidepost_llm_local::fetch_models(&dir, &guidepost_llm_local::ModelKind::DEFAULT)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.already_present, guidepost_llm_local::ModelKind::DEFAULT);
+    assert!(report.installed.is_empty());
+}
+
+#[test]
+fn unsupported_schemas_are_reported_as_such() {
+    let req = ChatRequest::new(TaskKind::Matching)
+        .user("hi")
+        .json_output("bad", json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}, "required": ["a"]}));
+    let err = smollm2().answer_blocking(&req).unwrap_err();
+    assert!(matches!(err, guidepost_llm_local::LocalError::Schema(_)), "{err}");
+    assert!(matches!(guidepost_llm::LlmError::from(err), guidepost_llm::LlmError::Unsupported(_)));
+}
+
+#[test]
+fn the_provider_factory_builds_shared_lazy_models() {
+    use guidepost_llm::{Embedder, ModelSpec, ProviderFactory};
+    use guidepost_llm_local::LocalProviderFactory;
+
+    let factory = LocalProviderFactory::new(super::common::options());
+    assert_eq!(factory.scheme(), "local");
+    let spec = ModelSpec::Local { model: "smollm2".into() };
+    let model = factory.chat_model(&spec).unwrap();
+    let again = factory.chat_model(&spec).unwrap();
+    assert!(std::sync::Arc::ptr_eq(&model, &again), "one loaded copy per model");
+    assert_eq!(model.model_id(), "local:smollm2");
+    let response = runtime().block_on(model.complete(capital_question())).unwrap();
+    assert_eq!(response.output.as_text(), Some("The capital of France is Paris."));
+
+    let embedder = factory.embedder(&ModelSpec::Local { model: "all-minilm-l6-v2".into() }).unwrap();
+    assert_eq!(embedder.dimensions(), 384);
+
+    let empty = tempfile::tempdir().unwrap();
+    let missing = LocalProviderFactory::new(LocalOptions::default().with_models_dir(empty.path()));
+    let err = missing.chat_model(&spec).err().unwrap();
+    assert!(err.to_string().contains("scripts/fetch-models.sh"), "{err}");
+    assert!(matches!(err, guidepost_llm::LlmError::Config(_)));
+}

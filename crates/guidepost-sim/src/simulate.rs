@@ -9,7 +9,8 @@ use std::time::Duration;
 use guidepost_core::AgentDefinition;
 use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_llm::{
-    CacheMode, LimitsConfig, ModelSpec, ModelStackBuilder, ProviderRegistry, StackConfig, TaskKind, layer,
+    CacheMode, ChatModel, LimitsConfig, ModelSettings, ModelSpec, ModelStackBuilder, ProviderRegistry, StackConfig,
+    TaskKind, layer,
 };
 
 use crate::agents::AgentFactory;
@@ -157,8 +158,13 @@ pub struct Plugins {
     pub registry: ProviderRegistry,
     /// The in-process engine, for `--agent in-process`.
     pub engine: Option<Arc<dyn EngineSessionFactory>>,
-    /// Models to use instead of building them from the environment (tests).
+    /// Models to use as they are, instead of building a stack (no record/replay then).
     pub models: Option<SimModels>,
+    /// Model settings to build the stack from instead of the environment
+    /// (`GUIDEPOST_MODEL`, `GUIDEPOST_MODEL_SIMULATION`, `GUIDEPOST_MODEL_JUDGE` ...).
+    pub settings: Option<ModelSettings>,
+    /// The model serving `scripted` specs (tests).
+    pub scripted: Option<Arc<dyn ChatModel>>,
 }
 
 /// The suite options `args` describe.
@@ -188,6 +194,11 @@ fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
 /// `Err`).
 pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, SimError> {
     let scenarios = load_scenarios(&args.scenarios)?;
+    let system_prompt = match &args.system_prompt {
+        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?),
+        None => None,
+    };
+    let target = AgentTarget::parse(&args.agent, system_prompt, plugins.engine.clone())?;
     let cache_mode: CacheMode = args.cache.parse()?;
     let config = StackConfig {
         recordings: (cache_mode != CacheMode::Live).then(|| args.recordings.clone()),
@@ -195,7 +206,15 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
         limits: LimitsConfig { max_concurrency: args.per_provider, ..LimitsConfig::default() },
         ..StackConfig::default()
     };
-    let builder = ModelStackBuilder::from_env()?.registry(plugins.registry.clone()).config(config.clone());
+    let mut builder = match plugins.settings.clone() {
+        Some(settings) => ModelStackBuilder::new(settings).keys(guidepost_llm::ProviderKeys::from_env()),
+        None => ModelStackBuilder::from_env()?,
+    }
+    .registry(plugins.registry.clone())
+    .config(config.clone());
+    if let Some(scripted) = plugins.scripted.clone() {
+        builder = builder.scripted(scripted);
+    }
     let models = match plugins.models.clone() {
         Some(models) => models,
         None => {
@@ -203,11 +222,6 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
             SimModels { customer: stack.model_for(&TaskKind::Simulation), judge: stack.model_for(&TaskKind::Judge) }
         }
     };
-    let system_prompt = match &args.system_prompt {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?),
-        None => None,
-    };
-    let target = AgentTarget::parse(&args.agent, system_prompt, plugins.engine.clone())?;
     let factory: Arc<dyn AgentFactory> = match target {
         AgentTarget::ParlantRest(config) => {
             let mut config = config;

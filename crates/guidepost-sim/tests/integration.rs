@@ -20,6 +20,8 @@ mod prompts;
 mod scenarios;
 #[path = "integration/selection.rs"]
 mod selection;
+#[path = "integration/simulate.rs"]
+mod simulate;
 #[path = "integration/stop_reasons.rs"]
 mod stop_reasons;
 #[path = "integration/suite.rs"]

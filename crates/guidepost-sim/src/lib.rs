@@ -14,7 +14,23 @@
 //!   computes pass^k and usage per participant; [`coverage`] lists the journey states,
 //!   transitions and guidelines exercised and missed; [`output`] writes JSONL, Tally
 //!   conversations, the artifact folder, JSON and JUnit reports.
-//! - The `guidepost simulate` command: [`SimulateArgs`] and [`run`].
+//! - The `guidepost simulate` command: [`SimulateArgs`] and [`run`]. Wiring it in the CLI:
+//!
+//! ```ignore
+//! #[derive(clap::Subcommand)]
+//! enum Command { Simulate(guidepost_sim::SimulateArgs), /* … */ }
+//!
+//! Command::Simulate(args) => {
+//!     let plugins = guidepost_sim::Plugins { registry, engine: Some(engine_sessions), ..Default::default() };
+//!     match guidepost_sim::run(&args, plugins).await {
+//!         Ok(outcome) => {
+//!             println!("{}", guidepost_sim::output::summary::summarize_suite(&outcome.report));
+//!             std::process::exit(outcome.report.exit_code(args.min_pass_rate));
+//!         }
+//!         Err(e) => { eprintln!("{e}"); std::process::exit(2) }
+//!     }
+//! }
+//! ```
 //!
 //! ```
 //! use std::sync::Arc;

@@ -84,6 +84,9 @@ pub struct SimulateArgs {
     /// Seconds an agent reply may take.
     #[arg(long, default_value_t = 180)]
     pub turn_timeout_secs: u64,
+    /// Turn limit of scenarios that set none.
+    #[arg(long, default_value_t = 30)]
+    pub max_turns: u32,
     /// Hide progress bars.
     #[arg(long)]
     pub no_progress: bool,
@@ -178,6 +181,7 @@ pub fn suite_options(args: &SimulateArgs) -> SuiteOptions {
         turn_timeout: Duration::from_secs(args.turn_timeout_secs.max(1)),
         artifacts_root: (!args.no_artifacts).then(|| args.out.clone()),
         progress: !args.no_progress,
+        default_max_turns: Some(args.max_turns),
         ..SuiteOptions::default()
     }
 }

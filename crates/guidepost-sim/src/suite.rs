@@ -58,6 +58,9 @@ pub struct SuiteOptions {
     pub progress: bool,
     /// Simulated customer settings.
     pub customer: CustomerOptions,
+    /// Turn limit of scenarios that set none (`None`: unlimited; runs then end only by goal,
+    /// loop, policy, budget or the customer's done signal).
+    pub default_max_turns: Option<u32>,
 }
 
 impl Default for SuiteOptions {
@@ -72,6 +75,7 @@ impl Default for SuiteOptions {
             artifacts_root: None,
             progress: false,
             customer: CustomerOptions::default(),
+            default_max_turns: Some(30),
         }
     }
 }
@@ -231,7 +235,10 @@ pub async fn run_suite(
                         }
                     }
                 }
-                let setup = scenario.setup(trial);
+                let mut setup = scenario.setup(trial);
+                if setup.trajectory.max_turns.is_none() {
+                    setup.trajectory.max_turns = options.default_max_turns;
+                }
                 let ledgers = ParticipantLedgers::under(&suite_ledger, &setup.trajectory.conversation_id);
                 let run_budget = scenario.file.budget.unwrap_or(options.run_budget);
                 let env = RunEnv {

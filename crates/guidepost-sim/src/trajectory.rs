@@ -103,6 +103,8 @@ pub enum StopReason {
     CheckpointFailed,
     /// A step ran out of attempts or time.
     StepFailed,
+    /// A scenario script without a `simulate: rest` item played its last item.
+    ScriptEnded,
 }
 
 impl StopReason {
@@ -119,6 +121,7 @@ impl StopReason {
             Self::BudgetExceeded => "budget-exceeded",
             Self::CheckpointFailed => "checkpoint-failed",
             Self::StepFailed => "step-failed",
+            Self::ScriptEnded => "script-ended",
         }
     }
 }

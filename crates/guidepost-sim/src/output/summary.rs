@@ -1,6 +1,7 @@
 //! Short human-readable summaries of runs.
 
 use crate::runner::RunResult;
+use crate::suite::SuiteReport;
 
 /// A few lines on how a run went: outcome, reason, turns, summary, then each customer message
 /// (first 50 characters) with its step.
@@ -23,6 +24,33 @@ pub fn summarize(result: &RunResult) -> String {
     }
     for check in &result.checkpoints {
         out.push(format!("  checkpoint {}: {}", check.name, if check.passed { "passed" } else { "FAILED" }));
+    }
+    out.join("\n")
+}
+
+/// A few lines on a suite: one per scenario (passes, pass^k), totals, usage per participant
+/// and, when computed, the coverage gaps.
+pub fn summarize_suite(report: &SuiteReport) -> String {
+    let mut out = vec![format!("Agent: {}", report.agent)];
+    for s in &report.scenarios {
+        let pass_k: Vec<String> = s.pass_hat_k.iter().map(|(k, v)| format!("pass^{k}={v:.2}")).collect();
+        let reasons: Vec<String> = s.runs.iter().map(|r| r.reason.to_string()).collect();
+        out.push(format!("  {} {}/{} passed [{}] {}", s.id, s.passed, s.trials, reasons.join(", "), pass_k.join(" ")));
+    }
+    let t = &report.totals;
+    out.push(format!(
+        "Runs: {} passed, {} failed ({} errors), pass rate {:.2}",
+        t.passed, t.failed, t.errors, t.pass_rate
+    ));
+    let u = &report.usage;
+    for (who, totals) in [("customer", &u.customer), ("judge", &u.judge), ("agent", &u.agent)] {
+        out.push(format!(
+            "  {who}: {} calls, {} prompt + {} completion tokens, ${:.4}",
+            totals.calls, totals.prompt_tokens, totals.completion_tokens, totals.cost_usd
+        ));
+    }
+    if let Some(coverage) = &report.coverage {
+        out.push(coverage.to_text());
     }
     out.join("\n")
 }

@@ -165,12 +165,12 @@ impl Run<'_> {
         })
     }
 
-    /// The stop of a script that ran out of items.
+    /// The stop of a script that ran out of items: complete when there is no step graph (a
+    /// fully scripted test), incomplete when terminal steps were not reached.
     fn final_policy_stop(&self) -> Stop {
         self.policy_stop().unwrap_or_else(|| {
-            let completed = self.setup.trajectory.steps.is_none() && !self.traces.is_empty();
-            let reason = if completed { StopReason::GoalReached } else { StopReason::MaxTurns };
-            Stop::new(reason, completed, "The scenario script ended")
+            let completed = self.setup.trajectory.steps.is_none();
+            Stop::new(StopReason::ScriptEnded, completed, "The scenario script ended")
         })
     }
 

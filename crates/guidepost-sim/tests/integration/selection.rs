@@ -163,3 +163,32 @@ async fn engine_state_decides_satisfaction_without_the_judge_and_notices_steps_m
     assert!(result.reports_engine);
     let _ = schema_is("x");
 }
+
+#[tokio::test]
+async fn rust_closures_work_as_preconditions_and_satisfaction_checks() {
+    use guidepost_sim::steps::{CustomCheck, Precondition};
+    use std::sync::Arc;
+    let model = Models::new().customer(vec![say("hi"), say("later"), say("now")]).ranking(vec![]).judge(false).build();
+    let mut gated = StepDefinition::new("gated", "Ask after two turns");
+    gated.preconditions.push(Precondition::Custom {
+        name: Some("two turns played".into()),
+        check: CustomCheck::Closure(Arc::new(|view| view.traces.len() >= 2)),
+    });
+    gated.satisfaction.closure = Some(Arc::new(|view, step| {
+        step.id == "gated" && view.traces.last().is_some_and(|t| t.user_message.text() == "now")
+    }));
+    let mut start = StepDefinition::new("start", "Say hello");
+    start.satisfaction.closure = Some(Arc::new(|_, _| true));
+    let setup = setup(trajectory(Some(graph(vec![start, gated], &["gated"])), Some(6)));
+    let result = run_trajectory(&setup, &mut ScriptedAgent::echo(), &env(&model, None)).await;
+    assert_eq!(result.reason, StopReason::GoalReached, "{}", result.summary);
+    assert_eq!(
+        methods(&result),
+        vec![
+            (SelectionMethod::Start, Some("start".into())),
+            (SelectionMethod::None, None),
+            (SelectionMethod::PreconditionsOrdered, Some("gated".into())),
+        ]
+    );
+    assert!(result.verdicts.iter().all(|v| v.method == SatisfactionMethod::Closure));
+}

@@ -80,6 +80,9 @@ async fn results_do_not_depend_on_the_concurrency() {
     assert!(junit.contains("<testsuites name=\"guidepost simulate\" tests=\"8\" failures=\"2\" errors=\"0\""));
     assert!(junit.contains("<testsuite name=\"delta\" tests=\"2\" failures=\"2\" errors=\"0\">"));
     assert!(junit.contains("<failure message=\"customer-ended\">"));
+    let text = guidepost_sim::output::summary::summarize_suite(report);
+    assert!(text.contains("  delta 0/2 passed [customer-ended, customer-ended] pass^1=0.00 pass^2=0.00"), "{text}");
+    assert!(text.contains("Runs: 6 passed, 2 failed (0 errors), pass rate 0.75"), "{text}");
     let parsed: Value = serde_json::from_str(&to_json(report)).unwrap();
     assert_eq!(parsed["totals"]["pass_rate"], 0.75);
     assert_eq!(parsed["scenarios"][0]["pass_hat_k"]["1"], 1.0);

@@ -335,9 +335,9 @@ fn main() {
         let median: Vec<Duration> = samples.iter().map(|s| s.get(s.len() / 2).copied().unwrap_or_default()).collect();
         println!("## {size}: {} guidelines, {} journeys", definition.guidelines.len(), definition.journeys.len());
         println!(
-            "| turn | matching calls | journey calls | prompt tokens | largest prompt | waves | embeddings | matches | engine CPU ms |"
+            "| turn | matching calls | journey calls | prompt tokens | largest prompt | waves | embeddings | matches | engine CPU ms (best) | (median) |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
         for (i, f) in figures.iter().enumerate() {
             println!(
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} |",

@@ -107,8 +107,12 @@ impl<'a> Pass<'a> {
             .map(|c| c.guideline_id.clone())
             .collect();
         for m in &input.carried {
-            let is_node = matches!(m.kind, MatchKind::JourneyNode { .. });
-            if !is_node && !fresh.contains(&m.guideline_id) && !evaluated.contains(&m.guideline_id) {
+            let stale = match &m.kind {
+                MatchKind::JourneyNode { .. } => true,
+                MatchKind::Clarification { source, .. } => evaluated.contains(source),
+                _ => false,
+            };
+            if !stale && !fresh.contains(&m.guideline_id) && !evaluated.contains(&m.guideline_id) {
                 state.raw.push(m.clone());
             }
         }

@@ -128,6 +128,7 @@ impl<'a> Pass<'a> {
         }
         state.record.waves += 1;
         let wave = state.record.waves;
+        tracing::debug!(wave, calls = tasks.len(), "matching wave");
         let results = join_all(tasks.iter().map(|t| self.run_task(t, conversation))).await;
         for (task, result) in tasks.into_iter().zip(results) {
             state.calls += 1;

@@ -15,7 +15,9 @@ pub enum NumericPriority {
     Ignore,
     /// Numbers only break ties between matches that conflict through `priority`
     /// relationships in both directions (A over B and B over A): the higher number stays,
-    /// equal numbers keep both. This is the default.
+    /// equal numbers keep both. This is the default. Definition files cannot declare such
+    /// cycles (the loader rejects them), so for loaded definitions the default leaves
+    /// every match alone; definitions built in code may contain them.
     #[default]
     BreakTies,
     /// Among all matches and active journeys only those with the highest number stay

@@ -149,3 +149,43 @@ pub struct PromptItem {
     /// Whether completing the action waits on the customer.
     pub waits: bool,
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use guidepost_core::EventSource;
+    use guidepost_core::definition::{SourceFile, load_agent};
+
+    use super::*;
+    use crate::context::events::message;
+
+    #[test]
+    fn history_window_elides_older_messages_or_uses_the_summary() {
+        let def = load_agent(&[SourceFile::new("a.yaml", "agent: { name: Otto }")]).definition.unwrap();
+        let def = Arc::new(def);
+        let events = (0..5).map(|i| message(EventSource::Customer, i, &format!("m{i}"))).collect();
+        let mut ctx = MatchingContext::new(events, Default::default());
+        let view = ConversationView::build(&def, &ctx, 2);
+        assert_eq!(view.elided, 3);
+        assert_eq!(view.history.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(), vec!["m3", "m4"]);
+        assert_eq!(view.summary, None);
+        #[derive(Serialize)]
+        struct Ctx<'a> {
+            conversation: &'a ConversationView,
+        }
+        let text = render("conversation.j2", &Ctx { conversation: &view }).unwrap().user;
+        assert!(text.contains("(3 earlier messages not shown)"), "{text}");
+        ctx.history_summary = Some("the customer asked about shoes".into());
+        let view = ConversationView::build(&def, &ctx, 2);
+        let text = render("conversation.j2", &Ctx { conversation: &view }).unwrap().user;
+        assert!(text.contains("(Earlier, summarized: the customer asked about shoes)"), "{text}");
+        let all = ConversationView::build(&def, &ctx, 12);
+        assert_eq!((all.elided, all.summary), (0, None));
+    }
+
+    #[test]
+    fn unknown_templates_are_errors_not_panics() {
+        assert!(matches!(render("missing.j2", &()), Err(BatchError::Prompt(_))));
+    }
+}

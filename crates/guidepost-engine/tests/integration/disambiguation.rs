@@ -82,3 +82,49 @@ async fn no_ambiguity_is_no_match() {
     assert_eq!(o.record.candidate("upgrade_unclear").unwrap().verdict, Verdict::NotMatched);
     assert!(o.matched("upgrade_shipping"));
 }
+
+const JOURNEY_TARGETS: &str = r#"
+agent: { name: Otto }
+guidelines:
+  - id: change_unclear
+    condition: The customer wants to change something about their account
+    disambiguates: ["journey:address", "journey:plan"]
+journeys:
+  - id: address
+    title: Change address
+    conditions: [The customer wants to change something about their account]
+    start: ask
+    states:
+      - { id: ask, chat: Ask for the new address, next: end }
+  - id: plan
+    title: Change plan
+    conditions: [The customer wants a different plan]
+    start: ask
+    states:
+      - { id: ask, chat: Ask which plan they want, next: end }
+"#;
+
+#[tokio::test]
+async fn an_ambiguous_request_does_not_start_a_journey_it_names() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("DisambiguationAnswer"))
+            .reply_with(|req| {
+                let options: Vec<String> = items(req, "## Options").into_iter().map(|(id, _)| id).collect();
+                Ok(json!({"rationale": "address or plan", "ambiguous": true, "plausible_options": options, "question": null}))
+            })
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |c, _| c.contains("account")))),
+    );
+    let matcher = matcher(inline(JOURNEY_TARGETS), model);
+    let o = matcher.match_turn(&Session::new().customer("I need to change my account")).await.unwrap();
+    assert!(o.journey_paths.is_empty(), "the journey waits for the customer's choice");
+    let clarify = o.matches.iter().find(|m| matches!(m.kind, MatchKind::Clarification { .. })).unwrap();
+    let MatchKind::Clarification { options, .. } = &clarify.kind else { unreachable!() };
+    assert_eq!(options, &vec!["journey:address".to_string(), "journey:plan".to_string()]);
+    // a generated question names the options when the model gives none
+    assert_eq!(clarify.action.as_deref(), Some("Ask the customer which one they mean: Change address or Change plan"));
+    let address = o.record.journey("address").unwrap();
+    assert_eq!(address.decision, guidepost_engine::record::JourneyDecision::NotStarted);
+    assert!(address.correction.as_deref().unwrap().contains("disambiguation"));
+}

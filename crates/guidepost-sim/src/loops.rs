@@ -93,6 +93,28 @@ mod tests {
         v.iter().map(|s| s.map(String::from)).collect()
     }
 
+    proptest::proptest! {
+        #[test]
+        fn a_reported_loop_is_really_at_the_end(ids in proptest::collection::vec(proptest::option::of(0u8..3), 0..30)) {
+            let ids: Vec<Option<String>> = ids.into_iter().map(|i| i.map(|i| format!("s{i}"))).collect();
+            let cfg = LoopDetection::default();
+            let steps: Vec<&String> = ids.iter().flatten().collect();
+            match detect_loop(&ids, &cfg) {
+                Some(LoopFinding::SameStep { step, count }) => {
+                    proptest::prop_assert!(count >= 3);
+                    proptest::prop_assert!(steps.iter().rev().take(count).all(|s| **s == step));
+                }
+                Some(LoopFinding::Cycle { pattern, repetitions }) => {
+                    let tail: Vec<&String> = steps.iter().rev().take(pattern.len() * repetitions).rev().copied().collect();
+                    for (i, s) in tail.iter().enumerate() {
+                        proptest::prop_assert_eq!(*s, &pattern[i % pattern.len()]);
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
     #[test]
     fn turns_without_steps_do_not_break_a_run() {
         let cfg = LoopDetection::default();

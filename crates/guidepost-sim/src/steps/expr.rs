@@ -420,6 +420,22 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics_and_errors_point_inside_the_input(source in "[a-z_()\"'!&|<>=0-9 ,.北é]{0,40}") {
+            match Expr::parse(&source) {
+                Ok(e) => { let _ = e.holds(&Env); }
+                Err(e) => proptest::prop_assert!(e.offset <= source.len()),
+            }
+        }
+
+        #[test]
+        fn numbers_compare_like_numbers(a in 0u32..1000, b in 0u32..1000) {
+            let e = Expr::parse(&format!("{a} < {b} && !({a} >= {b})")).unwrap();
+            proptest::prop_assert_eq!(e.holds(&Env), a < b);
+        }
+    }
+
     #[test]
     fn reports_errors_with_offsets() {
         let err = Expr::parse(r#"satisfied("a") && nope("b")"#).unwrap_err();

@@ -119,6 +119,7 @@ impl ArtifactWriter {
             "reason": result.reason,
             "completed": result.completed,
             "error": result.error,
+            "failure": result.failure,
             "finishedAt": result.finished_at,
         }))?;
         let run = json!({"runId": self.run_id, "type": "trajectory", "result": result.summary_record()});

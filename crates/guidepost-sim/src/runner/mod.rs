@@ -7,7 +7,7 @@
 mod result;
 mod setup;
 
-pub use result::{CheckpointResult, ParticipantUsage, RunResult, RunSummary};
+pub use result::{CheckpointResult, FailureSource, ParticipantUsage, RunResult, RunSummary};
 pub use setup::{Budget, ParticipantLedgers, RunEnv, RunSetup, ScriptItem};
 
 use std::time::{Duration, Instant};
@@ -34,15 +34,22 @@ struct Stop {
     completed: bool,
     summary: String,
     error: Option<String>,
+    failure: Option<FailureSource>,
 }
 
 impl Stop {
     fn new(reason: StopReason, completed: bool, summary: impl Into<String>) -> Self {
-        Self { reason, completed, summary: summary.into(), error: None }
+        Self { reason, completed, summary: summary.into(), error: None, failure: None }
     }
-    fn error(summary: impl Into<String>) -> Self {
+    fn error(source: FailureSource, summary: impl Into<String>) -> Self {
         let summary = summary.into();
-        Self { reason: StopReason::Error, completed: false, error: Some(summary.clone()), summary }
+        Self {
+            reason: StopReason::Error,
+            completed: false,
+            error: Some(summary.clone()),
+            summary,
+            failure: Some(source),
+        }
     }
 }
 
@@ -83,14 +90,14 @@ pub async fn run_trajectory(setup: &RunSetup, agent: &mut dyn AgentUnderTest, en
                 run.writer = Some(writer);
                 None
             }
-            Err(e) => Some(Stop::error(format!("cannot write artifacts: {e}"))),
+            Err(e) => Some(Stop::error(FailureSource::Harness, format!("cannot write artifacts: {e}"))),
         },
         None => None,
     };
     if stop.is_none() {
         stop = match run.agent.start(&trajectory.conversation_id).await {
             Ok(()) => run.play_script().await,
-            Err(e) => Some(Stop::error(format!("agent failed to start: {e}"))),
+            Err(e) => Some(Stop::error(FailureSource::Agent, format!("agent failed to start: {e}"))),
         };
     }
     if let Err(e) = run.agent.finish().await {
@@ -136,7 +143,7 @@ impl Run<'_> {
 
     async fn inject(&mut self, text: String) -> Option<Stop> {
         if let Err(e) = self.agent.inject_agent_message(&text).await {
-            return Some(Stop::error(format!("agent refused an injected line: {e}")));
+            return Some(Stop::error(FailureSource::Agent, format!("agent refused an injected line: {e}")));
         }
         match self.traces.last_mut() {
             Some(last) => last.agent_messages.push(ModelMessage::assistant(text)),
@@ -200,7 +207,7 @@ impl Run<'_> {
     async fn simulated_turn(&mut self) -> Option<Stop> {
         let selected = match select_step(&self.setup.trajectory, &self.view(), &self.env.ranker, &self.preamble).await {
             Ok(s) => s,
-            Err(e) => return Some(Stop::error(format!("step ranking failed: {e}"))),
+            Err(e) => return Some(Stop::error(FailureSource::Simulator, format!("step ranking failed: {e}"))),
         };
         let mut ids: Vec<Option<String>> = self.traces.iter().map(|t| t.step_id.clone()).collect();
         ids.push(selected.step_id.clone());
@@ -220,7 +227,9 @@ impl Run<'_> {
                     format!("Simulated customer left its role: {why}"),
                 ));
             }
-            Err(CustomerError::Model(e)) => return Some(Stop::error(format!("simulated customer failed: {e}"))),
+            Err(CustomerError::Model(e)) => {
+                return Some(Stop::error(FailureSource::Simulator, format!("simulated customer failed: {e}")));
+            }
         };
         if reply.done {
             return Some(self.customer_done(reply.outcome, &reply.message));
@@ -307,7 +316,7 @@ impl Run<'_> {
         if let Some(writer) = &self.writer
             && let Err(e) = writer.append(self.traces.len() - 1, &self.traces[self.traces.len() - 1])
         {
-            return Some(Stop::error(format!("cannot append the turn to the artifacts: {e}")));
+            return Some(Stop::error(FailureSource::Harness, format!("cannot append the turn to the artifacts: {e}")));
         }
         if let Some(e) = failure {
             let timed_out = matches!(e, AgentError::Timeout(_));
@@ -317,7 +326,7 @@ impl Run<'_> {
                     return self.fail_step(&step.id, step.on_failure, "ran out of time");
                 }
             }
-            return Some(Stop::error(format!("agent failed: {e}")));
+            return Some(Stop::error(FailureSource::Agent, format!("agent failed: {e}")));
         }
         self.update_steps(step_id.as_deref()).await
     }
@@ -329,7 +338,12 @@ impl Run<'_> {
                 match evaluate_selected(step, &self.view(), self.reports_engine, &self.env.judge, &self.preamble).await
                 {
                     Ok(v) => v,
-                    Err(e) => return Some(Stop::error(format!("judging step \"{}\" failed: {e}", step.id))),
+                    Err(e) => {
+                        return Some(Stop::error(
+                            FailureSource::Judge,
+                            format!("judging step \"{}\" failed: {e}", step.id),
+                        ));
+                    }
                 };
             let satisfied = verdict.satisfied;
             self.verdicts.push(verdict);
@@ -404,6 +418,7 @@ impl Run<'_> {
             completed: stop.completed,
             summary: std::mem::take(&mut stop.summary),
             error: stop.error.take(),
+            failure: stop.failure,
             steps: self.steps.states().to_vec(),
             verdicts: self.verdicts,
             checkpoints: self.checkpoints,
@@ -424,6 +439,7 @@ impl Run<'_> {
             tracing::error!(error = %e, "cannot write the run's final artifacts");
             if result.error.is_none() {
                 result.error = Some(format!("cannot write artifacts: {e}"));
+                result.failure = Some(FailureSource::Harness);
                 result.reason = StopReason::Error;
                 result.completed = false;
             }

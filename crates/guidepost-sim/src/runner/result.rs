@@ -35,6 +35,21 @@ pub struct CheckpointResult {
     pub failures: Vec<String>,
 }
 
+/// Who failed when a run ends with `error`: the agent under test, the simulator's own models
+/// (customer, ranker), the judge, or the harness (disk, options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureSource {
+    /// The agent under test (transport, protocol, timeout, reported error).
+    Agent,
+    /// The simulated customer or the step ranker.
+    Simulator,
+    /// The judge model.
+    Judge,
+    /// The simulator itself (artifacts, files).
+    Harness,
+}
+
 /// Everything a run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunResult {
@@ -56,6 +71,8 @@ pub struct RunResult {
     pub summary: String,
     /// The error, when the reason is `error`.
     pub error: Option<String>,
+    /// Who failed, when the reason is `error`.
+    pub failure: Option<FailureSource>,
     /// Final step states.
     pub steps: Vec<StepRuntimeState>,
     /// Satisfaction verdicts, in order.
@@ -95,6 +112,8 @@ pub struct RunSummary {
     pub summary: String,
     /// The error, if any.
     pub error: Option<String>,
+    /// Who failed, if anyone.
+    pub failure: Option<FailureSource>,
     /// Customer turns.
     pub turns: usize,
     /// Final step states.
@@ -126,6 +145,7 @@ impl RunResult {
             reason: self.reason,
             summary: self.summary.clone(),
             error: self.error.clone(),
+            failure: self.failure,
             turns: self.traces.len(),
             steps: self.steps.clone(),
             checkpoints: self.checkpoints.clone(),

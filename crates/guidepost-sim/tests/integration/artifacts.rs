@@ -160,6 +160,7 @@ async fn a_mid_run_failure_keeps_the_appended_lines_and_meta_says_error() {
     let meta = read_json(&folder.join("meta.json"));
     assert_eq!(meta["reason"], "error");
     assert_eq!(meta["status"], "finished");
+    assert_eq!(meta["failure"], "agent");
     assert!(meta["error"].as_str().unwrap().contains("connection reset"));
     let lines = std::fs::read_to_string(folder.join("conversation.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 3);

@@ -102,6 +102,7 @@ async fn runs_recorded_then_replays_without_a_model() {
     let missed = run(&args(dir.path(), "replay-or-fail"), plugins(Arc::new(ScriptedModel::new()))).await.unwrap();
     assert_eq!(missed.runs[0].reason, StopReason::Error);
     assert!(missed.runs[0].error.as_deref().unwrap().contains("no recording"), "{:?}", missed.runs[0].error);
+    assert_eq!(missed.runs[0].failure, Some(guidepost_sim::runner::FailureSource::Simulator));
     assert_eq!(missed.report.exit_code(None), 1);
 
     let bad = run(&SimulateArgs { agent: "telnet:x".into(), ..args(dir.path(), "live") }, Plugins::default()).await;

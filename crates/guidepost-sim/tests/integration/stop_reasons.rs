@@ -111,6 +111,7 @@ async fn agent_errors_end_the_run_with_the_partial_run_kept() {
     assert_eq!(result.reason, StopReason::Error);
     assert_eq!(result.traces.len(), 2);
     assert!(result.error.as_deref().unwrap().contains("boom"));
+    assert_eq!(result.failure, Some(guidepost_sim::runner::FailureSource::Agent));
     assert!(result.traces[1].agent_messages.is_empty());
     assert_eq!(result.traces[1].end.as_ref().unwrap().reason, StopReason::Error);
 }

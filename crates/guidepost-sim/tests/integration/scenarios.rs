@@ -121,3 +121,34 @@ fn committed_json_schema_matches_the_format() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(committed == generated, "schema/scenario.schema.json is stale; run the tests with UPDATE_SCHEMA=1");
 }
+
+/// Every example runs end to end (scripted customer, judge and agent): no run ends in an error
+/// and every run leaves its artifacts.
+#[tokio::test]
+async fn example_scenarios_run_against_a_scripted_agent() {
+    use crate::support::*;
+    let scenarios = load_scenarios(&[examples()]).unwrap();
+    let model = Models::new()
+        .customer(vec![say("Hello"), say("Could you help me?"), done("gave_up")])
+        .ranking(vec![])
+        .judge(false)
+        .build();
+    let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
+    let agent = ScriptedFactory::new(|_, m| {
+        Ok(guidepost_sim::AgentTurn::text([format!("I can talk to an advisor about: {m}")]))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let options = guidepost_sim::SuiteOptions { artifacts_root: Some(dir.path().to_path_buf()), ..Default::default() };
+    let outcome = guidepost_sim::run_suite(&scenarios, agent, &models, &options).await;
+    for run in &outcome.runs {
+        assert!(run.error.is_none(), "{}: {:?}", run.scenario_id, run.error);
+        assert!(dir.path().join("conversations").join(&run.conversation_id).join("stepTraces.json").exists());
+    }
+    let advice = outcome.runs.iter().find(|r| r.scenario_id == "banking-advice-off-script").unwrap();
+    // The agent mentioned an advisor, so the custom precondition `agent_said("advisor")` opens
+    // the gated step, which precondition-first selection picks at once.
+    assert_eq!(advice.traces[1].step_id.as_deref(), Some("accept_call"));
+    assert_eq!(advice.traces[1].selection.method, guidepost_sim::trajectory::SelectionMethod::PreconditionsOrdered);
+    let off_script = outcome.runs.iter().find(|r| r.scenario_id == "taxi-off-script").unwrap();
+    assert_eq!(off_script.reason, guidepost_sim::StopReason::CheckpointFailed, "the echo agent enters no journey");
+}

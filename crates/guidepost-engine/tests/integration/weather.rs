@@ -97,6 +97,12 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
     assert_eq!(first.record.waves, 1);
     assert_eq!(model.calls(&TaskKind::JourneySelection), 1);
     assert!(first.matched("tone"), "low-criticality tone guideline applies");
+    // the outcome and its record are serializable for the server and CLI
+    let json = serde_json::to_value(&first).unwrap();
+    assert_eq!(json["record"]["journeys"][0]["decision"], "started");
+    assert_eq!(json["matches"].as_array().unwrap().iter().filter(|m| m["kind"] == "journey_node").count(), 1);
+    let back: guidepost_engine::MatchingOutcome = serde_json::from_value(json).unwrap();
+    assert_eq!(back, first);
 
     // the preparation loop ran the tool: only the journey is decided again
     let matching_calls = model.calls(&TaskKind::Matching);

@@ -95,13 +95,18 @@ pub async fn run_trajectory(setup: &RunSetup, agent: &mut dyn AgentUnderTest, en
         None => None,
     };
     if stop.is_none() {
-        stop = match run.agent.start(&trajectory.conversation_id).await {
+        let started = tokio::time::timeout(env.turn_timeout, run.agent.start(&trajectory.conversation_id))
+            .await
+            .unwrap_or(Err(AgentError::Timeout(env.turn_timeout)));
+        stop = match started {
             Ok(()) => run.play_script().await,
             Err(e) => Some(Stop::error(FailureSource::Agent, format!("agent failed to start: {e}"))),
         };
     }
-    if let Err(e) = run.agent.finish().await {
-        tracing::warn!(error = %e, "agent failed to finish the conversation");
+    match tokio::time::timeout(env.turn_timeout, run.agent.finish()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "agent failed to finish the conversation"),
+        Err(_) => tracing::warn!("agent did not finish the conversation in time"),
     }
     let stop = stop.unwrap_or_else(|| run.final_policy_stop());
     run.finalize(stop, started_at)

@@ -119,3 +119,49 @@ async fn a_suite_budget_stops_runs_cleanly_and_agent_creation_failures_are_error
             .contains("<error message=\"agent failed to start: agent transport failed: no server\">")
     );
 }
+
+#[tokio::test]
+async fn the_per_provider_cap_bounds_runs_in_flight() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    struct Tracked {
+        active: Arc<AtomicUsize>,
+        peak: Arc<AtomicUsize>,
+    }
+    struct Session(Arc<AtomicUsize>, Arc<AtomicUsize>);
+    #[async_trait::async_trait]
+    impl guidepost_sim::AgentUnderTest for Session {
+        async fn start(&mut self, _: &str) -> Result<(), guidepost_sim::AgentError> {
+            let now = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            self.1.fetch_max(now, Ordering::SeqCst);
+            Ok(())
+        }
+        async fn reply(&mut self, _: &str) -> Result<AgentTurn, guidepost_sim::AgentError> {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            Ok(AgentTurn::text(["ok"]))
+        }
+        async fn finish(&mut self) -> Result<(), guidepost_sim::AgentError> {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+    #[async_trait::async_trait]
+    impl guidepost_sim::AgentFactory for Tracked {
+        fn describe(&self) -> String {
+            "tracked".into()
+        }
+        async fn create(&self) -> Result<Box<dyn guidepost_sim::AgentUnderTest>, guidepost_sim::AgentError> {
+            Ok(Box::new(Session(Arc::clone(&self.active), Arc::clone(&self.peak))))
+        }
+    }
+    let scenarios = vec![scenario("alpha", 2), scenario("beta", 2), scenario("gamma", 2)];
+    let peak = Arc::new(AtomicUsize::new(0));
+    let factory = Arc::new(Tracked { active: Arc::default(), peak: Arc::clone(&peak) });
+    let uncapped = SuiteOptions { concurrency: 4, ..SuiteOptions::default() };
+    run_suite(&scenarios, factory.clone(), &models(), &uncapped).await;
+    assert_eq!(peak.load(Ordering::SeqCst), 3, "three runs at once without a cap");
+    peak.store(0, Ordering::SeqCst);
+    let capped = SuiteOptions { concurrency: 4, per_provider_concurrency: Some(1), ..SuiteOptions::default() };
+    let outcome = run_suite(&scenarios, factory, &models(), &capped).await;
+    assert_eq!(peak.load(Ordering::SeqCst), 1);
+    assert_eq!(outcome.report.totals.passed, 3);
+}

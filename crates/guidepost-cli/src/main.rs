@@ -1,8 +1,10 @@
 //! The `guidepost` command.
 
+mod chat;
 mod check;
 mod discover;
 mod graph;
+mod models;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -72,6 +74,37 @@ enum Command {
         #[arg(long)]
         projection: bool,
     },
+    /// Chat with an agent in the terminal.
+    ///
+    /// Shows, beside each reply, the guidelines that matched, where each journey stands
+    /// and the tool calls made. Models come from --model (or GUIDEPOST_MODEL, and
+    /// GUIDEPOST_MODEL_<TASK> per task kind), e.g. `openai:gpt-4.1`,
+    /// `anthropic:claude-sonnet-4-5`, `openai-compatible:http://127.0.0.1:11434/v1#qwen2.5`;
+    /// without any, the local Qwen2.5-Coder-1.5B runs offline (install it first with
+    /// `scripts/fetch-models.sh --with-qwen`).
+    Chat {
+        /// The agent: a definition file or directory.
+        #[arg(value_name = "PATH")]
+        path: PathBuf,
+        /// Which agent, when PATH holds several.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Model for every task, e.g. `openai:gpt-4.1` or `local:smollm2`.
+        #[arg(long)]
+        model: Option<String>,
+        /// Embedding model, e.g. `local:all-minilm-l6-v2`.
+        #[arg(long)]
+        embedder: Option<String>,
+        /// CPU threads for local models.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Send these messages one after another instead of reading the terminal.
+        #[arg(long = "message", short = 'm', value_name = "TEXT")]
+        messages: Vec<String>,
+        /// Print only the replies.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// Print the JSON Schema of the definition format.
     ///
     /// Point your editor at it for completion and inline checks, e.g. with a first line
@@ -81,6 +114,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("GUIDEPOST_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .try_init();
     let result = match cli.command {
         Command::Check { paths, format, deny_warnings } => {
             check::run(&paths, matches!(format, CheckFormat::Json), deny_warnings)
@@ -91,6 +128,13 @@ fn main() -> ExitCode {
                 GraphFormat::Dot => guidepost_core::graph::Format::Dot,
             };
             graph::run(&journey, &paths, format, projection)
+        }
+        Command::Chat { path, agent, model, embedder, threads, messages, quiet } => {
+            let options = chat::ChatOptions { path, agent, model, embedder, threads, messages, quiet };
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(chat::run(options)),
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {

@@ -246,6 +246,18 @@ impl ModelStackBuilder {
         Ok(Self::new(ModelSettings::from_env()?).keys(ProviderKeys::from_env()).config(StackConfig::from_env()?))
     }
 
+    /// Replaces the model settings (e.g. one model given on a command line).
+    pub fn settings(mut self, settings: ModelSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Sets the embedding model.
+    pub fn embedder_spec(mut self, spec: ModelSpec) -> Self {
+        self.settings.embedder = spec;
+        self
+    }
+
     /// Sets the provider keys.
     pub fn keys(mut self, keys: ProviderKeys) -> Self {
         self.keys = keys;

@@ -249,6 +249,7 @@ impl AgentRuntime {
                 (TurnStatus::Failed, Vec::new())
             }
         };
+        trace.matched = state.all_matches().map(|m| m.guideline_id.clone()).collect();
         let matched: Vec<Value> = state
             .all_matches()
             .filter(|m| matches!(m.kind, MatchKind::Guideline))
@@ -349,7 +350,11 @@ impl AgentRuntime {
             };
             for batch in &outcome.record.batches {
                 if let Some(usage) = &batch.usage {
-                    ledger.record(&TaskKind::Matching, usage);
+                    let task = match batch.category {
+                        guidepost_engine::Category::JourneyNodeSelection => TaskKind::JourneySelection,
+                        _ => TaskKind::Matching,
+                    };
+                    ledger.record(&task, usage);
                 }
             }
             state.absorb(&outcome);

@@ -58,6 +58,8 @@ pub struct TurnTrace {
     pub trace_id: String,
     /// Preparation iterations.
     pub iterations: Vec<IterationTrace>,
+    /// The guidelines (and journey nodes) the reply followed, after relational resolution.
+    pub matched: Vec<String>,
     /// Final tool insights (missing and invalid arguments).
     pub tool_insights: ToolInsights,
     /// Composition.

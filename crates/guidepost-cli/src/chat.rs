@@ -1,0 +1,162 @@
+//! `guidepost chat`: talk to an agent in the terminal, seeing what the engine decided.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use guidepost_core::AgentState;
+use guidepost_llm::TaskKind;
+use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::{
+    AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus,
+};
+use guidepost_tools::registry::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::discover::discover;
+
+/// Options of `guidepost chat`.
+pub struct ChatOptions {
+    pub path: PathBuf,
+    pub agent: Option<String>,
+    pub model: Option<String>,
+    pub embedder: Option<String>,
+    pub threads: Option<usize>,
+    pub messages: Vec<String>,
+    pub quiet: bool,
+}
+
+fn describe(outcome: &TurnOutcome, runtime: &AgentRuntime, elapsed: std::time::Duration) -> Vec<String> {
+    let def = runtime.definition();
+    let mut lines = Vec::new();
+    if !outcome.trace.matched.is_empty() {
+        lines.push(format!("matched: {}", outcome.trace.matched.join(", ")));
+    }
+    for (journey, path) in &outcome.state.journey_paths {
+        let title = def.journey(journey).map_or(journey.as_str(), |j| j.title.as_str());
+        lines.push(format!("journey {title}: {}", path.states().join(" → ")));
+    }
+    for it in &outcome.trace.iterations {
+        for call in &it.tool_calls {
+            let data = call.result.get("data").cloned().unwrap_or_default();
+            let mut shown = data.to_string();
+            if shown.chars().count() > 120 {
+                shown = shown.chars().take(117).collect::<String>() + "...";
+            }
+            lines.push(format!(
+                "tool {}({}) → {shown} ({} ms)",
+                call.tool.name,
+                serde_json::Value::Object(call.arguments.clone()),
+                call.duration_ms
+            ));
+        }
+    }
+    for missing in &outcome.trace.tool_insights.missing {
+        lines.push(format!("missing for {}: {}", missing.tool.name, missing.parameter));
+    }
+    let usage = &outcome.trace.usage;
+    lines.push(format!(
+        "{} model calls, {} prompt tokens, {:.1} s",
+        usage.calls,
+        usage.prompt_tokens,
+        elapsed.as_secs_f64()
+    ));
+    lines
+}
+
+pub async fn run(options: ChatOptions) -> Result<ExitCode> {
+    let mut found = discover(std::slice::from_ref(&options.path))?;
+    if let Some(wanted) = &options.agent {
+        found.retain(|f| f.load().definition.is_some_and(|d| &d.agent.id == wanted));
+    }
+    let agent = match found.len() {
+        1 => found.remove(0),
+        0 => bail!("no agent found at {}", options.path.display()),
+        n => bail!("{n} agents found at {}; pick one with --agent <id>", options.path.display()),
+    };
+    let loaded = agent.load();
+    let Some(definition) = loaded.definition else {
+        for d in &loaded.diagnostics {
+            let source = agent.sources.iter().find(|s| s.name == d.file).map(|s| s.text.as_str());
+            eprintln!("{}", d.render(source));
+        }
+        bail!("{} does not load; fix the errors above", agent.origin.display());
+    };
+    let started = Instant::now();
+    let stack = crate::models::stack(options.model.as_deref(), options.embedder.as_deref(), options.threads)?;
+    let mut registry = ToolRegistry::from_definition(&definition)?;
+    for problem in registry.discover_tools().await {
+        eprintln!("warning: {problem}");
+    }
+    let models = RuntimeModels {
+        matching: stack.model_for(&TaskKind::Matching),
+        tool_inference: stack.model_for(&TaskKind::ToolInference),
+        generation: stack.model_for(&TaskKind::Generation),
+        embedder: Some(stack.embedder()),
+    };
+    let name = definition.agent.name.clone();
+    let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
+    if !options.quiet {
+        eprintln!(
+            "{name} is ready ({:.1} s). Type a message; an empty line or Ctrl-D quits.",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let session = MemorySession::new();
+    let mut state = AgentState::default();
+    let interactive = options.messages.is_empty() && std::io::stdin().is_terminal();
+    let mut scripted = options.messages.into_iter();
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut failed = false;
+    loop {
+        let text = if let Some(m) = scripted.next() {
+            println!("you> {m}");
+            m
+        } else {
+            if interactive {
+                print!("you> ");
+                let _ = std::io::stdout().flush();
+            }
+            match lines.next() {
+                Some(Ok(line)) if !line.trim().is_empty() => line,
+                _ => break,
+            }
+        };
+        let trace_id = uuid::Uuid::new_v4().simple().to_string();
+        session.customer_message(&text, &trace_id);
+        let input = TurnInput {
+            session_id: "terminal".into(),
+            customer: CustomerRef { id: "guest".into(), tags: vec![] },
+            customer_name: None,
+            events: session.events(),
+            previous_state: state.clone(),
+            trace_id,
+        };
+        let turn_started = Instant::now();
+        let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
+        if outcome.status == TurnStatus::Completed {
+            state = outcome.state.clone();
+        }
+        if !options.quiet {
+            for line in describe(&outcome, &runtime, turn_started.elapsed()) {
+                println!("  · {line}");
+            }
+        }
+        match (&outcome.status, &outcome.trace.error) {
+            (TurnStatus::Failed, Some(error)) => {
+                eprintln!("error: {error}");
+                failed = true;
+            }
+            _ => {
+                for m in &outcome.messages {
+                    println!("{name}> {m}");
+                }
+            }
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

@@ -128,9 +128,12 @@ fn main() {
     {
         options = options.with_threads(n);
     }
-    let threads = std::env::var("CANDLE_NUM_THREADS")
-        .or_else(|_| std::env::var("RAYON_NUM_THREADS"))
-        .unwrap_or_else(|_| "default (physical cores)".into());
+    let threads = match options.threads {
+        Some(n) => n.to_string(),
+        None => std::env::var("CANDLE_NUM_THREADS")
+            .or_else(|_| std::env::var("RAYON_NUM_THREADS"))
+            .unwrap_or_else(|_| "default (physical cores)".into()),
+    };
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("threads: {threads}; load average before: {}", load.trim());
     println!();

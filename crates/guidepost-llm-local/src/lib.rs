@@ -66,8 +66,10 @@
 //!
 //! Inference is CPU-bound and runs on `tokio::task::spawn_blocking`, one generation at a time
 //! per model. candle's thread count is process-wide: set it with [`LocalOptions::threads`]
-//! (or `RAYON_NUM_THREADS` / `CANDLE_NUM_THREADS`) before the first model loads. On a busy
-//! machine one thread is much faster than two that compete for the same cores.
+//! (`GUIDEPOST_LOCAL_THREADS` with [`LocalOptions::from_env`], or `RAYON_NUM_THREADS` /
+//! `CANDLE_NUM_THREADS`) before the first model loads. On a busy machine one thread is much
+//! faster than two that compete for the same cores (measured: Qwen-1.5B generates 9.5 tok/s
+//! with 1 thread and 1.9 tok/s with 2 while other builds ran).
 //!
 //! # Tests
 //!

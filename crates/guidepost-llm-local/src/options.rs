@@ -37,6 +37,13 @@ impl Default for LocalOptions {
 }
 
 impl LocalOptions {
+    /// The defaults, with the thread count from `GUIDEPOST_LOCAL_THREADS` when set (the models
+    /// directory already follows `GUIDEPOST_MODELS_DIR`).
+    pub fn from_env() -> Self {
+        let threads = std::env::var("GUIDEPOST_LOCAL_THREADS").ok().and_then(|t| t.trim().parse().ok());
+        Self { threads, ..Self::default() }
+    }
+
     /// The models directory these options point at.
     pub fn models_dir(&self) -> PathBuf {
         self.models_dir.clone().unwrap_or_else(default_models_dir)

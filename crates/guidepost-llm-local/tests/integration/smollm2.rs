@@ -221,3 +221,13 @@ fn the_provider_factory_builds_shared_lazy_models() {
     assert!(err.to_string().contains("scripts/fetch-models.sh"), "{err}");
     assert!(matches!(err, guidepost_llm::LlmError::Config(_)));
 }
+
+#[test]
+fn concurrent_requests_are_served_one_at_a_time_with_identical_answers() {
+    let model = smollm2().clone();
+    let (a, b) = runtime()
+        .block_on(async { futures::join!(model.complete(capital_question()), model.complete(capital_question())) });
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.output, b.output);
+    assert_eq!(a.output.as_text(), Some("The capital of France is Paris."));
+}

@@ -40,7 +40,7 @@ pub enum LocalError {
     #[error("invalid GGUF model: {0}")]
     Gguf(String),
     /// The model's architecture has no loader here.
-    #[error("unsupported model architecture `{0}` (supported: llama, qwen2)")]
+    #[error("unsupported model architecture `{0}` (supported: llama, qwen2, qwen3)")]
     UnsupportedArchitecture(String),
     /// The tokenizer could not be built or failed on a text.
     #[error("tokenizer error: {0}")]

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::{Device, Tensor};
 use candle_transformers::generation::LogitsProcessor;
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 use llguidance::Matcher;
 
 use crate::constrained::masked_argmax;
@@ -20,6 +20,8 @@ pub(crate) enum Weights {
     Llama(quantized_llama::ModelWeights),
     /// `general.architecture = qwen2` (Qwen2 / Qwen2.5).
     Qwen2(quantized_qwen2::ModelWeights),
+    /// `general.architecture = qwen3` (Qwen3). No packaged Qwen3 model exists to test it with.
+    Qwen3(quantized_qwen3::ModelWeights),
 }
 
 impl Weights {
@@ -29,6 +31,7 @@ impl Weights {
         match arch.as_str() {
             "llama" => Ok(Self::Llama(quantized_llama::ModelWeights::from_gguf(content, reader, device)?)),
             "qwen2" => Ok(Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, reader, device)?)),
+            "qwen3" => Ok(Self::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, reader, device)?)),
             other => Err(LocalError::UnsupportedArchitecture(other.to_string())),
         }
     }
@@ -37,6 +40,7 @@ impl Weights {
         match self {
             Self::Llama(m) => m.clear_kv_cache(),
             Self::Qwen2(m) => m.clear_kv_cache(),
+            Self::Qwen3(m) => m.clear_kv_cache(),
         }
     }
 
@@ -46,6 +50,7 @@ impl Weights {
         let logits = match self {
             Self::Llama(m) => m.forward(&input, pos)?,
             Self::Qwen2(m) => m.forward(&input, pos)?,
+            Self::Qwen3(m) => m.forward(&input, pos)?,
         };
         Ok(logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()?)
     }

@@ -3,7 +3,8 @@
 //! [`Embedder`](guidepost_llm::Embedder) ports of `guidepost-llm`.
 //!
 //! - **Chat**: [`LocalChatModel`] loads a GGUF model of the `llama` or `qwen2` architecture
-//!   (chosen from `general.architecture`), rebuilds its tokenizer from the GGUF metadata
+//!   (chosen from `general.architecture`; `qwen3` is wired too but untested, as no packaged
+//!   Qwen3 model exists), rebuilds its tokenizer from the GGUF metadata
 //!   ([`GgufTokenizer`]), renders its own chat template with minijinja, and decodes greedily
 //!   (deterministic) until `<|im_end|>` / `<|endoftext|>` / the GGUF's eos token. JSON answers
 //!   ([`OutputFormat::Json`](guidepost_llm::OutputFormat::Json)) use constrained decoding

@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `local:qwen2.5-coder-1.5b` (the default chat model) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M |
 //! | `local:smollm2` | SmolLM2-135M-Instruct (Q4_1, requantized to Q8_0) |
-//! | `local:/path/to/model.gguf` | any GGUF of the `llama` or `qwen2` architecture |
+//! | `local:/path/to/model.gguf` | any GGUF of the `llama`, `qwen2` (or untested `qwen3`) architecture |
 //! | `local:all-minilm-l6-v2` (the default embedder) | all-MiniLM-L6-v2 |
 //! | `local:/path/to/dir` (embedder) | a BERT directory with `config.json`, `tokenizer.json`, `model.safetensors` |
 //!

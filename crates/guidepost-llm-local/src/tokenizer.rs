@@ -114,7 +114,11 @@ fn pre_tokenizer(pre: &str) -> (Value, Value) {
                 byte_level(true),
             ]}),
         ),
-        _ => (Value::Null, byte_level(true)),
+        "gpt2" | "default" => (Value::Null, byte_level(true)),
+        other => {
+            tracing::warn!(pre = other, "unknown GGUF pre-tokenizer; using GPT-2's byte-level split");
+            (Value::Null, byte_level(true))
+        }
     }
 }
 

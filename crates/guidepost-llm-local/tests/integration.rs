@@ -8,6 +8,7 @@
 mod integration {
     pub mod common;
     mod embed;
+    mod gguf;
     mod qwen;
     mod smollm2;
     mod tokenizer;

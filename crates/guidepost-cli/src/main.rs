@@ -1,10 +1,12 @@
 //! The `guidepost` command.
 
+mod bench;
 mod chat;
 mod check;
 mod discover;
 mod graph;
 mod models;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -105,6 +107,52 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Run simulated customers against an agent and report how the conversations went.
+    ///
+    /// Each scenario file (YAML) gives a persona, a goal and optionally a step graph,
+    /// scripted turns and checkpoint assertions. `--agent in-process` runs the Guidepost
+    /// engine on the scenario's agent definition; `parlant:<url>#<agent>` drives a running
+    /// Guidepost or Parlant server; `model:<spec>` a bare chat model; `command:<cmd>` a
+    /// program speaking JSON lines. With `--cache replay-or-fail` every model call comes from
+    /// the recordings, so a CI run is exact and free. Exits 0 when every run passed.
+    Simulate {
+        #[command(flatten)]
+        args: Box<guidepost_sim::SimulateArgs>,
+        /// CPU threads for local models.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
+    /// Measure the engine on the performance workload against a fake model server.
+    ///
+    /// For each workload size and model latency, runs the workload's session (one
+    /// customer message per turn) through the real OpenAI-compatible provider against a
+    /// fake server in a child process, and prints per turn: model calls, prompt tokens,
+    /// sequential waves of model calls, engine CPU time and turn time, beside the
+    /// reference system's figures.
+    Bench {
+        /// Directory with small.json, medium.json, large.json.
+        #[arg(long, default_value = "../shared/bench/agents")]
+        agents: PathBuf,
+        /// Workload sizes.
+        #[arg(long, value_delimiter = ',', default_value = "small,medium,large")]
+        sizes: Vec<String>,
+        /// Model latencies in milliseconds.
+        #[arg(long, value_delimiter = ',', default_value = "0,200")]
+        latency_ms: Vec<u64>,
+        /// Also write the tables to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// A fake OpenAI-compatible model server for benchmarks (answers by fixed rules).
+    #[command(hide = true)]
+    FakeLlm {
+        /// Port (0 picks one; it is printed as `listening <port>`).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Latency of every answer.
+        #[arg(long, default_value_t = 0)]
+        latency_ms: u64,
+    },
     /// Print the JSON Schema of the definition format.
     ///
     /// Point your editor at it for completion and inline checks, e.g. with a first line
@@ -136,6 +184,24 @@ fn main() -> ExitCode {
                 Err(e) => Err(e.into()),
             }
         }
+        Command::Simulate { args, threads } => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(simulate::run(*args, threads)),
+            Err(e) => Err(e.into()),
+        },
+        Command::Bench { agents, sizes, latency_ms, out } => {
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out)),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::FakeLlm { port, latency_ms } => match tokio::runtime::Builder::new_multi_thread().enable_all().build()
+        {
+            Ok(rt) => rt
+                .block_on(guidepost_testkit::fake_openai::serve(port, std::time::Duration::from_millis(latency_ms)))
+                .map(|()| ExitCode::SUCCESS)
+                .map_err(Into::into),
+            Err(e) => Err(e.into()),
+        },
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
                 println!("{s}");

@@ -6,38 +6,17 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStack, ModelStackBuilder, ProviderRegistry};
 
-/// Serves `local:` specs with candle (feature `local`).
-#[cfg(feature = "local")]
-struct LocalFactory {
-    options: guidepost_llm_local::LocalOptions,
-}
-
-#[cfg(feature = "local")]
-impl guidepost_llm::ProviderFactory for LocalFactory {
-    fn scheme(&self) -> &str {
-        "local"
-    }
-
-    fn chat_model(&self, spec: &ModelSpec) -> Result<Arc<dyn guidepost_llm::ChatModel>, guidepost_llm::LlmError> {
-        let model = guidepost_llm_local::LocalChatModel::load(&spec.to_string(), &self.options)
-            .map_err(|e| guidepost_llm::LlmError::Config(e.to_string()))?;
-        Ok(Arc::new(model))
-    }
-
-    fn embedder(&self, spec: &ModelSpec) -> Result<Arc<dyn guidepost_llm::Embedder>, guidepost_llm::LlmError> {
-        let model = guidepost_llm_local::LocalEmbedder::load(&spec.to_string(), &self.options)
-            .map_err(|e| guidepost_llm::LlmError::Config(e.to_string()))?;
-        Ok(Arc::new(model))
-    }
-}
-
-fn registry(threads: Option<usize>) -> ProviderRegistry {
+/// Provider factories for schemes built outside the model layer (`local`).
+pub fn registry(threads: Option<usize>) -> ProviderRegistry {
     #[allow(unused_mut)]
     let mut registry = ProviderRegistry::new();
     #[cfg(feature = "local")]
     {
-        let options = guidepost_llm_local::LocalOptions { threads, ..Default::default() };
-        registry.register(Arc::new(LocalFactory { options }));
+        let mut options = guidepost_llm_local::LocalOptions::from_env();
+        if threads.is_some() {
+            options.threads = threads;
+        }
+        registry.register(Arc::new(guidepost_llm_local::LocalProviderFactory::new(options)));
     }
     #[cfg(not(feature = "local"))]
     let _ = threads;
@@ -56,5 +35,21 @@ pub fn stack(model: Option<&str>, embedder: Option<&str>, threads: Option<usize>
         let spec: ModelSpec = spec.parse().with_context(|| format!("--embedder {spec}"))?;
         builder = builder.embedder_spec(spec);
     }
-    builder.registry(registry(threads)).build().context("building the model stack")
+    let config = local_friendly(guidepost_llm::StackConfig::from_env()?, &builder);
+    builder.config(config).registry(registry(threads)).build().context("building the model stack")
+}
+
+/// A local model on a busy CPU can take minutes for one long prompt: the per-call timeout
+/// (meant for remote providers that stop answering) is lifted for local specs unless
+/// `GUIDEPOST_LLM_TIMEOUT_SECS` sets one explicitly.
+pub fn local_friendly(
+    mut config: guidepost_llm::StackConfig,
+    builder: &ModelStackBuilder,
+) -> guidepost_llm::StackConfig {
+    let local = builder.settings_ref().default.scheme() == "local"
+        || builder.settings_ref().per_task.values().any(|s| s.scheme() == "local");
+    if local && std::env::var_os("GUIDEPOST_LLM_TIMEOUT_SECS").is_none() {
+        config.timeout = None;
+    }
+    config
 }

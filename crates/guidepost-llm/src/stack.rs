@@ -252,6 +252,11 @@ impl ModelStackBuilder {
         self
     }
 
+    /// The model settings.
+    pub fn settings_ref(&self) -> &ModelSettings {
+        &self.settings
+    }
+
     /// Sets the embedding model.
     pub fn embedder_spec(mut self, spec: ModelSpec) -> Self {
         self.settings.embedder = spec;

@@ -186,6 +186,18 @@ pub fn suite_options(args: &SimulateArgs) -> SuiteOptions {
     }
 }
 
+/// The middleware settings every model of a simulation uses (the simulated customer, the
+/// judge, and an in-process agent): the record/replay cache and the per-provider limit.
+pub fn stack_config(args: &SimulateArgs) -> Result<StackConfig, SimError> {
+    let cache_mode: CacheMode = args.cache.parse()?;
+    Ok(StackConfig {
+        recordings: (cache_mode != CacheMode::Live).then(|| args.recordings.clone()),
+        cache_mode,
+        limits: LimitsConfig { max_concurrency: args.per_provider, ..LimitsConfig::default() },
+        ..StackConfig::default()
+    })
+}
+
 fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
     let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
     let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
@@ -203,13 +215,7 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
         None => None,
     };
     let target = AgentTarget::parse(&args.agent, system_prompt, plugins.engine.clone())?;
-    let cache_mode: CacheMode = args.cache.parse()?;
-    let config = StackConfig {
-        recordings: (cache_mode != CacheMode::Live).then(|| args.recordings.clone()),
-        cache_mode,
-        limits: LimitsConfig { max_concurrency: args.per_provider, ..LimitsConfig::default() },
-        ..StackConfig::default()
-    };
+    let config = stack_config(args)?;
     let mut builder = match plugins.settings.clone() {
         Some(settings) => ModelStackBuilder::new(settings).keys(guidepost_llm::ProviderKeys::from_env()),
         None => ModelStackBuilder::from_env()?,

@@ -1,0 +1,272 @@
+//! `guidepost bench`: the performance workload against a fake OpenAI-compatible server.
+//!
+//! The fake runs in a child process (`guidepost fake-llm`), so this process's CPU time is
+//! the engine's own: matching, journeys, tool calls, composition, prompt building and the
+//! HTTP client, without the model. Per turn it reports model calls, prompt tokens,
+//! sequential waves of model calls (calls overlapping in time form one wave), engine CPU
+//! and wall time.
+
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use guidepost_core::AgentState;
+use guidepost_core::definition::{SourceFile, load_agent};
+use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder, TaskKind};
+use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput};
+use guidepost_testkit::fake_openai::LoggedRequest;
+use guidepost_tools::registry::ToolRegistry;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Reference figures per turn (small, medium, large), measured on the same workload.
+const REFERENCE: [(&str, f64, f64, f64, f64); 3] = [
+    ("small", 9.6, 32_333.0, 60.0, 0.63),
+    ("medium", 19.2, 63_531.0, 100.0, 0.81),
+    ("large", 55.8, 181_985.0, 420.0, 1.56),
+];
+
+/// Converts the workload's JSON into a definition file: journeys with chat and tool
+/// states, tools served by fixtures that always answer, guidelines as given.
+fn convert(bench: &Value) -> Value {
+    let target = |to: &str| if to.eq_ignore_ascii_case("end") { "end".to_string() } else { to.to_string() };
+    let next_of = |transitions: &[&Value]| -> Value {
+        match transitions {
+            [t] if t.get("condition").is_none() => json!(target(t["to"].as_str().unwrap_or("end"))),
+            many => Value::Array(
+                many.iter()
+                    .map(|t| match t.get("condition") {
+                        Some(c) => json!({"to": target(t["to"].as_str().unwrap_or("end")), "when": c}),
+                        None => json!({"to": target(t["to"].as_str().unwrap_or("end"))}),
+                    })
+                    .collect(),
+            ),
+        }
+    };
+    let journeys: Vec<Value> = bench["journeys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|j| {
+            let transitions: Vec<&Value> = j["transitions"].as_array().into_iter().flatten().collect();
+            let from = |state: &str| -> Vec<&Value> { transitions.iter().copied().filter(|t| t["from"] == state).collect() };
+            let states: Vec<Value> = j["states"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| {
+                    let id = s["id"].as_str().unwrap_or("state");
+                    let mut state = json!({"id": id, "next": next_of(&from(id))});
+                    if s["kind"] == "tool" {
+                        state["tool"] = s["tool"].clone();
+                    } else {
+                        state["chat"] = s["text"].clone();
+                    }
+                    state
+                })
+                .collect();
+            json!({"id": j["id"], "title": j["title"], "description": j["description"], "conditions": j["conditions"], "start": next_of(&from("initial")), "states": states})
+        })
+        .collect();
+    let tools: Vec<Value> = bench["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let params: serde_json::Map<String, Value> =
+                t["params"].as_object().into_iter().flatten().map(|(name, _)| (name.clone(), json!("string"))).collect();
+            json!({"name": t["name"], "description": t["description"], "parameters": params, "fixture": {"otherwise": {"result": {"status": "shipped", "eta_days": 2}}}})
+        })
+        .collect();
+    let guidelines: Vec<Value> = bench["guidelines"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| json!({"condition": g["condition"], "action": g["action"]}))
+        .collect();
+    json!({"agent": bench["agent"], "tools": tools, "guidelines": guidelines, "journeys": journeys})
+}
+
+/// CPU time of this process (every thread), in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        .sum()
+}
+
+struct FakeServer {
+    child: Child,
+    port: u16,
+}
+
+impl FakeServer {
+    fn start(latency_ms: u64) -> Result<Self> {
+        let exe = std::env::current_exe()?;
+        let mut child = Command::new(exe)
+            .args(["fake-llm", "--latency-ms", &latency_ms.to_string()])
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting the fake model server")?;
+        let stdout = child.stdout.take().context("fake server stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line)?;
+        let port = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|p| p.parse().ok())
+            .context("the fake server did not report its port")?;
+        Ok(Self { child, port })
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Figures of one turn.
+struct Turn {
+    calls: usize,
+    embeddings: usize,
+    prompt_tokens: u64,
+    waves: usize,
+    cpu: Duration,
+    wall: Duration,
+}
+
+fn waves(requests: &[LoggedRequest]) -> usize {
+    let mut chats: Vec<&LoggedRequest> = requests.iter().filter(|r| r.kind == "chat").collect();
+    chats.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+    let mut count = 0;
+    let mut wave_end = f64::NEG_INFINITY;
+    for r in chats {
+        if r.start_ms >= wave_end {
+            count += 1;
+            wave_end = r.end_ms;
+        } else {
+            wave_end = wave_end.max(r.end_ms);
+        }
+    }
+    count
+}
+
+async fn run_size(path: &Path, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
+    let bench: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?)?;
+    let file = serde_json::to_string(&convert(&bench))?;
+    let loaded = load_agent(&[SourceFile::new("bench.json", file)]);
+    let Some(definition) = loaded.definition else { bail!("the workload does not load: {:?}", loaded.diagnostics) };
+    let messages: Vec<String> =
+        bench["messages"].as_array().into_iter().flatten().filter_map(|m| m.as_str().map(str::to_string)).collect();
+    let server = FakeServer::start(latency_ms)?;
+    let base = format!("http://127.0.0.1:{}", server.port);
+    let spec: ModelSpec = format!("openai-compatible:{base}/v1#gpt-4.1").parse()?;
+    let embedder: ModelSpec = format!("openai-compatible:{base}/v1#fake-embed").parse()?;
+    let stack = ModelStackBuilder::new(ModelSettings::single(spec)).embedder_spec(embedder).build()?;
+    let models = RuntimeModels {
+        matching: stack.model_for(&TaskKind::Matching),
+        tool_inference: stack.model_for(&TaskKind::ToolInference),
+        generation: stack.model_for(&TaskKind::Generation),
+        embedder: Some(stack.embedder()),
+    };
+    let registry = ToolRegistry::from_definition(&definition)?;
+    let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
+    let session = MemorySession::new();
+    let mut state = AgentState::default();
+    let mut turns = Vec::new();
+    for message in messages {
+        http.delete(format!("{base}/_log")).send().await?;
+        let trace_id = uuid::Uuid::new_v4().simple().to_string();
+        session.customer_message(&message, &trace_id);
+        let input = TurnInput {
+            session_id: "bench".into(),
+            customer: CustomerRef { id: "guest".into(), tags: vec![] },
+            customer_name: None,
+            events: session.events(),
+            previous_state: state.clone(),
+            trace_id,
+        };
+        let cpu0 = process_cpu_ns();
+        let started = Instant::now();
+        let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
+        let wall = started.elapsed();
+        let cpu = Duration::from_nanos(process_cpu_ns().saturating_sub(cpu0));
+        if let Some(error) = &outcome.trace.error {
+            bail!("turn failed: {error}");
+        }
+        state = outcome.state;
+        let log: Vec<LoggedRequest> = http.get(format!("{base}/_log")).send().await?.json().await?;
+        turns.push(Turn {
+            calls: log.iter().filter(|r| r.kind == "chat").count(),
+            embeddings: log.iter().filter(|r| r.kind == "embeddings").count(),
+            prompt_tokens: log.iter().filter(|r| r.kind == "chat").map(|r| r.prompt_tokens).sum(),
+            waves: waves(&log),
+            cpu,
+            wall,
+        });
+    }
+    Ok(turns)
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = values.collect();
+    if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
+}
+
+pub async fn run(agents: PathBuf, sizes: Vec<String>, latencies: Vec<u64>, out: Option<PathBuf>) -> Result<ExitCode> {
+    let http = reqwest::Client::new();
+    let mut report = String::from(
+        "| size | latency | turn | model calls | embeddings | prompt tokens | waves | engine CPU ms | turn s |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut summary = String::from(
+        "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for size in &sizes {
+        for &latency in &latencies {
+            let turns = run_size(&agents.join(format!("{size}.json")), latency, &http).await?;
+            for (i, t) in turns.iter().enumerate() {
+                let _ = writeln!(
+                    report,
+                    "| {size} | {latency} ms | {} | {} | {} | {} | {} | {:.2} | {:.3} |",
+                    i + 1,
+                    t.calls,
+                    t.embeddings,
+                    t.prompt_tokens,
+                    t.waves,
+                    t.cpu.as_secs_f64() * 1000.0,
+                    t.wall.as_secs_f64()
+                );
+            }
+            let r = REFERENCE.iter().find(|r| r.0 == size);
+            let _ = writeln!(
+                summary,
+                "| {size} | {latency} ms | {:.1} | {:.0} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
+                mean(turns.iter().map(|t| t.calls as f64)),
+                mean(turns.iter().map(|t| t.prompt_tokens as f64)),
+                mean(turns.iter().map(|t| t.waves as f64)),
+                mean(turns.iter().map(|t| t.cpu.as_secs_f64() * 1000.0)),
+                mean(turns.iter().map(|t| t.wall.as_secs_f64())),
+                r.map_or("-".into(), |r| format!("{:.1}", r.1)),
+                r.map_or("-".into(), |r| format!("{:.0}", r.2)),
+                r.map_or("-".into(), |r| format!("{:.0}", r.3)),
+                r.map_or("-".into(), |r| format!("{:.2}", r.4)),
+            );
+        }
+    }
+    let text = format!("## Per turn (mean of the session's turns)\n\n{summary}\n## Every turn\n\n{report}");
+    println!("{text}");
+    if let Some(path) = out {
+        std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,290 @@
+//! A fake OpenAI-compatible server for benchmarks and end-to-end tests.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+const STOP: &[&str] = &[
+    "the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "is", "are", "be", "with", "about", "customer",
+    "user", "agent", "asks", "wants", "when", "that", "this", "their", "they", "it", "i", "my", "me", "you", "your",
+    "do", "does", "can", "has", "have", "not", "if", "at", "by", "as", "please", "hi", "hello", "want", "would",
+    "like", "need", "some", "any", "what", "how",
+];
+
+/// The reply text the fake writes.
+pub const REPLY: &str = "Thanks for reaching out! I checked this for you: everything looks fine on our side. \
+If you'd like, I can also send you the full details by email. Is there anything else I can help with?";
+
+fn words(s: &str) -> Vec<String> {
+    s.to_lowercase()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() > 2 && !STOP.contains(w))
+        .map(String::from)
+        .collect()
+}
+
+fn shares_word(a: &str, b: &str) -> bool {
+    let wb = words(b);
+    words(a).iter().any(|w| wb.contains(w))
+}
+
+fn first_number(s: &str) -> Option<String> {
+    s.split(|c: char| !c.is_ascii_digit()).find(|d| d.len() >= 3).map(str::to_string)
+}
+
+/// One logged request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoggedRequest {
+    /// `chat` or `embeddings`.
+    pub kind: String,
+    /// The response schema's name, for structured chat requests.
+    pub schema: Option<String>,
+    /// Prompt tokens (o200k).
+    pub prompt_tokens: u64,
+    /// Completion tokens of the answer.
+    pub completion_tokens: u64,
+    /// Milliseconds since the server started, at arrival and at answer.
+    pub start_ms: f64,
+    /// See `start_ms`.
+    pub end_ms: f64,
+}
+
+/// Server state: latency and the request log.
+pub struct FakeState {
+    started: Instant,
+    latency: Mutex<Duration>,
+    log: Mutex<Vec<LoggedRequest>>,
+}
+
+impl FakeState {
+    /// A server state with `latency` per request.
+    pub fn new(latency: Duration) -> Arc<Self> {
+        Arc::new(Self { started: Instant::now(), latency: Mutex::new(latency), log: Mutex::new(Vec::new()) })
+    }
+}
+
+/// The router: `/v1/chat/completions`, `/v1/embeddings`, `GET /_log` (and `DELETE` to
+/// clear it), `POST /_latency {"ms": n}`.
+pub fn router(state: Arc<FakeState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/_log", get(read_log).delete(clear_log))
+        .route("/_latency", post(set_latency))
+        .with_state(state)
+}
+
+async fn read_log(State(state): State<Arc<FakeState>>) -> Json<Vec<LoggedRequest>> {
+    Json(state.log.lock().unwrap_or_else(PoisonError::into_inner).clone())
+}
+
+async fn clear_log(State(state): State<Arc<FakeState>>) -> StatusCode {
+    state.log.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    StatusCode::NO_CONTENT
+}
+
+async fn set_latency(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> StatusCode {
+    let ms = body.get("ms").and_then(Value::as_u64).unwrap_or(0);
+    *state.latency.lock().unwrap_or_else(PoisonError::into_inner) = Duration::from_millis(ms);
+    StatusCode::NO_CONTENT
+}
+
+/// `[id] text` items of a prompt, and the last customer message.
+fn parse(prompt: &str) -> (Vec<(String, String)>, String) {
+    let (items_part, conversation) = prompt.split_once("## Conversation").unwrap_or((prompt, ""));
+    let last = conversation.lines().rev().find_map(|l| l.strip_prefix("customer: ")).unwrap_or("").to_string();
+    let items = items_part
+        .lines()
+        .filter_map(|l| {
+            let (id, text) = l.trim_start().strip_prefix('[')?.split_once("] ")?;
+            id.parse::<usize>().ok()?;
+            Some((id.to_string(), text.trim_start_matches("when: ").to_string()))
+        })
+        .collect();
+    (items, last)
+}
+
+/// The answer to one structured request, by the schema's name.
+pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
+    let (items, last) = parse(prompt);
+    let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
+    match schema_name {
+        "ObservationChecks" | "ActionableChecks" => {
+            json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, &last))).collect::<Vec<_>>()})
+        }
+        "ReapplyChecks" => {
+            json!({"checks": items.iter().map(|(id, _)| json!({"id": id, "rationale": "Already done.", "condition_holds_again": false, "customer_completed": false, "should_apply": false})).collect::<Vec<_>>()})
+        }
+        "LowCriticalityChecks" => {
+            json!({"applies": items.iter().filter(|(_, c)| shares_word(c, &last)).map(|(id, _)| id.clone()).collect::<Vec<_>>()})
+        }
+        "DisambiguationAnswer" => {
+            json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
+        }
+        "JourneySelectionAnswer" => {
+            let lines: Vec<&str> = prompt.lines().collect();
+            let at = lines.iter().position(|l| l.contains("[CURRENT]")).unwrap_or(0);
+            let waits = lines.get(at).is_some_and(|l| l.contains("[waits for customer]"));
+            let first = lines.get(at + 1).and_then(|l| l.trim().strip_prefix("-> [")).and_then(|l| l.split(']').next());
+            match first {
+                _ if waits && first_number(&last).is_none() => {
+                    json!({"rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
+                }
+                Some(step) => {
+                    json!({"rationale": "Step done.", "decision": "advance", "steps": [step], "backtrack_to": null})
+                }
+                None => json!({"rationale": "Nothing left.", "decision": "exit", "steps": [], "backtrack_to": null}),
+            }
+        }
+        "tool_calls" => {
+            let tools: Vec<Value> = schema
+                .pointer("/properties/tools/items/properties/tool/enum")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let params: Vec<String> = schema
+                .pointer("/properties/tools/items/properties/calls/items/properties/arguments/properties")
+                .and_then(Value::as_object)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default();
+            let number = first_number(&last);
+            let answers: Vec<Value> = tools
+                .iter()
+                .map(|t| {
+                    let arguments: serde_json::Map<String, Value> = params.iter().map(|p| (p.clone(), number.clone().map_or(Value::Null, Value::String))).collect();
+                    let decision = if number.is_some() { "needs_to_run" } else { "cannot_run" };
+                    json!({"tool": t, "rationale": "The customer gave what the tool needs.", "decision": decision, "calls": [{"arguments": arguments}]})
+                })
+                .collect();
+            json!({"tools": answers})
+        }
+        "reply" => {
+            let mut out = json!({"draft": REPLY, "problems": [], "reply": REPLY});
+            if schema.pointer("/properties/template_id").is_some() {
+                out["template_id"] = json!("none");
+                out["fit"] = json!("low");
+            }
+            out
+        }
+        "template_choice" => json!({"template_id": "none", "fit": "low"}),
+        _ => json!({}),
+    }
+}
+
+fn prompt_of(body: &Value) -> String {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map(|m| m.iter().filter_map(|x| x.get("content").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"))
+        .unwrap_or_default()
+}
+
+async fn chat(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+    let start_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    let prompt = prompt_of(&body);
+    let latency = *state.latency.lock().unwrap_or_else(PoisonError::into_inner);
+    let format = body.get("response_format").cloned().unwrap_or(Value::Null);
+    let (schema_name, content) = match format.get("type").and_then(Value::as_str) {
+        Some("json_schema") => {
+            let name = format.pointer("/json_schema/name").and_then(Value::as_str).unwrap_or("").to_string();
+            let schema = format.pointer("/json_schema/schema").cloned().unwrap_or(Value::Null);
+            let value = answer(&name, &schema, &prompt);
+            (Some(name), value.to_string())
+        }
+        _ => (None, REPLY.to_string()),
+    };
+    let prompt_tokens = guidepost_llm::count_tokens(&prompt) as u64;
+    let completion_tokens = guidepost_llm::count_tokens(&content) as u64;
+    tokio::time::sleep(latency).await;
+    let end_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest {
+        kind: "chat".into(),
+        schema: schema_name,
+        prompt_tokens,
+        completion_tokens,
+        start_ms,
+        end_ms,
+    });
+    let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0}});
+    let model = body.get("model").cloned().unwrap_or(json!("fake"));
+    if body.get("stream").and_then(Value::as_bool) == Some(true) {
+        let mut sse = String::new();
+        for piece in content.split_inclusive(' ') {
+            let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+            sse.push_str(&format!("data: {chunk}\n\n"));
+        }
+        let last = json!({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage});
+        sse.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+        return ([("content-type", "text/event-stream")], sse).into_response();
+    }
+    Json(json!({
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": usage,
+    }))
+    .into_response()
+}
+
+fn embed(text: &str, dims: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dims];
+    for w in words(text) {
+        let h = w.bytes().fold(2166136261u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16777619));
+        v[(h as usize) % dims] += 1.0;
+    }
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if n > 0.0 {
+        v.iter_mut().for_each(|x| *x /= n);
+    }
+    v
+}
+
+async fn embeddings(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+    let start_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    let inputs: Vec<String> = match body.get("input") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+        _ => Vec::new(),
+    };
+    let latency = *state.latency.lock().unwrap_or_else(PoisonError::into_inner);
+    tokio::time::sleep(latency).await;
+    let base64 = body.get("encoding_format").and_then(Value::as_str) == Some("base64");
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let v = embed(t, 256);
+            let embedding = if base64 {
+                use base64::Engine as _;
+                let bytes: Vec<u8> = v.iter().flat_map(|f| f.to_le_bytes()).collect();
+                json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            } else {
+                json!(v)
+            };
+            json!({"object": "embedding", "index": i, "embedding": embedding})
+        })
+        .collect();
+    let tokens: u64 = inputs.iter().map(|t| guidepost_llm::count_tokens(t) as u64).sum();
+    let end_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest {
+        kind: "embeddings".into(),
+        schema: None,
+        prompt_tokens: tokens,
+        completion_tokens: 0,
+        start_ms,
+        end_ms,
+    });
+    Json(json!({"object": "list", "data": data, "model": "fake-embed", "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})).into_response()
+}
+
+/// Serves on `127.0.0.1:port` (0 for any) and prints `listening <port>` once bound.
+pub async fn serve(port: u16, latency: Duration) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    println!("listening {}", listener.local_addr()?.port());
+    axum::serve(listener, router(FakeState::new(latency))).await
+}

@@ -1,0 +1,12 @@
+//! Test and benchmark support.
+//!
+//! [`fake_openai`] is an OpenAI-compatible chat-completions and embeddings server that
+//! answers Guidepost's structured prompts by fixed rules, with a configurable latency,
+//! and logs every request (kind, prompt tokens, start and end). It applies the rules of
+//! the benchmark's reference harness to Guidepost's prompt shapes: a condition applies
+//! when it shares a content word with the last customer message, nothing is re-applied,
+//! a journey step waiting for the customer stays until a number arrives, a tool runs when
+//! the message has a number. Benchmarks run it in a separate process, so the engine's own
+//! CPU time can be measured apart from it.
+
+pub mod fake_openai;

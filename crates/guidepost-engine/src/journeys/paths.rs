@@ -35,6 +35,9 @@ pub fn advance(
     let mut valid: Vec<String> = Vec::new();
     let mut correction = None;
     let mut at = path.current().to_string();
+    // Models often restate the current step before the ones entered; that is not a move.
+    let restated = steps.iter().take_while(|s| **s == at).count();
+    let steps = &steps[restated..];
     for step in steps.iter().take(max_steps.max(1)) {
         if graph.edge(&at, step).is_none() {
             correction = Some(format!("step `{step}` is not reachable from `{at}`; kept the valid part of the move"));
@@ -267,6 +270,17 @@ journeys:
         assert!(too_far.correction.unwrap().contains("at most 2"));
         let not_started = apply_answer(&g, &JourneyPath::start(), true, &answer(StepDecision::Exit, &[], None), 4);
         assert_eq!((not_started.decision, not_started.path), (JourneyDecision::NotStarted, None));
+        // A small model restating the current step, then listing every step: the current
+        // step is skipped, and the move keeps its valid prefix.
+        let restated = apply_answer(
+            &g,
+            &JourneyPath::start(),
+            true,
+            &answer(StepDecision::Advance, &["0", "1", "3", "2"], None),
+            4,
+        );
+        assert_eq!(restated.decision, JourneyDecision::Started { steps: vec!["pickup".into()] });
+        assert_eq!(restated.path, Some(path(&["initial", "pickup"])));
     }
 
     #[test]

@@ -32,6 +32,8 @@ use crate::state::{ResponseState, StagedCall};
 use crate::tool_calls::{InferenceInput, infer};
 use crate::trace::{CompositionTrace, IterationTrace, TurnTrace};
 
+const PREAMBLE: &str = include_str!("prompts/preamble.j2");
+
 /// Models by role.
 #[derive(Clone)]
 pub struct RuntimeModels {
@@ -340,7 +342,12 @@ impl AgentRuntime {
                 break;
             }
             let matching = match &previous {
-                None => cancellable(cancel, self.matcher.match_turn(&ctx)).await,
+                None => {
+                    // The preamble, when enabled, is written while the first pass matches.
+                    let preamble = self.preamble(&conversation, sink, trace_id, ledger);
+                    let first = async { futures::join!(self.matcher.match_turn(&ctx), preamble).0 };
+                    cancellable(cancel, first).await
+                }
                 Some(p) => cancellable(cancel, self.matcher.rematch(&ctx, p)).await,
             };
             let outcome = match matching {
@@ -450,6 +457,42 @@ impl AgentRuntime {
         sink.emit(NewEvent::processing(trace_id, ProcessingStage::Articulating)).await;
         sink.emit(NewEvent::status(trace_id, Status::Typing, json!({}))).await;
         self.emit_reply(input, sink, cancel, latch, ledger, state, trace, &conversation).await
+    }
+
+    /// Sends a short acknowledgement tagged `__preamble__` (only when the agent enables
+    /// preambles). A failure to write one is logged and skipped: it never delays or fails
+    /// the reply.
+    async fn preamble(
+        &self,
+        conversation: &[(String, String)],
+        sink: &dyn EventSink,
+        trace_id: &str,
+        ledger: &UsageLedger,
+    ) {
+        let agent = &self.definition.agent;
+        if !agent.preamble.enabled {
+            return;
+        }
+        let last = conversation.iter().rev().find(|(s, _)| s == "customer").map(|(_, t)| t.as_str()).unwrap_or("");
+        let prompt = crate::prompt::render(
+            PREAMBLE,
+            json!({"agent_name": agent.name, "agent_description": agent.description, "examples": agent.preamble.examples, "last_message": last}),
+        );
+        let request =
+            guidepost_llm::ChatRequest::new(TaskKind::Generation).user(prompt).max_tokens(40).temperature(0.2);
+        match self.models.generation.complete(request).await {
+            Ok(response) => {
+                ledger.record(&TaskKind::Generation, &response.usage);
+                let text = response.output.to_text().trim().trim_matches('"').to_string();
+                if text.is_empty() {
+                    return;
+                }
+                let mut event = NewEvent::message(trace_id, &agent.id, &agent.name, &text);
+                event.data["tags"] = json!(["__preamble__"]);
+                sink.emit(event).await;
+            }
+            Err(error) => tracing::warn!(%error, "no preamble: the model call failed"),
+        }
     }
 
     #[allow(clippy::too_many_arguments)]

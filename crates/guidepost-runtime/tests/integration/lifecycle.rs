@@ -180,3 +180,32 @@ async fn hooks_edit_messages_and_can_drop_the_reply() {
     assert!(session.events().iter().any(|e| e.trace_id == "hook"), "hooks emit events");
     assert_eq!(status_of(session.events().last().unwrap()).map(|s| s.0), Some("ready".into()));
 }
+
+#[tokio::test]
+async fn preambles_are_off_by_default_and_tagged_when_enabled() {
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::Generation)
+        .and(|r| prompt(r).contains("very short acknowledgement"))
+        .reply_text("Let me check that for you.");
+    let model = Arc::new(with_reply(with_matching(model, shop_oracle()), shop_reply));
+    let session = MemorySession::new();
+    turn(&runtime(inline(SHOP), model.clone(), Default::default()), &session, &Default::default(), "Refunds?").await;
+    assert!(session.events().iter().all(|e| e.data.get("tags").is_none()), "no preamble unless enabled");
+
+    let with_preamble =
+        SHOP.replace("agent: {name: Otto}", "agent: {name: Otto, preamble: {enabled: true, examples: [On it!]}}");
+    let session = MemorySession::new();
+    let outcome =
+        turn(&runtime(inline(&with_preamble), model, Default::default()), &session, &Default::default(), "Refunds?")
+            .await;
+    let messages: Vec<_> = session
+        .events()
+        .into_iter()
+        .filter(|e| e.source == guidepost_core::EventSource::AiAgent && e.kind == EventKind::Message)
+        .collect();
+    assert_eq!(messages.len(), 2);
+    assert_eq!(messages[0].data["message"], "Let me check that for you.");
+    assert_eq!(messages[0].data["tags"], serde_json::json!(["__preamble__"]));
+    assert_eq!(messages[1].data["message"], "You can return items within 30 days.");
+    assert_eq!(outcome.messages, ["You can return items within 30 days."]);
+}

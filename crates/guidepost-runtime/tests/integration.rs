@@ -10,5 +10,7 @@ mod banking;
 mod canned;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
+#[path = "integration/prompts.rs"]
+mod prompts;
 #[path = "integration/tools.rs"]
 mod tools;

@@ -1,0 +1,83 @@
+//! Every prompt the runtime writes, as rendered in a real turn, so a change to a prompt
+//! shows up in review as a diff.
+
+use std::sync::Arc;
+
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::MemorySession;
+use serde_json::json;
+
+use crate::support::*;
+
+const AGENT: &str = r#"
+agent:
+  name: Otto
+  description: A concise assistant for an online store.
+  composition_mode: canned_fluid
+  preamble: {enabled: true, examples: [On it!, Let me look.]}
+guidelines:
+  - {id: order, condition: The customer asks about an order, action: Look up the order and report its status, tools: [order_status]}
+  - {id: refunds, condition: The customer asks about refunds, action: Explain the 30-day refund policy, criticality: high}
+tools:
+  - name: order_status
+    description: Status of an order
+    parameters:
+      order_number: {type: string, description: The order number, source: customer}
+      priority: {type: string, enum: [normal, express], default: normal}
+    fixture: {cases: [{args: {order_number: "48213"}, result: {status: shipped}}]}
+canned_responses:
+  - {id: thanks, template: "Thanks for your patience!"}
+glossary:
+  - {name: express, description: Next-day delivery}
+"#;
+
+fn oracle() -> Oracle {
+    Arc::new(|c: &str, last: &str, _: &str| {
+        (c.contains("order") && last.contains("order")) || (c.contains("refunds") && last.contains("refund"))
+    })
+}
+
+#[tokio::test]
+async fn rendered_prompts() {
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::ToolInference)
+        .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
+        .when_task(TaskKind::Generation)
+        .and(|r| prompt(r).contains("very short acknowledgement"))
+        .reply_text("On it!");
+    let model = Arc::new(with_reply(with_matching(model, oracle()), |_| "Your order 48213 has shipped.".into()));
+    let definition = inline(AGENT);
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let outcome =
+        turn(&rt, &MemorySession::new(), &Default::default(), "Where is my order 48213? And what about refunds?").await;
+    assert_eq!(outcome.messages, ["Your order 48213 has shipped."]);
+    let tool = model.requests_for(&TaskKind::ToolInference);
+    insta::assert_snapshot!("tool_calls", prompt(&tool[0]));
+    let generation = model.requests_for(&TaskKind::Generation);
+    let preamble = generation.iter().find(|r| prompt(r).contains("very short acknowledgement")).unwrap();
+    insta::assert_snapshot!("preamble", prompt(preamble));
+    let compose = generation.iter().find(|r| prompt(r).contains("## Instructions")).unwrap();
+    insta::assert_snapshot!("compose_canned_fluid", prompt(compose));
+}
+
+#[tokio::test]
+async fn rendered_strict_selection_prompt() {
+    let yaml = AGENT.replace("composition_mode: canned_fluid", "composition_mode: canned_strict");
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::ToolInference)
+        .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
+        .when_task(TaskKind::Generation)
+        .and(|r| prompt(r).contains("very short acknowledgement"))
+        .reply_text("On it!")
+        .when_task(TaskKind::Generation)
+        .reply_json(json!({"template_id": "thanks", "fit": "high"}));
+    let model = Arc::new(with_matching(model, oracle()));
+    let definition = inline(&yaml);
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Where is my order 48213?").await;
+    assert_eq!(outcome.messages, ["Thanks for your patience!"]);
+    let selection =
+        model.requests_for(&TaskKind::Generation).into_iter().find(|r| prompt(r).contains("Approved replies")).unwrap();
+    insta::assert_snapshot!("select_template", prompt(&selection));
+}

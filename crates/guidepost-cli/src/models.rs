@@ -53,3 +53,25 @@ pub fn local_friendly(
     }
     config
 }
+
+/// `guidepost models fetch`.
+#[cfg(feature = "local")]
+pub fn fetch(with_qwen: bool, dir: Option<std::path::PathBuf>) -> Result<std::process::ExitCode> {
+    use guidepost_llm_local::{ModelKind, fetch_models};
+    let dir = dir.unwrap_or_else(guidepost_llm_local::default_models_dir);
+    let which: Vec<ModelKind> = if with_qwen { ModelKind::ALL.to_vec() } else { ModelKind::DEFAULT.to_vec() };
+    let report = fetch_models(&dir, &which).with_context(|| format!("installing models into {}", dir.display()))?;
+    for kind in &report.installed {
+        println!("installed {} into {}", kind.name(), dir.display());
+    }
+    for kind in &report.already_present {
+        println!("{} is already installed (checksum verified)", kind.name());
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// `guidepost models fetch` without local inference compiled in.
+#[cfg(not(feature = "local"))]
+pub fn fetch(_with_qwen: bool, _dir: Option<std::path::PathBuf>) -> Result<std::process::ExitCode> {
+    anyhow::bail!("this guidepost was built without the `local` feature; use scripts/fetch-models.sh")
+}

@@ -312,6 +312,7 @@ impl AgentRuntime {
         if self.hooks.on_acknowledged(state, sink).await == HookAction::Bail {
             return Ok(Some(Vec::new()));
         }
+        state.previous_journey_paths = input.previous_state.journey_paths.clone();
         state.context_variables = load_variables(
             &self.definition,
             self.variables.as_ref(),

@@ -95,6 +95,8 @@ pub struct ResponseState {
     pub tool_enabled_matches: Vec<GuidelineMatch>,
     /// Active journeys and where each stands.
     pub journey_paths: IndexMap<String, JourneyPath>,
+    /// Where the journeys stood when the turn began (to tell which steps this turn entered).
+    pub previous_journey_paths: IndexMap<String, JourneyPath>,
     /// Tool calls made so far in this turn.
     pub tool_calls: Vec<StagedCall>,
     /// What the tool stage learned.
@@ -118,5 +120,18 @@ impl ResponseState {
     /// Every match, ordinary and tool-enabled.
     pub fn all_matches(&self) -> impl Iterator<Item = &GuidelineMatch> {
         self.ordinary_matches.iter().chain(&self.tool_enabled_matches)
+    }
+
+    /// The states of `journey` this turn entered, in order: the path beyond the part it
+    /// shares with where the journey stood when the turn began (all of it for a journey
+    /// that started now). Empty when the journey stayed where it was.
+    pub fn entered_states(&self, journey: &str) -> Vec<String> {
+        let Some(path) = self.journey_paths.get(journey) else { return Vec::new() };
+        let before = self.previous_journey_paths.get(journey);
+        let shared = before.map_or(1, |b| b.states().iter().zip(path.states()).take_while(|(a, b)| a == b).count());
+        if before.is_some_and(|b| b == path) {
+            return Vec::new();
+        }
+        path.states().iter().skip(shared).cloned().collect()
     }
 }

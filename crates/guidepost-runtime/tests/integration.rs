@@ -8,6 +8,8 @@ mod support;
 mod banking;
 #[path = "integration/canned.rs"]
 mod canned;
+#[path = "integration/journeys.rs"]
+mod journeys;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
 #[path = "integration/prompts.rs"]

@@ -103,21 +103,48 @@ struct SelectAnswer {
 }
 
 fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Value> {
+    // Journey steps are given as steps of their flow (see `flow_steps`).
+    if matches!(m.kind, MatchKind::JourneyNode { .. }) {
+        return None;
+    }
     let action = m.action.as_deref()?;
     let critical = definition.guideline(&m.guideline_id).is_some_and(|g| g.criticality == Criticality::High);
     Some(json!({"condition": m.condition, "action": action, "critical": critical}))
 }
 
+/// The steps of each active journey to carry out in this reply, in order, as the first
+/// instructions: every chat step the turn entered (a journey may pass several, e.g. show a
+/// result and then ask whether to go on), or the current step when it stayed.
+fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
+    let d = input.definition;
+    let mut out = Vec::new();
+    for (id, path) in &input.state.journey_paths {
+        let Some(journey) = d.journey(id) else { continue };
+        let mut steps = input.state.entered_states(id);
+        if steps.is_empty() {
+            steps.push(path.current().to_string());
+        }
+        for step in steps {
+            if let Some(guidepost_core::StateKind::Chat { action }) = journey.state(&step).map(|s| &s.kind) {
+                out.push(json!({"condition": format!("the flow \"{}\" is at this step", journey.title), "action": action, "critical": false}));
+            }
+        }
+    }
+    out
+}
+
 /// The prompt context shared by every mode.
 fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
     let d = input.definition;
-    let guidelines: Vec<Value> = input
-        .state
-        .ordinary_matches
-        .iter()
-        .chain(&input.state.tool_enabled_matches)
-        .filter_map(|m| guideline_view(d, m))
-        .collect();
+    let mut guidelines = flow_steps(input);
+    guidelines.extend(
+        input
+            .state
+            .ordinary_matches
+            .iter()
+            .chain(&input.state.tool_enabled_matches)
+            .filter_map(|m| guideline_view(d, m)),
+    );
     let journeys: Vec<Value> = input
         .state
         .journey_paths

@@ -1,0 +1,61 @@
+//! The weather journey through a whole turn: the tool state runs its tool, the journey
+//! passes the step that shows the result and stops at the question whether to go on, and
+//! the reply is asked to do both, in that order.
+
+use std::sync::Arc;
+
+use guidepost_llm::TaskKind;
+use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::MemorySession;
+use serde_json::json;
+
+use crate::support::*;
+
+/// The number of the step whose line in a journey prompt contains `needle`.
+fn step(text: &str, needle: &str) -> String {
+    let steps = text.split("## Steps").nth(1).unwrap_or("");
+    steps
+        .lines()
+        .find_map(|l| {
+            let (id, body) = l.strip_prefix('[')?.split_once(']')?;
+            body.contains(needle).then(|| id.to_string())
+        })
+        .unwrap_or_else(|| panic!("no step `{needle}` in:\n{text}"))
+}
+
+#[tokio::test]
+async fn the_reply_carries_out_every_step_the_turn_entered() {
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::JourneySelection)
+        .reply_with(|r| {
+            let text = prompt(r);
+            let current = text.lines().find(|l| l.contains("[CURRENT]")).unwrap_or("");
+            let steps = if current.contains("start") {
+                vec![step(&text, "get_weather")]
+            } else {
+                vec![step(&text, "简洁友好地告诉用户天气情况"), step(&text, "询问用户是否还想查询其他城市")]
+            };
+            Ok(json!({"rationale": "scripted", "decision": "advance", "steps": steps, "backtrack_to": null}))
+        })
+        .when_task(TaskKind::ToolInference)
+        .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
+        (c.contains("天气") || c.contains("城市名称")) && last.contains("天气")
+    });
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        let shown = p.find("简洁友好地告诉用户天气情况").expect("the result step is an instruction");
+        let asked = p.find("询问用户是否还想查询其他城市").expect("the question step is an instruction");
+        assert!(shown < asked, "in the order the journey passes them");
+        assert!(p.contains("\"temperature\":20"), "the tool result is a fact");
+        assert!(!p.contains("When : "), "journey steps are not rendered as conditionless guidelines");
+        "上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？".into()
+    }));
+    let definition = example("weather");
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "上海天气怎么样？").await;
+    assert_eq!(outcome.messages, ["上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？"]);
+    let path = outcome.state.journey_paths["weather_lookup"].states().to_vec();
+    assert_eq!(path, ["initial", "get_weather", "show_result", "ask_continue"]);
+    assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["location"], "上海");
+}

@@ -30,3 +30,9 @@ pub fn render(template: &str, context: impl Serialize) -> String {
         }
     }
 }
+
+/// Values as they should read in a prompt: strings as themselves, everything else as JSON
+/// (minijinja would print maps Python-style).
+pub fn display_values(values: &indexmap::IndexMap<String, serde_json::Value>) -> indexmap::IndexMap<String, String> {
+    values.iter().map(|(k, v)| (k.clone(), v.as_str().map_or_else(|| v.to_string(), str::to_string))).collect()
+}

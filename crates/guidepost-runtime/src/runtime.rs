@@ -325,6 +325,8 @@ impl AgentRuntime {
         let conversation = history(&input.events);
         let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
         state.glossary_terms = self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
+        state.capabilities =
+            self.knowledge.capabilities(&self.definition, self.models.embedder.as_deref(), &query).await;
         sink.emit(NewEvent::processing(trace_id, ProcessingStage::Interpreting)).await;
         if self.hooks.on_preparing(state, sink).await == HookAction::Bail {
             return Ok(Some(Vec::new()));
@@ -437,6 +439,8 @@ impl AgentRuntime {
                     );
                     state.glossary_terms =
                         self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
+                    state.capabilities =
+                        self.knowledge.capabilities(&self.definition, self.models.embedder.as_deref(), &query).await;
                 }
             }
             it.duration_ms = iteration_started.elapsed().as_millis() as u64;

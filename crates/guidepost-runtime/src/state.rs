@@ -1,7 +1,7 @@
 //! [`ResponseState`]: what a turn gathers across preparation iterations before the reply
 //! is composed.
 
-use guidepost_core::{JourneyPath, Term, ToolId};
+use guidepost_core::{Capability, JourneyPath, Term, ToolId};
 use guidepost_engine::{GuidelineMatch, MatchingOutcome};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -87,6 +87,8 @@ pub struct ResponseState {
     pub context_variables: IndexMap<String, Value>,
     /// Glossary terms relevant to the conversation.
     pub glossary_terms: Vec<Term>,
+    /// Capabilities relevant to the conversation, offered when they help.
+    pub capabilities: Vec<Capability>,
     /// Iterations completed.
     pub iterations: u32,
     /// Matches without tools: what the reply must follow.

@@ -309,7 +309,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "agent_description": input.definition.agent.description,
             "tools": tools_view,
             "guidelines": guidelines,
-            "variables": input.variables,
+            "variables": crate::prompt::display_values(input.variables),
             "staged": staged,
             "history": history,
         }),

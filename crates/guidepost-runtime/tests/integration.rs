@@ -8,6 +8,8 @@ mod support;
 mod banking;
 #[path = "integration/canned.rs"]
 mod canned;
+#[path = "integration/context.rs"]
+mod context;
 #[path = "integration/journeys.rs"]
 mod journeys;
 #[path = "integration/lifecycle.rs"]

@@ -186,8 +186,9 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "journeys": journeys,
         "tool_results": tool_results,
         "missing": missing,
-        "variables": input.state.context_variables,
+        "variables": crate::prompt::display_values(&input.state.context_variables),
         "glossary": input.state.glossary_terms,
+        "capabilities": input.state.capabilities,
         "history": history,
     })
 }

@@ -1,0 +1,78 @@
+//! Context for the reply: context variables (a tool-backed one refreshed only when stale,
+//! judged by the turn's clock) and capabilities.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Duration, Utc};
+use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::MemorySession;
+use guidepost_runtime::knowledge::Clock;
+use guidepost_tools::native::NativeTool;
+use serde_json::json;
+
+use crate::support::*;
+
+struct TestClock(AtomicI64);
+
+impl Clock for TestClock {
+    fn now(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp(self.0.load(Ordering::SeqCst), 0).unwrap_or_default()
+    }
+}
+
+const AGENT: &str = r#"
+agent: {name: Otto}
+guidelines:
+  - {id: plan, condition: The customer asks about their plan, action: Tell them their plan}
+tools:
+  - {name: get_plan, service: native}
+variables:
+  - {name: plan, description: The customer's subscription plan, tool: get_plan, freshness: 1h}
+  - {name: store_hours, value: "9:00-18:00"}
+capabilities:
+  - {title: Gift wrapping, description: Wrap any order as a gift for 3 euros}
+"#;
+
+#[tokio::test]
+async fn tool_backed_variables_refresh_only_when_stale() {
+    let definition = inline(AGENT);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    let mut registry = fixtures(&definition);
+    registry.register_native(NativeTool::new("get_plan", move |_, _| {
+        let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+        async move { Ok::<_, String>(json!({"tier": "gold", "lookup": n})) }
+    }));
+    let prompts = Arc::new(Mutex::new(Vec::new()));
+    let seen = prompts.clone();
+    let model = Arc::new(with_reply(
+        with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| true)),
+        move |p| {
+            seen.lock().unwrap().push(p.to_string());
+            "You are on the gold plan.".into()
+        },
+    ));
+    let clock = Arc::new(TestClock(AtomicI64::new(1_700_000_000)));
+    let rt = Arc::into_inner(runtime(definition, model, registry)).unwrap().with_clock(clock.clone());
+    let session = MemorySession::new();
+    let mut state = Default::default();
+    for (advance, expected_calls) in
+        [(0, 1), (Duration::minutes(30).num_seconds(), 1), (Duration::hours(2).num_seconds(), 2)]
+    {
+        clock.0.fetch_add(advance, Ordering::SeqCst);
+        let outcome = turn(&rt, &session, &state, "What plan am I on?").await;
+        state = outcome.state;
+        assert_eq!(calls.load(Ordering::SeqCst), expected_calls, "after {advance} s");
+    }
+    let prompts = prompts.lock().unwrap();
+    assert!(
+        prompts[0].contains("## Context") && prompts[0].contains("- plan: {\"tier\":\"gold\",\"lookup\":1}"),
+        "{}",
+        prompts[0]
+    );
+    assert!(prompts[1].contains("\"lookup\":1"), "the fresh value is reused");
+    assert!(prompts[2].contains("\"lookup\":2"), "the stale value was refreshed");
+    assert!(prompts[0].contains("- store_hours: 9:00-18:00"));
+    assert!(prompts[0].contains("- Gift wrapping: Wrap any order as a gift for 3 euros"));
+}

@@ -15,13 +15,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use guidepost_core::AgentState;
-use guidepost_core::definition::{SourceFile, load_agent};
-use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder, TaskKind};
+use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnInput};
 use guidepost_testkit::fake_openai::LoggedRequest;
 use guidepost_tools::registry::ToolRegistry;
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 /// Reference figures per turn (small, medium, large), measured on the same workload.
@@ -30,67 +28,6 @@ const REFERENCE: [(&str, f64, f64, f64, f64); 3] = [
     ("medium", 19.2, 63_531.0, 100.0, 0.81),
     ("large", 55.8, 181_985.0, 420.0, 1.56),
 ];
-
-/// Converts the workload's JSON into a definition file: journeys with chat and tool
-/// states, tools served by fixtures that always answer, guidelines as given.
-fn convert(bench: &Value) -> Value {
-    let target = |to: &str| if to.eq_ignore_ascii_case("end") { "end".to_string() } else { to.to_string() };
-    let next_of = |transitions: &[&Value]| -> Value {
-        match transitions {
-            [t] if t.get("condition").is_none() => json!(target(t["to"].as_str().unwrap_or("end"))),
-            many => Value::Array(
-                many.iter()
-                    .map(|t| match t.get("condition") {
-                        Some(c) => json!({"to": target(t["to"].as_str().unwrap_or("end")), "when": c}),
-                        None => json!({"to": target(t["to"].as_str().unwrap_or("end"))}),
-                    })
-                    .collect(),
-            ),
-        }
-    };
-    let journeys: Vec<Value> = bench["journeys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|j| {
-            let transitions: Vec<&Value> = j["transitions"].as_array().into_iter().flatten().collect();
-            let from = |state: &str| -> Vec<&Value> { transitions.iter().copied().filter(|t| t["from"] == state).collect() };
-            let states: Vec<Value> = j["states"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    let id = s["id"].as_str().unwrap_or("state");
-                    let mut state = json!({"id": id, "next": next_of(&from(id))});
-                    if s["kind"] == "tool" {
-                        state["tool"] = s["tool"].clone();
-                    } else {
-                        state["chat"] = s["text"].clone();
-                    }
-                    state
-                })
-                .collect();
-            json!({"id": j["id"], "title": j["title"], "description": j["description"], "conditions": j["conditions"], "start": next_of(&from("initial")), "states": states})
-        })
-        .collect();
-    let tools: Vec<Value> = bench["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            let params: serde_json::Map<String, Value> =
-                t["params"].as_object().into_iter().flatten().map(|(name, _)| (name.clone(), json!("string"))).collect();
-            json!({"name": t["name"], "description": t["description"], "parameters": params, "fixture": {"otherwise": {"result": {"status": "shipped", "eta_days": 2}}}})
-        })
-        .collect();
-    let guidelines: Vec<Value> = bench["guidelines"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| json!({"condition": g["condition"], "action": g["action"]}))
-        .collect();
-    json!({"agent": bench["agent"], "tools": tools, "guidelines": guidelines, "journeys": journeys})
-}
 
 /// CPU time of this process (every thread), in nanoseconds.
 fn process_cpu_ns() -> u64 {
@@ -161,24 +98,14 @@ fn waves(requests: &[LoggedRequest]) -> usize {
 }
 
 async fn run_size(path: &Path, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
-    let bench: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?)?;
-    let file = serde_json::to_string(&convert(&bench))?;
-    let loaded = load_agent(&[SourceFile::new("bench.json", file)]);
-    let Some(definition) = loaded.definition else { bail!("the workload does not load: {:?}", loaded.diagnostics) };
-    let messages: Vec<String> =
-        bench["messages"].as_array().into_iter().flatten().filter_map(|m| m.as_str().map(str::to_string)).collect();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let (definition, messages) = guidepost_testkit::workload::load(&text).map_err(anyhow::Error::msg)?;
     let server = FakeServer::start(latency_ms)?;
     let base = format!("http://127.0.0.1:{}", server.port);
     let spec: ModelSpec = format!("openai-compatible:{base}/v1#gpt-4.1").parse()?;
     let embedder: ModelSpec = format!("openai-compatible:{base}/v1#fake-embed").parse()?;
     let stack = ModelStackBuilder::new(ModelSettings::single(spec)).embedder_spec(embedder).build()?;
-    let models = RuntimeModels {
-        matching: stack.model_for(&TaskKind::Matching),
-        tool_inference: stack.model_for(&TaskKind::ToolInference),
-        generation: stack.model_for(&TaskKind::Generation),
-        embedder: Some(stack.embedder()),
-    };
+    let models = crate::models::runtime_models(&stack);
     let registry = ToolRegistry::from_definition(&definition)?;
     let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
     let session = MemorySession::new();

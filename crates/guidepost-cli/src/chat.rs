@@ -8,10 +8,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use guidepost_core::AgentState;
-use guidepost_llm::TaskKind;
 use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{
-    AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus,
+    AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnInput, TurnOutcome, TurnStatus,
 };
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
@@ -91,12 +90,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     for problem in registry.discover_tools().await {
         eprintln!("warning: {problem}");
     }
-    let models = RuntimeModels {
-        matching: stack.model_for(&TaskKind::Matching),
-        tool_inference: stack.model_for(&TaskKind::ToolInference),
-        generation: stack.model_for(&TaskKind::Generation),
-        embedder: Some(stack.embedder()),
-    };
+    let models = crate::models::runtime_models(&stack);
     let name = definition.agent.name.clone();
     let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
     if !options.quiet {

@@ -75,3 +75,14 @@ pub fn fetch(with_qwen: bool, dir: Option<std::path::PathBuf>) -> Result<std::pr
 pub fn fetch(_with_qwen: bool, _dir: Option<std::path::PathBuf>) -> Result<std::process::ExitCode> {
     anyhow::bail!("this guidepost was built without the `local` feature; use scripts/fetch-models.sh")
 }
+
+/// The runtime's models from a stack: one per task kind, and the stack's embedder.
+pub fn runtime_models(stack: &ModelStack) -> guidepost_runtime::RuntimeModels {
+    use guidepost_llm::TaskKind;
+    guidepost_runtime::RuntimeModels {
+        matching: stack.model_for(&TaskKind::Matching),
+        tool_inference: stack.model_for(&TaskKind::ToolInference),
+        generation: stack.model_for(&TaskKind::Generation),
+        embedder: Some(stack.embedder()),
+    }
+}

@@ -9,11 +9,9 @@ use anyhow::{Context, Result, bail};
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_core::{AgentState, EventKind, EventSource};
-use guidepost_llm::{ModelStackBuilder, TaskKind, Usage};
+use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{
-    AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, RuntimeModels, TurnInput,
-};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnInput};
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;
@@ -150,12 +148,7 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
         for problem in registry.discover_tools().await {
             eprintln!("warning: {problem}");
         }
-        let models = RuntimeModels {
-            matching: stack.model_for(&TaskKind::Matching),
-            tool_inference: stack.model_for(&TaskKind::ToolInference),
-            generation: stack.model_for(&TaskKind::Generation),
-            embedder: Some(stack.embedder()),
-        };
+        let models = crate::models::runtime_models(&stack);
         let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
         plugins.engine = Some(Arc::new(RuntimeSessions { runtime: Arc::new(runtime) }));
     }

@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_core::{AgentDefinition, AgentState, EventSource};
 use guidepost_engine::context::events::message;
 use guidepost_engine::{CompiledAgent, GuidelineMatcher, MatcherConfig, MatchingContext, StagedToolResult};
@@ -22,106 +21,11 @@ use serde_json::{Value, json};
 
 // ---------------------------------------------------------------- workload conversion
 
-/// Converts the bench's JSON shape into a Guidepost definition file (JSON flavour).
-fn convert(bench: &Value) -> Value {
-    let target = |to: &str| if to.eq_ignore_ascii_case("end") { "end".to_string() } else { to.to_string() };
-    let next_of = |transitions: &[&Value]| -> Value {
-        match transitions {
-            [t] if t.get("condition").is_none() => json!(target(t["to"].as_str().unwrap_or("end"))),
-            many => Value::Array(
-                many.iter()
-                    .map(|t| match t.get("condition") {
-                        Some(c) => json!({"to": target(t["to"].as_str().unwrap_or("end")), "when": c}),
-                        None => json!({"to": target(t["to"].as_str().unwrap_or("end"))}),
-                    })
-                    .collect(),
-            ),
-        }
-    };
-    let journeys: Vec<Value> = bench["journeys"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|j| {
-            let transitions: Vec<&Value> = j["transitions"].as_array().into_iter().flatten().collect();
-            let from =
-                |state: &str| -> Vec<&Value> { transitions.iter().copied().filter(|t| t["from"] == state).collect() };
-            let states: Vec<Value> = j["states"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|s| {
-                    let id = s["id"].as_str().unwrap_or("state");
-                    let mut state = json!({"id": id, "next": next_of(&from(id))});
-                    if s["kind"] == "tool" {
-                        state["tool"] = s["tool"].clone();
-                    } else {
-                        state["chat"] = s["text"].clone();
-                    }
-                    state
-                })
-                .collect();
-            json!({
-                "id": j["id"], "title": j["title"], "description": j["description"],
-                "conditions": j["conditions"], "start": next_of(&from("initial")), "states": states,
-            })
-        })
-        .collect();
-    let tools: Vec<Value> = bench["tools"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            let params: serde_json::Map<String, Value> = t["params"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(name, _)| (name.clone(), json!({"type": "string"})))
-                .collect();
-            json!({"name": t["name"], "description": t["description"], "parameters": params})
-        })
-        .collect();
-    let guidelines: Vec<Value> = bench["guidelines"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|g| json!({"condition": g["condition"], "action": g["action"]}))
-        .collect();
-    json!({"agent": bench["agent"], "tools": tools, "guidelines": guidelines, "journeys": journeys})
-}
-
 fn load(path: &PathBuf) -> (AgentDefinition, Vec<String>) {
-    let bench: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let file = serde_json::to_string_pretty(&convert(&bench)).unwrap();
-    let loaded = load_agent(&[SourceFile::new("bench.json", file)]);
-    let errors: Vec<_> =
-        loaded.diagnostics.iter().filter(|d| d.severity == guidepost_core::definition::Severity::Error).collect();
-    assert!(errors.is_empty(), "{errors:?}");
-    let messages = bench["messages"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_string()).collect();
-    (loaded.definition.unwrap(), messages)
+    guidepost_testkit::workload::load(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 // ---------------------------------------------------------------- the fake model
-
-const STOP: &[&str] = &[
-    "the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "is", "are", "be", "with", "about", "customer",
-    "user", "agent", "asks", "wants", "when", "that", "this", "their", "they", "it", "i", "my", "me", "you", "your",
-    "do", "does", "can", "has", "have", "not", "if", "at", "by", "as", "please", "hi", "hello", "want", "would",
-    "like", "need", "some", "any", "what", "how",
-];
-
-fn words(s: &str) -> Vec<String> {
-    s.to_lowercase()
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| w.len() > 2 && !STOP.contains(w))
-        .map(String::from)
-        .collect()
-}
-
-fn shares_word(a: &str, b: &str) -> bool {
-    let wb = words(b);
-    words(a).iter().any(|w| wb.contains(w))
-}
 
 fn has_number(s: &str) -> bool {
     s.split(|c: char| !c.is_ascii_digit()).any(|d| d.len() >= 3)
@@ -139,51 +43,12 @@ struct FakeModel {
 
 impl FakeModel {
     fn answer(req: &ChatRequest) -> Value {
-        let user = req.last_user_message();
-        let (items_part, conversation) = user.split_once("## Conversation").unwrap_or((user, ""));
-        let last = conversation.lines().rev().find_map(|l| l.strip_prefix("customer: ")).unwrap_or("");
-        let items: Vec<(String, String)> = items_part
-            .lines()
-            .filter_map(|l| {
-                let (id, text) = l.strip_prefix('[')?.split_once("] ")?;
-                id.parse::<usize>().ok()?;
-                Some((id.to_string(), text.trim_start_matches("when: ").to_string()))
-            })
-            .collect();
-        let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
-        match req.schema_name().unwrap_or("") {
-            "ObservationChecks" | "ActionableChecks" => {
-                json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, last))).collect::<Vec<_>>()})
-            }
-            "ReapplyChecks" => {
-                json!({"checks": items.iter().map(|(id, _)| json!({"id": id, "rationale": "Already done.", "condition_holds_again": false, "customer_completed": false, "should_apply": false})).collect::<Vec<_>>()})
-            }
-            "LowCriticalityChecks" => {
-                json!({"applies": items.iter().filter(|(_, c)| shares_word(c, last)).map(|(id, _)| id.clone()).collect::<Vec<_>>()})
-            }
-            "DisambiguationAnswer" => {
-                json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
-            }
-            "JourneySelectionAnswer" => {
-                let lines: Vec<&str> = user.lines().collect();
-                let at = lines.iter().position(|l| l.contains("[CURRENT]")).unwrap_or(0);
-                let waits = lines.get(at).is_some_and(|l| l.contains("[waits for customer]"));
-                let first =
-                    lines.get(at + 1).and_then(|l| l.trim().strip_prefix("-> [")).and_then(|l| l.split(']').next());
-                match first {
-                    _ if waits && !has_number(last) => {
-                        json!({"rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
-                    }
-                    Some(step) => {
-                        json!({"rationale": "Step done.", "decision": "advance", "steps": [step], "backtrack_to": null})
-                    }
-                    None => {
-                        json!({"rationale": "Nothing left.", "decision": "exit", "steps": [], "backtrack_to": null})
-                    }
-                }
-            }
-            other => panic!("unexpected schema {other}"),
-        }
+        let prompt = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+        let schema = match &req.output {
+            guidepost_llm::OutputFormat::Json { schema, .. } => schema.clone(),
+            _ => Value::Null,
+        };
+        guidepost_testkit::fake_openai::answer(req.schema_name().unwrap_or(""), &schema, &prompt)
     }
 }
 

@@ -1,5 +1,7 @@
 //! Test and benchmark support.
 //!
+//! [`workload`] loads the performance workload as agent definitions.
+//!
 //! [`fake_openai`] is an OpenAI-compatible chat-completions and embeddings server that
 //! answers Guidepost's structured prompts by fixed rules, with a configurable latency,
 //! and logs every request (kind, prompt tokens, start and end). It applies the rules of
@@ -10,3 +12,4 @@
 //! CPU time can be measured apart from it.
 
 pub mod fake_openai;
+pub mod workload;

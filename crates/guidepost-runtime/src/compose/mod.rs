@@ -158,6 +158,13 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
             Some(json!({"title": j.title, "step": step}))
         })
         .collect();
+    let finished: Vec<String> = input
+        .state
+        .previous_journey_paths
+        .keys()
+        .filter(|j| !input.state.journey_paths.contains_key(*j))
+        .filter_map(|j| d.journey(j).map(|j| j.title.clone()))
+        .collect();
     let tool_results: Vec<Value> = input
         .state
         .tool_calls
@@ -184,6 +191,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "structured": structured,
         "guidelines": guidelines,
         "journeys": journeys,
+        "finished": finished,
         "tool_results": tool_results,
         "missing": missing,
         "variables": crate::prompt::display_values(&input.state.context_variables),

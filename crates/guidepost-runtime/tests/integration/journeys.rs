@@ -59,3 +59,32 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
     assert_eq!(path, ["initial", "get_weather", "show_result", "ask_continue"]);
     assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["location"], "上海");
 }
+
+#[tokio::test]
+async fn the_reply_knows_when_a_journey_just_ended() {
+    let model = ScriptedModel::new().when_task(TaskKind::JourneySelection).reply_json(
+        json!({"rationale": "the customer is done", "decision": "exit", "steps": [], "backtrack_to": null}),
+    );
+    let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        assert!(p.contains("## Flows that ended with the customer's last message\n- 查询天气"), "{p}");
+        "好的，有需要随时找我！".into()
+    }));
+    let definition = example("weather");
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let mut previous = guidepost_core::AgentState::default();
+    previous.journey_paths.insert(
+        "weather_lookup".into(),
+        guidepost_core::JourneyPath::from_states(vec![
+            "initial".into(),
+            "get_weather".into(),
+            "show_result".into(),
+            "ask_continue".into(),
+        ])
+        .unwrap(),
+    );
+    let outcome = turn(&rt, &MemorySession::new(), &previous, "不用了，谢谢").await;
+    assert_eq!(outcome.messages, ["好的，有需要随时找我！"]);
+    assert!(outcome.state.journey_paths.is_empty());
+}

@@ -27,6 +27,6 @@ pub mod trace;
 pub use events::{EventSink, MemorySession, NewEvent};
 pub use hooks::{EngineHooks, HookAction, NoHooks};
 pub use runtime::{AgentRuntime, EmittingLatch, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus};
-pub use session::SessionRunner;
+pub use session::{SessionRunner, TurnHandle};
 pub use state::{ResponseState, ToolDecision, ToolInsights};
 pub use trace::TurnTrace;

@@ -7,19 +7,24 @@
 
 use std::sync::Arc;
 
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use guidepost_core::AgentState;
 use tokio::sync::Mutex;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::MemorySession;
 use crate::knowledge::CustomerRef;
 use crate::runtime::{AgentRuntime, EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 
+/// A turn that is running or done; await it (from as many places as needed) for its
+/// outcome.
+pub type TurnHandle = Shared<BoxFuture<'static, TurnOutcome>>;
+
 struct Running {
     cancel: CancellationToken,
     latch: EmittingLatch,
-    handle: JoinHandle<TurnOutcome>,
+    done: TurnHandle,
 }
 
 struct Inner {
@@ -53,9 +58,9 @@ impl SessionRunner {
         &self.session
     }
 
-    /// Stores a customer message and starts a turn for it; returns the turn's handle. A
-    /// turn of this session that has not started emitting its reply is cancelled.
-    pub async fn post(&self, text: &str) -> JoinHandle<TurnOutcome> {
+    /// Stores a customer message and starts a turn for it. A turn of this session that has
+    /// not started emitting its reply is cancelled; the new turn starts once it ended.
+    pub async fn post(&self, text: &str) -> TurnHandle {
         let trace_id = uuid::Uuid::new_v4().simple().to_string();
         self.session.customer_message(text, &trace_id);
         let mut inner = self.inner.lock().await;
@@ -73,9 +78,9 @@ impl SessionRunner {
         let session_id = self.session_id.clone();
         let customer = self.customer.clone();
         let (task_cancel, task_latch) = (cancel.clone(), latch.clone());
-        let handle = tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             if let Some(p) = previous {
-                let _ = p.handle.await;
+                let _ = p.done.await;
             }
             let mut state = state.lock().await;
             let input = TurnInput {
@@ -92,30 +97,16 @@ impl SessionRunner {
             }
             outcome
         });
-        // The handle returned to the caller; the runner keeps a way to cancel and await it.
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let watcher = tokio::spawn(async move {
-            let outcome = handle.await;
-            match outcome {
-                Ok(o) => {
-                    let _ = tx.send(o.clone());
-                    o
-                }
-                Err(join) => {
-                    let o = failed_outcome(&join.to_string());
-                    let _ = tx.send(o.clone());
-                    o
-                }
-            }
-        });
-        inner.running = Some(Running { cancel, latch, handle: watcher });
-        tokio::spawn(async move { rx.await.unwrap_or_else(|_| failed_outcome("the turn task ended without a result")) })
+        let done: TurnHandle =
+            async move { task.await.unwrap_or_else(|join| failed_outcome(&join.to_string())) }.boxed().shared();
+        inner.running = Some(Running { cancel, latch, done: done.clone() });
+        done
     }
 
     /// Waits for the running turn, if any.
     pub async fn settle(&self) -> Option<TurnOutcome> {
         let running = self.inner.lock().await.running.take()?;
-        running.handle.await.ok()
+        Some(running.done.await)
     }
 }
 

@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use guidepost_core::{Endpoint, Relationship, RelationshipKind};
 
-use crate::catalog::{CompiledAgent, Entity, GuidelineOrigin};
+use crate::catalog::{CompiledAgent, Entity};
 use crate::config::NumericPriority;
-use crate::record::{Effect, GuidelineMatch, MatchKind, ResolutionReason, ResolutionRecord};
+use crate::record::{Effect, GuidelineMatch, ResolutionReason, ResolutionRecord};
 
 /// The outcome of resolution.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -160,18 +160,7 @@ impl<'a> RelationalResolver<'a> {
             _ => "",
         };
         let source_score = given.get(by).map_or(10, |m| m.score);
-        Some(GuidelineMatch {
-            guideline_id: g.id.clone(),
-            kind: match &g.origin {
-                GuidelineOrigin::Definition => MatchKind::Guideline,
-                GuidelineOrigin::JourneyCondition(j) => MatchKind::JourneyCondition { journey: j.clone() },
-            },
-            condition: g.condition.clone(),
-            action: g.action.clone(),
-            tools: g.tools.clone(),
-            score: source_score,
-            rationale: format!("entailed by {by}"),
-        })
+        Some(crate::pass::guideline_match(g, source_score, format!("entailed by {by}")))
     }
 
     /// The journey an entity belongs to (scoped guideline or journey node).
@@ -446,6 +435,7 @@ mod tests {
     use guidepost_core::definition::{SourceFile, load_agent};
 
     use super::*;
+    use crate::record::MatchKind;
 
     const DEF: &str = r#"
 agent: { name: Otto }

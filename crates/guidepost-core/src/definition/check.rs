@@ -302,13 +302,7 @@ impl<'a> Walker<'a> {
                 Some(value) => value,
                 None if types.is_empty() && literal_values(schema).is_some() => self.convert_free(node, path),
                 None => {
-                    let expected = self.describe(schema);
-                    self.problem(
-                        node.span,
-                        path,
-                        format!("expected {expected} at `{path}`, found {}", node.type_name()),
-                        None,
-                    );
+                    self.type_mismatch(node, schema, path);
                     return Json::Null;
                 }
             },
@@ -320,6 +314,11 @@ impl<'a> Walker<'a> {
         }
         self.check_range(node, &converted, schema, path);
         converted
+    }
+
+    fn type_mismatch(&mut self, node: &Node, schema: &'a Json, path: &str) {
+        let expected = self.describe(schema);
+        self.problem(node.span, path, format!("expected {expected} at `{path}`, found {}", node.type_name()), None);
     }
 
     fn unknown_literal(&mut self, node: &Node, converted: &Json, values: &[&Json], path: &str) {
@@ -363,13 +362,7 @@ impl<'a> Walker<'a> {
         let candidates: Vec<&'a Json> = branches.iter().copied().filter(|b| self.accepts_type(b, node)).collect();
         match candidates.as_slice() {
             [] => {
-                let expected = self.describe(schema);
-                self.problem(
-                    node.span,
-                    path,
-                    format!("expected {expected} at `{path}`, found {}", node.type_name()),
-                    None,
-                );
+                self.type_mismatch(node, schema, path);
                 Json::Null
             }
             [only] => self.walk(node, only, path, context),

@@ -35,8 +35,11 @@ pub fn advance(
     let mut valid: Vec<String> = Vec::new();
     let mut correction = None;
     let mut at = path.current().to_string();
-    // Models often restate the current step before the ones entered; that is not a move.
-    let restated = steps.iter().take_while(|s| **s == at).count();
+    // Models often restate the path so far (from the start, or just the current step)
+    // before the steps they enter; a restatement is not a move.
+    let visited = path.states();
+    let from_start = steps.iter().zip(visited).take_while(|(a, b)| a == b).count();
+    let restated = if from_start > 0 { from_start } else { steps.iter().take_while(|s| **s == at).count() };
     let steps = &steps[restated..];
     for step in steps.iter().take(max_steps.max(1)) {
         if graph.edge(&at, step).is_none() {
@@ -281,6 +284,14 @@ journeys:
         );
         assert_eq!(restated.decision, JourneyDecision::Started { steps: vec!["pickup".into()] });
         assert_eq!(restated.path, Some(path(&["initial", "pickup"])));
+        // ... or the whole path so far before the step it enters.
+        let at_dropoff = path(&["initial", "pickup", "dropoff"]);
+        let replayed =
+            apply_answer(&g, &at_dropoff, false, &answer(StepDecision::Advance, &["0", "1", "2", "3"], None), 4);
+        assert_eq!(replayed.decision, JourneyDecision::Advanced { steps: vec!["time".into()] });
+        // A restatement with nothing new is no move.
+        let nothing = apply_answer(&g, &at_dropoff, false, &answer(StepDecision::Advance, &["0", "1", "2"], None), 4);
+        assert_eq!(nothing.decision, JourneyDecision::Stayed);
     }
 
     #[test]

@@ -293,6 +293,13 @@ impl ModelStackBuilder {
         self
     }
 
+    fn openai_key(&self, spec: &ModelSpec) -> Result<String, LlmError> {
+        self.keys
+            .openai_api_key
+            .clone()
+            .ok_or_else(|| LlmError::Config(format!("OPENAI_API_KEY is not set (needed by `{spec}`)")))
+    }
+
     /// The bare provider model of `spec`, without middleware.
     pub fn provider(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, LlmError> {
         if let Some(factory) = self.registry.get(spec.scheme()) {
@@ -300,11 +307,7 @@ impl ModelStackBuilder {
         }
         match spec {
             ModelSpec::OpenAi { model } => {
-                let key = self
-                    .keys
-                    .openai_api_key
-                    .clone()
-                    .ok_or_else(|| LlmError::Config(format!("OPENAI_API_KEY is not set (needed by `{spec}`)")))?;
+                let key = self.openai_key(spec)?;
                 Ok(Arc::new(OpenAiChat::openai(model, Some(key), self.keys.openai_base_url.clone())))
             }
             ModelSpec::OpenAiCompatible { base_url, model } => {
@@ -335,11 +338,7 @@ impl ModelStackBuilder {
         }
         match spec {
             ModelSpec::OpenAi { model } => {
-                let key = self
-                    .keys
-                    .openai_api_key
-                    .clone()
-                    .ok_or_else(|| LlmError::Config(format!("OPENAI_API_KEY is not set (needed by `{spec}`)")))?;
+                let key = self.openai_key(spec)?;
                 let base = self.keys.openai_base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
                 Ok(Arc::new(OpenAiEmbedder::new(base, model, spec.to_string()).with_api_key(key)))
             }

@@ -147,23 +147,6 @@ async fn cancellable<T>(cancel: &CancellationToken, fut: impl std::future::Futur
     }
 }
 
-fn history(events: &[Event]) -> Vec<(String, String)> {
-    events
-        .iter()
-        .filter(|e| e.kind == EventKind::Message && !e.deleted)
-        .filter_map(|e| {
-            let text = e.data.get("message").and_then(Value::as_str)?;
-            let speaker = match e.source {
-                EventSource::Customer | EventSource::CustomerUi => "customer",
-                EventSource::HumanAgent => "human agent",
-                EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => "agent",
-                EventSource::System => return None,
-            };
-            Some((speaker.to_string(), text.to_string()))
-        })
-        .collect()
-}
-
 impl AgentRuntime {
     /// A runtime for `definition` with these models and tools.
     pub fn new(
@@ -322,7 +305,11 @@ impl AgentRuntime {
             &tool_ctx,
         )
         .await;
-        let conversation = history(&input.events);
+        let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
+        ctx.variables = state.context_variables.clone();
+        ctx.customer_name = input.customer_name.clone();
+        // The conversation as every prompt of the turn shows it, by the matcher's rules.
+        let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
         state.glossary_terms = self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
         state.capabilities =
@@ -332,9 +319,6 @@ impl AgentRuntime {
             return Ok(Some(Vec::new()));
         }
 
-        let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
-        ctx.variables = state.context_variables.clone();
-        ctx.customer_name = input.customer_name.clone();
         let mut previous: Option<MatchingOutcome> = None;
         let mut handled: BTreeSet<String> = BTreeSet::new();
         let max = self.max_iterations();

@@ -203,6 +203,13 @@ fn already_staged(staged: &[StagedCall], tool: &ToolId, args: &Map<String, Value
     staged.iter().any(|c| &c.tool == tool && &c.arguments == args)
 }
 
+/// Whether `value` appears in what the customer wrote (case and spacing aside).
+fn said_by_customer(value: &Value, history: &[(String, String)]) -> bool {
+    let normalize = |t: &str| t.to_lowercase().split_whitespace().collect::<String>();
+    let wanted = normalize(&value.as_str().map_or_else(|| value.to_string(), str::to_string));
+    !wanted.is_empty() && history.iter().any(|(who, text)| who == "customer" && normalize(text).contains(&wanted))
+}
+
 /// Turns one call the model proposed into a call to make, or into insights.
 fn admit(tool: &Tool, proposed: Map<String, Value>, input: &InferenceInput<'_>, out: &mut Inference) -> ToolDecision {
     let args: Map<String, Value> =
@@ -228,8 +235,12 @@ fn admit(tool: &Tool, proposed: Map<String, Value>, input: &InferenceInput<'_>, 
     if already_staged(input.staged, &tool.id, &validated) {
         return ToolDecision::DataAlreadyInContext;
     }
+    // A value that must come from the customer has to be in the customer's own words;
+    // otherwise the model supplied it, and the agent asks instead.
     for p in tool.parameters.iter().filter(|p| p.source == ParameterSource::Customer) {
-        if validated.contains_key(&p.name) && !input.history.iter().any(|(who, _)| who == "customer") {
+        if let Some(value) = validated.get(&p.name)
+            && !said_by_customer(value, input.history)
+        {
             out.insights.missing.push(insight(tool, p, None, Some("must come from the customer".into())));
             return ToolDecision::CannotRun;
         }
@@ -414,6 +425,19 @@ mod tests {
             json!(["string", "null"])
         );
         assert_eq!(s["properties"]["tools"]["items"]["properties"]["tool"]["enum"], json!(["weather"]));
+    }
+
+    #[test]
+    fn customer_values_must_be_in_the_customers_words() {
+        let history = vec![
+            ("customer".to_string(), "Pick me up at 12 Oak  Avenue".to_string()),
+            ("agent".to_string(), "Main Street?".to_string()),
+        ];
+        assert!(said_by_customer(&json!("12 oak avenue"), &history));
+        assert!(!said_by_customer(&json!("Main Street"), &history), "the agent's words do not count");
+        assert!(!said_by_customer(&json!("Elm Road"), &history));
+        assert!(said_by_customer(&json!(12), &history));
+        assert!(!said_by_customer(&json!(""), &history));
     }
 
     #[test]

@@ -103,7 +103,7 @@ const MAX_DEPTH: usize = 8;
 
 /// Projects the journey `journey_id` of `definition`; `None` when there is no such journey.
 pub fn project(definition: &AgentDefinition, journey_id: &str) -> Option<Vec<ProjectedNode>> {
-    let journey = definition.journey(journey_id)?;
+    definition.journey(journey_id)?;
     let mut nodes = vec![GraphNode {
         id: START_STATE.into(),
         kind: NodeKind::Fork,
@@ -122,7 +122,6 @@ pub fn project(definition: &AgentDefinition, journey_id: &str) -> Option<Vec<Pro
         tools: Vec::new(),
         sub_journey: None,
     });
-    let _ = journey;
     Some(bfs(journey_id, &nodes, &edges))
 }
 

@@ -194,10 +194,9 @@ impl KnowledgeIndex {
         query: &str,
         k: usize,
     ) -> Vec<usize> {
-        if texts.len() <= k || embedder.is_none() {
+        let Some(embedder) = embedder.filter(|_| texts.len() > k) else {
             return (0..texts.len().min(k)).collect();
-        }
-        let Some(embedder) = embedder else { return Vec::new() };
+        };
         let vectors = cell.get_or_init(|| async { embedder.embed(texts).await.unwrap_or_default() }).await;
         let Ok(query_vec) = embedder.embed(&[query.to_string()]).await else { return (0..k).collect() };
         let Some(q) = query_vec.first() else { return (0..k).collect() };

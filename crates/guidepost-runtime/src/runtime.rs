@@ -544,12 +544,17 @@ impl AgentRuntime {
             (event_id, chunks)
         };
         let (composed, (stream_event, mut chunks)) = if streaming {
-            let both = async { futures::join!(composing, forward) };
-            match cancellable(cancel, both).await {
-                Step::Done(v) => v,
-                Step::Cancelled if !latch.is_set() => return Ok(None),
-                // Emitting already started: the cancellation waits for the reply.
-                Step::Cancelled => return Err("the streamed reply was interrupted".into()),
+            let mut both = std::pin::pin!(async { futures::join!(composing, forward) });
+            let finished = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => None,
+                v = &mut both => Some(v),
+            };
+            match finished {
+                Some(v) => v,
+                None if !latch.is_set() => return Ok(None),
+                // Emitting already started: the reply is finished, then the turn ends.
+                None => both.await,
             }
         } else {
             let composed = match cancellable(cancel, composing).await {

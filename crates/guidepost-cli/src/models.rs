@@ -6,8 +6,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStack, ModelStackBuilder, ProviderRegistry};
 
-/// Provider factories for schemes built outside the model layer (`local`).
-pub fn registry(threads: Option<usize>) -> ProviderRegistry {
+/// Provider factories for schemes built outside the model layer (`local`). With
+/// `replay_only` (every call answered from recordings) local model files are not required
+/// until a call reaches a model.
+pub fn registry(threads: Option<usize>, replay_only: bool) -> ProviderRegistry {
     #[allow(unused_mut)]
     let mut registry = ProviderRegistry::new();
     #[cfg(feature = "local")]
@@ -16,10 +18,11 @@ pub fn registry(threads: Option<usize>) -> ProviderRegistry {
         if threads.is_some() {
             options.threads = threads;
         }
+        options.check_files_at_build = !replay_only;
         registry.register(Arc::new(guidepost_llm_local::LocalProviderFactory::new(options)));
     }
     #[cfg(not(feature = "local"))]
-    let _ = threads;
+    let _ = (threads, replay_only);
     registry
 }
 
@@ -36,7 +39,7 @@ pub fn stack(model: Option<&str>, embedder: Option<&str>, threads: Option<usize>
         builder = builder.embedder_spec(spec);
     }
     let config = local_friendly(guidepost_llm::StackConfig::from_env()?, &builder);
-    builder.config(config).registry(registry(threads)).build().context("building the model stack")
+    builder.config(config).registry(registry(threads, false)).build().context("building the model stack")
 }
 
 /// A local model on a busy CPU can take minutes for one long prompt: the per-call timeout

@@ -1,11 +1,12 @@
 //! `guidepost simulate`: simulated customers against an agent, with the Guidepost engine
 //! plugged in for `--agent in-process`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_core::{AgentState, EventKind, EventSource};
@@ -13,13 +14,46 @@ use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnInput};
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
+use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
-/// Opens sessions of an [`AgentRuntime`] for the simulator.
+/// Opens sessions of [`AgentRuntime`]s for the simulator: one runtime per agent definition,
+/// built when a scenario first names it, all on one model stack.
 pub struct RuntimeSessions {
-    runtime: Arc<AgentRuntime>,
+    models: guidepost_runtime::RuntimeModels,
+    runtimes: tokio::sync::Mutex<HashMap<PathBuf, Arc<AgentRuntime>>>,
+}
+
+impl RuntimeSessions {
+    /// The runtime of the agent defined at `path`, loaded (and its tools discovered) once.
+    async fn runtime(&self, path: &Path) -> Result<Arc<AgentRuntime>, AgentError> {
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let mut runtimes = self.runtimes.lock().await;
+        if let Some(runtime) = runtimes.get(&key) {
+            return Ok(Arc::clone(runtime));
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| AgentError::Protocol(format!("reading the agent definition {}: {e}", path.display())))?;
+        let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
+        let definition = loaded.definition.ok_or_else(|| {
+            AgentError::Protocol(format!("{} does not load; run `guidepost check {}`", path.display(), path.display()))
+        })?;
+        let mut registry = ToolRegistry::from_definition(&definition)
+            .map_err(|e| AgentError::Protocol(format!("the tools of {}: {e}", path.display())))?;
+        for problem in registry.discover_tools().await {
+            eprintln!("warning: {}: {problem}", path.display());
+        }
+        let runtime = Arc::new(AgentRuntime::new(
+            Arc::new(definition),
+            self.models.clone(),
+            Arc::new(registry),
+            RuntimeConfig::default(),
+        ));
+        runtimes.insert(key, Arc::clone(&runtime));
+        Ok(runtime)
+    }
 }
 
 struct RuntimeSession {
@@ -32,12 +66,22 @@ struct RuntimeSession {
 #[async_trait]
 impl EngineSessionFactory for RuntimeSessions {
     fn describe(&self) -> String {
-        format!("guidepost engine ({})", self.runtime.definition().agent.id)
+        "guidepost engine".to_string()
     }
 
-    async fn open(&self, conversation_id: &str) -> Result<Box<dyn EngineSession>, AgentError> {
+    async fn open(
+        &self,
+        conversation_id: &str,
+        definition: Option<&Path>,
+    ) -> Result<Box<dyn EngineSession>, AgentError> {
+        let path = definition.ok_or_else(|| {
+            AgentError::Protocol(
+                "`--agent in-process` needs the agent's definition: `agent:` in the scenario or --definition PATH"
+                    .into(),
+            )
+        })?;
         Ok(Box::new(RuntimeSession {
-            runtime: self.runtime.clone(),
+            runtime: self.runtime(path).await?,
             session: MemorySession::new(),
             state: AgentState::default(),
             id: conversation_id.to_string(),
@@ -68,6 +112,11 @@ fn journey_events(before: &AgentState, after: &AgentState) -> Vec<EngineEvent> {
     let left: BTreeSet<&String> =
         before.journey_paths.keys().filter(|j| !after.journey_paths.contains_key(*j)).collect();
     for journey in left {
+        events.push(EngineEvent::JourneyStateReached {
+            journey: journey.clone(),
+            state: guidepost_core::journey::END_STATE.to_string(),
+            edge: None,
+        });
         events.push(EngineEvent::JourneyCompleted { journey: journey.clone() });
     }
     events
@@ -103,7 +152,16 @@ impl EngineSession for RuntimeSession {
                 });
             }
         }
-        events.extend(outcome.trace.matched.iter().map(|g| EngineEvent::GuidelineMatched { guideline: g.clone() }));
+        // Journey nodes are reported as the path they walked (below), in order; their node
+        // guidelines would repeat the current state out of order.
+        events.extend(
+            outcome
+                .trace
+                .matched
+                .iter()
+                .filter(|g| JourneyStateReached::from_node_guideline_id(g).is_none())
+                .map(|g| EngineEvent::GuidelineMatched { guideline: g.clone() }),
+        );
         events.extend(journey_events(&self.state, &outcome.state));
         events.extend(outcome.messages.iter().map(|m| EngineEvent::Message { text: m.clone() }));
         let totals = &outcome.trace.usage;
@@ -129,28 +187,17 @@ impl EngineSession for RuntimeSession {
 }
 
 pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode> {
-    let mut plugins = Plugins { registry: crate::models::registry(threads), ..Plugins::default() };
+    let replay_only =
+        args.cache.parse::<guidepost_llm::CacheMode>().is_ok_and(|m| m == guidepost_llm::CacheMode::ReplayOrFail);
+    let mut plugins = Plugins { registry: crate::models::registry(threads, replay_only), ..Plugins::default() };
     if args.agent == "in-process" {
-        let scenarios = guidepost_sim::load_scenarios(&args.scenarios)?;
-        let path =
-            args.definition.clone().or_else(|| scenarios.iter().find_map(|s| s.agent_definition.clone())).context(
-                "`--agent in-process` needs the agent's definition: --definition PATH or `agent:` in the scenario",
-            )?;
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
-        let Some(definition) = loaded.definition else {
-            bail!("{} does not load; run `guidepost check {}`", path.display(), path.display());
-        };
-        let builder = ModelStackBuilder::from_env()?.registry(crate::models::registry(threads));
+        let builder = ModelStackBuilder::from_env()?.registry(crate::models::registry(threads, replay_only));
         let config = crate::models::local_friendly(guidepost_sim::simulate::stack_config(&args)?, &builder);
         let stack = builder.config(config).build()?;
-        let mut registry = ToolRegistry::from_definition(&definition)?;
-        for problem in registry.discover_tools().await {
-            eprintln!("warning: {problem}");
-        }
-        let models = crate::models::runtime_models(&stack);
-        let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
-        plugins.engine = Some(Arc::new(RuntimeSessions { runtime: Arc::new(runtime) }));
+        plugins.engine = Some(Arc::new(RuntimeSessions {
+            models: crate::models::runtime_models(&stack),
+            runtimes: tokio::sync::Mutex::default(),
+        }));
     }
     match guidepost_sim::run(&args, plugins).await {
         Ok(outcome) => {

@@ -21,6 +21,11 @@ pub struct LocalOptions {
     pub schema_in_prompt: bool,
     /// Seed of the sampler when a request sets a temperature above zero.
     pub seed: u64,
+    /// Check that a model's files are installed when the model is built (so a missing model
+    /// fails at startup). Off when every call is expected to come from recordings: the
+    /// files are then only needed if a call reaches the model, and that call fails naming the
+    /// fetch command.
+    pub check_files_at_build: bool,
 }
 
 impl Default for LocalOptions {
@@ -32,6 +37,7 @@ impl Default for LocalOptions {
             default_max_tokens: 512,
             schema_in_prompt: true,
             seed: 299_792_458,
+            check_files_at_build: true,
         }
     }
 }

@@ -3,7 +3,8 @@
 //! Register it in a [`ProviderRegistry`](guidepost_llm::ProviderRegistry) and every
 //! `local:<model>` spec in the configuration resolves to a model of this crate. The files are
 //! checked when the model is built (so a missing model fails at startup, naming the fetch
-//! command); the weights load on the first call, on a blocking thread. Specs that name the
+//! command) unless [`LocalOptions::check_files_at_build`] is off; the weights load on the
+//! first call, on a blocking thread. Specs that name the
 //! same model share one loaded copy (Qwen-1.5B needs ~3 GB).
 
 use std::collections::HashMap;
@@ -59,7 +60,9 @@ impl ProviderFactory for LocalProviderFactory {
 
     fn chat_model(&self, spec: &ModelSpec) -> Result<Arc<dyn ChatModel>, LlmError> {
         let parsed = ChatModelSpec::parse(local_name(spec)?)?;
-        parsed.locate(&self.options.models_dir())?;
+        if self.options.check_files_at_build {
+            parsed.locate(&self.options.models_dir())?;
+        }
         let id = parsed.model_id();
         let mut models = self.chat.lock().unwrap_or_else(PoisonError::into_inner);
         let model = models
@@ -70,7 +73,9 @@ impl ProviderFactory for LocalProviderFactory {
 
     fn embedder(&self, spec: &ModelSpec) -> Result<Arc<dyn Embedder>, LlmError> {
         let parsed = EmbedderSpec::parse(local_name(spec)?)?;
-        parsed.locate(&self.options.models_dir())?;
+        if self.options.check_files_at_build {
+            parsed.locate(&self.options.models_dir())?;
+        }
         let id = parsed.model_id();
         let known_dimensions = if parsed == EmbedderSpec::MiniLm { MINILM_DIMENSIONS } else { 0 };
         let mut embedders = self.embedders.lock().unwrap_or_else(PoisonError::into_inner);

@@ -48,11 +48,14 @@ pub struct CustomerOptions {
     pub temperature: Option<f32>,
     /// Re-asks after a role slip before giving up.
     pub slip_retries: u32,
+    /// Sampling temperature of a re-ask: a greedy model given nearly the same prompt tends to
+    /// repeat the rejected message, so re-asks sample.
+    pub retry_temperature: f32,
 }
 
 impl Default for CustomerOptions {
     fn default() -> Self {
-        Self { history_budget_chars: 12_000, temperature: Some(0.0), slip_retries: 1 }
+        Self { history_budget_chars: 12_000, temperature: Some(0.0), slip_retries: 2, retry_temperature: 0.7 }
     }
 }
 
@@ -99,7 +102,9 @@ impl SimulatedCustomer {
         let trajectory = ctx.trajectory;
         let mut req = ChatRequest::new(TaskKind::Simulation)
             .system(render("customer_system", json!({"persona": trajectory.persona, "goal": trajectory.goal})));
-        if let Some(t) = self.options.temperature {
+        if correction.is_some() {
+            req = req.temperature(self.options.retry_temperature);
+        } else if let Some(t) = self.options.temperature {
             req = req.temperature(t);
         }
         let (earlier, recent) = split_by_budget(ctx.traces, self.options.history_budget_chars, false);
@@ -153,7 +158,10 @@ impl SimulatedCustomer {
                 continue;
             }
             match detect_role_slip(&reply.message, last_agent.as_deref()) {
-                Some(slip) if !reply.done => correction = Some(slip),
+                Some(slip) if !reply.done => {
+                    let rejected: String = reply.message.chars().take(200).collect();
+                    correction = Some(format!("{slip} (It was: \"{rejected}\".) Write something different."));
+                }
                 _ => return Ok(reply),
             }
         }

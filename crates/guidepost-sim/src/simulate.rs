@@ -243,13 +243,30 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
             Arc::new(ChatModelAgentFactory::new(model, system_prompt))
         }
         AgentTarget::Command(command) => Arc::new(JsonlCommandFactory { command }),
-        AgentTarget::InProcess(sessions) => Arc::new(InProcessFactory { sessions }),
+        AgentTarget::InProcess(sessions) => {
+            Arc::new(InProcessFactory { sessions, definition: args.definition.clone() })
+        }
     };
+    // The agent definitions the scenarios name (or --definition), loaded before any run so a
+    // broken one fails the command at once; coverage is measured per definition.
+    let definition_of = |scenario_id: &str| {
+        let path = args
+            .definition
+            .clone()
+            .or_else(|| scenarios.iter().find(|s| s.id == scenario_id).and_then(|s| s.agent_definition.clone()))?;
+        Some(std::fs::canonicalize(&path).unwrap_or(path))
+    };
+    let mut definitions: Vec<(PathBuf, AgentDefinition)> = Vec::new();
+    for path in scenarios.iter().filter_map(|s| definition_of(&s.id)) {
+        if !definitions.iter().any(|(p, _)| p == &path) {
+            let definition = load_definition(&path)?;
+            definitions.push((path, definition));
+        }
+    }
     let mut outcome = run_suite(&scenarios, factory, &models, &suite_options(args)).await;
-    let definition_path = args.definition.clone().or_else(|| scenarios.iter().find_map(|s| s.agent_definition.clone()));
-    if let Some(path) = definition_path {
-        let definition = load_definition(&path)?;
-        outcome.report.coverage = Some(compute_coverage(&definition, &outcome.runs));
+    for (path, definition) in &definitions {
+        let runs = outcome.runs.iter().filter(|r| definition_of(&r.scenario_id).as_ref() == Some(path));
+        outcome.report.coverage.push(compute_coverage(definition, runs));
     }
     if let Some(path) = &args.report_json {
         write_json(&outcome.report, path)?;

@@ -127,8 +127,9 @@ pub struct SuiteReport {
     pub totals: SuiteTotals,
     /// Usage per participant over all runs.
     pub usage: ParticipantUsage,
-    /// Journey coverage, when an agent definition was given.
-    pub coverage: Option<CoverageReport>,
+    /// Journey coverage of each agent definition the scenarios name (or `--definition`), in
+    /// the order the scenarios first name them.
+    pub coverage: Vec<CoverageReport>,
 }
 
 impl SuiteReport {
@@ -254,7 +255,7 @@ pub async fn run_suite(
                     turn_timeout: options.turn_timeout,
                     artifacts_root: options.artifacts_root.clone(),
                 };
-                let mut instance: Box<dyn AgentUnderTest> = match agent.create().await {
+                let mut instance: Box<dyn AgentUnderTest> = match agent.create_for(scenario).await {
                     Ok(a) => a,
                     Err(e) => Box::new(Unavailable(e)),
                 };
@@ -325,6 +326,6 @@ fn build_report(agent: String, scenarios: &[Scenario], runs: &[RunResult], start
             pass_rate,
         },
         usage,
-        coverage: None,
+        coverage: Vec::new(),
     }
 }

@@ -26,12 +26,28 @@ pub enum StepDecision {
     Exit,
 }
 
+/// The model's verdict on one conditional transition out of the current step.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExitCheck {
+    /// The step number the transition leads to.
+    pub to: String,
+    /// Whether its condition holds as of the latest customer message (and this turn's tool
+    /// results).
+    pub holds: bool,
+}
+
 /// The answer of a journey selection call.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JourneySelectionAnswer {
     /// Why, in one or two sentences.
     pub rationale: String,
+    /// A verdict per conditional transition out of the current step, judged before the
+    /// decision: small models judge one condition far more reliably than they pick a branch,
+    /// and the move is checked against these verdicts.
+    #[serde(default)]
+    pub exits: Vec<ExitCheck>,
     /// The decision.
     pub decision: StepDecision,
     /// Step numbers entered, in order (advance only).
@@ -83,6 +99,8 @@ pub struct JourneyView {
     pub current: String,
     /// Visited step numbers, in order.
     pub visited: Vec<String>,
+    /// The conditional transitions out of the current step, to be judged one by one.
+    pub exits: Vec<TransitionView>,
 }
 
 /// The step number of node `id` (its breadth-first position).
@@ -134,10 +152,21 @@ impl JourneyView {
                 }
             })
             .collect();
+        let exits = graph
+            .node(path.current())
+            .map(|n| {
+                n.edges
+                    .iter()
+                    .filter(|e| e.condition.is_some())
+                    .map(|e| TransitionView { to: local_id(graph, &e.to), condition: e.condition.clone() })
+                    .collect()
+            })
+            .unwrap_or_default();
         Self {
             title: graph.title.clone(),
             description: graph.description.clone(),
             conditions: graph.conditions.clone(),
+            exits,
             steps,
             current: local_id(graph, path.current()),
             visited: path.states().iter().map(|s| local_id(graph, s)).collect(),

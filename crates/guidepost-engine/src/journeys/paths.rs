@@ -37,10 +37,7 @@ pub fn advance(
     let mut at = path.current().to_string();
     // Models often restate the path so far (from the start, or just the current step)
     // before the steps they enter; a restatement is not a move.
-    let visited = path.states();
-    let from_start = steps.iter().zip(visited).take_while(|(a, b)| a == b).count();
-    let restated = if from_start > 0 { from_start } else { steps.iter().take_while(|s| **s == at).count() };
-    let steps = &steps[restated..];
+    let steps = fresh_steps(path, steps);
     for step in steps.iter().take(max_steps.max(1)) {
         if graph.edge(&at, step).is_none() {
             correction = Some(format!("step `{step}` is not reachable from `{at}`; kept the valid part of the move"));
@@ -102,8 +99,90 @@ pub fn backtrack(path: &JourneyPath, to: &str) -> PathChange {
     }
 }
 
-/// Applies a model answer to `path`.
+/// The listed steps without a restatement of the current step or of the path so far.
+fn fresh_steps<'a>(path: &JourneyPath, steps: &'a [String]) -> &'a [String] {
+    let visited = path.states();
+    let from_start = steps.iter().zip(visited).take_while(|(a, b)| a == b).count();
+    let restated =
+        if from_start > 0 { from_start } else { steps.iter().take_while(|s| s.as_str() == path.current()).count() };
+    &steps[restated..]
+}
+
+/// Holds a move to the model's own verdicts on the current step's conditional transitions
+/// (`exits`): a move along a transition it judged not to hold is redirected to the single
+/// transition that does hold, or becomes a stay when none holds. Returns the corrected
+/// answer and a note of the correction. A journey that is starting cannot backtrack, so
+/// there a backtrack is read as the move it lists.
+fn hold_to_exit_verdicts(
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    starting: bool,
+    answer: &JourneySelectionAnswer,
+) -> (JourneySelectionAnswer, Option<String>) {
+    let mut checked = answer.clone();
+    let moving = checked.decision == StepDecision::Advance || (starting && checked.decision == StepDecision::Backtrack);
+    let current = graph.node(path.current());
+    let (Some(current), true, false) = (current, moving, checked.exits.is_empty()) else {
+        return (checked, None);
+    };
+    let verdict =
+        |to: &str| checked.exits.iter().find(|c| node_of(graph, &c.to).as_deref() == Some(to)).map(|c| c.holds);
+    let holding: Vec<String> = current
+        .edges
+        .iter()
+        .filter(|e| e.condition.is_none() || verdict(&e.to) == Some(true))
+        .map(|e| e.to.clone())
+        .collect();
+    let nodes: Vec<String> = checked.steps.iter().filter_map(|s| node_of(graph, s)).collect();
+    let first = fresh_steps(path, &nodes).first().cloned();
+    let first_holds = first.as_deref().is_some_and(|f| {
+        current.edges.iter().any(|e| e.to == f && (e.condition.is_none() || verdict(&e.to) != Some(false)))
+    });
+    if first_holds {
+        checked.decision = StepDecision::Advance;
+        return (checked, None);
+    }
+    match holding.as_slice() {
+        [only] => {
+            let note = format!(
+                "the move did not follow a transition judged to hold; moved to `{only}`, the only one that holds"
+            );
+            checked.decision = StepDecision::Advance;
+            checked.steps = vec![local_step(graph, only)];
+            checked.backtrack_to = None;
+            (checked, Some(note))
+        }
+        [] => {
+            checked.decision = StepDecision::Stay;
+            checked.steps.clear();
+            checked.backtrack_to = None;
+            (checked, Some("no transition of the current step was judged to hold; stayed".into()))
+        }
+        _ => (checked, None),
+    }
+}
+
+fn local_step(graph: &JourneyGraph, node: &str) -> String {
+    crate::batches::journey_selection::local_id(graph, node)
+}
+
+/// Applies a model answer to `path`, held to its own verdicts on the current step's exits.
 pub fn apply_answer(
+    graph: &JourneyGraph,
+    path: &JourneyPath,
+    starting: bool,
+    answer: &JourneySelectionAnswer,
+    max_steps: usize,
+) -> PathChange {
+    let (answer, note) = hold_to_exit_verdicts(graph, path, starting, answer);
+    let mut change = apply_checked_answer(graph, path, starting, &answer, max_steps);
+    if change.correction.is_none() {
+        change.correction = note;
+    }
+    change
+}
+
+fn apply_checked_answer(
     graph: &JourneyGraph,
     path: &JourneyPath,
     starting: bool,
@@ -231,6 +310,7 @@ journeys:
     fn answer(decision: StepDecision, steps: &[&str], to: Option<&str>) -> JourneySelectionAnswer {
         JourneySelectionAnswer {
             rationale: "r".into(),
+            exits: Vec::new(),
             decision,
             steps: steps.iter().map(|s| s.to_string()).collect(),
             backtrack_to: to.map(String::from),
@@ -301,5 +381,71 @@ journeys:
         assert!(m.guideline_id.starts_with("journey_node:taxi.dropoff:"));
         assert_eq!(m.condition, "Pickup given");
         assert!(node_match(&g, &JourneyPath::start(), "why").is_none());
+    }
+
+    const WEATHER: &str = r#"
+agent: { name: Sky }
+journeys:
+  - id: weather
+    title: Weather
+    conditions: [The customer wants the weather]
+    start:
+      - { to: lookup, when: The customer named a city }
+      - { to: ask_city, when: The customer named no city }
+    states:
+      - { id: ask_city, chat: Ask which city, next: lookup }
+      - { id: lookup, tool: get_weather, next: [{ to: show, when: Found }, { to: sorry, when: Not found }] }
+      - { id: show, chat: Tell the weather, next: end }
+      - { id: sorry, chat: Say the city is not supported, next: end }
+tools:
+  - { name: get_weather, description: Weather of a city }
+"#;
+
+    fn weather() -> JourneyGraph {
+        let def = load_agent(&[SourceFile::new("w.yaml", WEATHER)]).definition.unwrap();
+        CompiledAgent::new(Arc::new(def)).journey("weather").unwrap().clone()
+    }
+
+    fn judged(mut a: JourneySelectionAnswer, exits: &[(&str, bool)]) -> JourneySelectionAnswer {
+        a.exits = exits
+            .iter()
+            .map(|(to, holds)| crate::batches::journey_selection::ExitCheck { to: (*to).into(), holds: *holds })
+            .collect();
+        a
+    }
+
+    #[test]
+    fn a_move_is_held_to_the_models_own_verdicts_on_the_current_steps_transitions() {
+        let g = weather();
+        let start = JourneyPath::start();
+        let (lookup, ask) = (local_step(&g, "lookup"), local_step(&g, "ask_city"));
+        // "I'd like the weather": the model judges "named no city" to hold yet moves to the tool.
+        let a = judged(answer(StepDecision::Advance, &[&lookup], None), &[(&lookup, false), (&ask, true)]);
+        let change = apply_answer(&g, &start, true, &a, 4);
+        assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["ask_city".into()] });
+        assert!(change.correction.unwrap().contains("only one that holds"));
+        // A consistent move is kept as it is, restated start included.
+        let a = judged(answer(StepDecision::Advance, &["0", &ask], None), &[(&lookup, false), (&ask, true)]);
+        let change = apply_answer(&g, &start, true, &a, 4);
+        assert_eq!(
+            (change.decision, change.correction),
+            (JourneyDecision::Started { steps: vec!["ask_city".into()] }, None)
+        );
+        // A starting journey cannot backtrack: the backtrack is read as the move the verdicts allow.
+        let a = judged(answer(StepDecision::Backtrack, &["0", &ask], Some(&lookup)), &[(&lookup, true), (&ask, false)]);
+        let change = apply_answer(&g, &start, true, &a, 4);
+        assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["lookup".into()] });
+        // No transition holds: the tool step stays put.
+        let at_tool = path(&["initial", "lookup"]);
+        let a = judged(
+            answer(StepDecision::Advance, &["3"], None),
+            &[(&local_step(&g, "show"), false), (&local_step(&g, "sorry"), false)],
+        );
+        let change = apply_answer(&g, &at_tool, false, &a, 4);
+        assert_eq!(change.decision, JourneyDecision::Stayed);
+        assert!(change.correction.unwrap().contains("no transition"));
+        // Without verdicts (older answers, scripted models) the move is taken as given.
+        let change = apply_answer(&g, &start, true, &answer(StepDecision::Advance, &[&lookup], None), 4);
+        assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["lookup".into()] });
     }
 }

@@ -220,6 +220,16 @@ fn the_provider_factory_builds_shared_lazy_models() {
     let err = missing.chat_model(&spec).err().unwrap();
     assert!(err.to_string().contains("scripts/fetch-models.sh"), "{err}");
     assert!(matches!(err, guidepost_llm::LlmError::Config(_)));
+
+    // Replay-only stacks skip the check: the model builds, and only a call that reaches it
+    // fails, with the same message.
+    let mut options = LocalOptions::default().with_models_dir(empty.path());
+    options.check_files_at_build = false;
+    let deferred = LocalProviderFactory::new(options);
+    let model = deferred.chat_model(&spec).unwrap();
+    let err = runtime().block_on(model.complete(capital_question())).err().unwrap();
+    assert!(err.to_string().contains("scripts/fetch-models.sh"), "{err}");
+    assert!(deferred.embedder(&ModelSpec::Local { model: "all-minilm-l6-v2".into() }).is_ok());
 }
 
 #[test]

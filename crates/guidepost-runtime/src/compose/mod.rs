@@ -247,18 +247,15 @@ pub async fn compose(
                 ctx["template_choices"] =
                     json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
             }
-            let request = ChatRequest::new(TaskKind::Generation)
-                .user(render(COMPOSE, ctx))
-                .output(OutputFormat::Json { name: "reply".into(), schema: fluid_schema(&choices), strict: true });
-            let response = model.complete(request).await?;
-            let usage = vec![response.usage.clone()];
-            let answer: FluidAnswer =
-                response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok()).ok_or_else(|| {
-                    LlmError::SchemaViolation {
-                        errors: vec!["the reply answer did not fit its schema".into()],
-                        answer: response.output.to_text(),
-                    }
-                })?;
+            let mut usage = Vec::new();
+            let mut answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
+            // A reply that only repeats the customer's words is asked for once more.
+            if answer.template_id.as_deref().is_none_or(|id| id == "none")
+                && echoes_customer(&answer.reply, input.history)
+            {
+                ctx["rejected_echo"] = json!(answer.reply.trim());
+                answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
+            }
             let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
                 (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
                 _ => None,
@@ -273,6 +270,36 @@ pub async fn compose(
             })
         }
     }
+}
+
+async fn fluid_call(
+    model: &dyn ChatModel,
+    ctx: &Value,
+    choices: &[String],
+    usage: &mut Vec<guidepost_llm::Usage>,
+) -> Result<FluidAnswer, LlmError> {
+    let request = ChatRequest::new(TaskKind::Generation)
+        .user(render(COMPOSE, ctx.clone()))
+        .output(OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices), strict: true });
+    let response = model.complete(request).await?;
+    usage.push(response.usage.clone());
+    response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok()).ok_or_else(|| {
+        LlmError::SchemaViolation {
+            errors: vec!["the reply answer did not fit its schema".into()],
+            answer: response.output.to_text(),
+        }
+    })
+}
+
+/// Whether `reply` only repeats the customer's latest message (ignoring spacing and
+/// punctuation, or as its tail: "OK, I see. <the customer's words>").
+fn echoes_customer(reply: &str, history: &[(String, String)]) -> bool {
+    let letters = |t: &str| t.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
+    let Some(last) = history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| letters(t)) else {
+        return false;
+    };
+    let reply = letters(reply);
+    !last.is_empty() && (reply == last || (last.chars().count() >= 6 && reply.ends_with(&last)))
 }
 
 async fn stream_fluid(

@@ -209,3 +209,27 @@ async fn preambles_are_off_by_default_and_tagged_when_enabled() {
     assert_eq!(messages[1].data["message"], "You can return items within 30 days.");
     assert_eq!(outcome.messages, ["You can return items within 30 days."]);
 }
+
+#[tokio::test]
+async fn a_reply_that_only_repeats_the_customer_is_asked_for_once_more() {
+    // The first answer parrots the customer; the re-ask carries the rejected reply.
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), |prompt| {
+        if prompt.contains("it only repeats the customer's words") {
+            "Shipping takes 3 days.".into()
+        } else {
+            "OK. How long does shipping take?".into()
+        }
+    }));
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "How long does shipping take?").await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days."]);
+    assert_eq!(model.requests_for(&TaskKind::Generation).len(), 2);
+
+    // A reply that merely shares words with the customer is kept.
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), shop_reply));
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "How long does shipping take?").await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days."]);
+    assert_eq!(model.requests_for(&TaskKind::Generation).len(), 1);
+}

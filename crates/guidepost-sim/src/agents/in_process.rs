@@ -6,6 +6,7 @@
 //! engine's events into an [`AgentTurn`] with [`EngineObservations`], so step satisfaction and
 //! checkpoints read the engine's own state and coverage sees every journey state and guideline.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -16,6 +17,7 @@ use serde_json::Value;
 use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
 use crate::error::AgentError;
 use crate::observations::{EngineObservations, JourneyStateReached, ToolCalled};
+use crate::scenario::Scenario;
 
 /// What the engine reports while processing one customer message, in order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,8 +83,13 @@ pub trait EngineSessionFactory: Send + Sync {
     /// A description for reports (agent name, definition file).
     fn describe(&self) -> String;
 
-    /// A new session for `conversation_id`.
-    async fn open(&self, conversation_id: &str) -> Result<Box<dyn EngineSession>, AgentError>;
+    /// A new session for `conversation_id`, of the agent defined at `definition` (the
+    /// scenario's `agent`, or `--definition`); `None` when the run names no definition.
+    async fn open(
+        &self,
+        conversation_id: &str,
+        definition: Option<&Path>,
+    ) -> Result<Box<dyn EngineSession>, AgentError>;
 }
 
 /// Folds engine events into an [`AgentTurn`].
@@ -122,6 +129,7 @@ pub fn turn_from_engine_events(events: Vec<EngineEvent>) -> AgentTurn {
 /// Adapts an [`EngineSession`] to [`AgentUnderTest`].
 pub struct InProcessAgent {
     factory: Arc<dyn EngineSessionFactory>,
+    definition: Option<PathBuf>,
     session: Option<Box<dyn EngineSession>>,
 }
 
@@ -132,9 +140,9 @@ impl std::fmt::Debug for InProcessAgent {
 }
 
 impl InProcessAgent {
-    /// An agent whose session `factory` opens at start.
-    pub fn new(factory: Arc<dyn EngineSessionFactory>) -> Self {
-        Self { factory, session: None }
+    /// An agent whose session `factory` opens at start, for the agent defined at `definition`.
+    pub fn new(factory: Arc<dyn EngineSessionFactory>, definition: Option<PathBuf>) -> Self {
+        Self { factory, definition, session: None }
     }
 
     fn session(&mut self) -> Result<&mut Box<dyn EngineSession>, AgentError> {
@@ -145,7 +153,7 @@ impl InProcessAgent {
 #[async_trait]
 impl AgentUnderTest for InProcessAgent {
     async fn start(&mut self, conversation_id: &str) -> Result<(), AgentError> {
-        self.session = Some(self.factory.open(conversation_id).await?);
+        self.session = Some(self.factory.open(conversation_id, self.definition.as_deref()).await?);
         Ok(())
     }
 
@@ -164,6 +172,8 @@ impl AgentUnderTest for InProcessAgent {
 pub struct InProcessFactory {
     /// Opens engine sessions.
     pub sessions: Arc<dyn EngineSessionFactory>,
+    /// The agent definition of every run (`--definition`); otherwise each scenario's own.
+    pub definition: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for InProcessFactory {
@@ -183,6 +193,11 @@ impl AgentFactory for InProcessFactory {
     }
 
     async fn create(&self) -> Result<Box<dyn AgentUnderTest>, AgentError> {
-        Ok(Box::new(InProcessAgent::new(Arc::clone(&self.sessions))))
+        Ok(Box::new(InProcessAgent::new(Arc::clone(&self.sessions), self.definition.clone())))
+    }
+
+    async fn create_for(&self, scenario: &Scenario) -> Result<Box<dyn AgentUnderTest>, AgentError> {
+        let definition = self.definition.clone().or_else(|| scenario.agent_definition.clone());
+        Ok(Box::new(InProcessAgent::new(Arc::clone(&self.sessions), definition)))
     }
 }

@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::error::AgentError;
 use crate::message::{ContentPart, MessageContent, MessageRole, ModelMessage, ToolOutput};
 use crate::observations::EngineObservations;
+use crate::scenario::Scenario;
 
 /// A tool call the agent made during a turn, with its result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,4 +133,11 @@ pub trait AgentFactory: Send + Sync {
 
     /// A fresh agent for one run.
     async fn create(&self) -> Result<Box<dyn AgentUnderTest>, AgentError>;
+
+    /// A fresh agent for one run of `scenario` (an in-process engine runs the scenario's own
+    /// agent); the same as [`create`](Self::create) unless the factory cares.
+    async fn create_for(&self, scenario: &Scenario) -> Result<Box<dyn AgentUnderTest>, AgentError> {
+        let _ = scenario;
+        self.create().await
+    }
 }

@@ -49,7 +49,7 @@ pub fn summarize_suite(report: &SuiteReport) -> String {
             totals.calls, totals.prompt_tokens, totals.completion_tokens, totals.cost_usd
         ));
     }
-    if let Some(coverage) = &report.coverage {
+    for coverage in &report.coverage {
         out.push(coverage.to_text());
     }
     out.join("\n")

@@ -237,22 +237,37 @@ impl Run<'_> {
             }
         };
         if reply.done {
+            // A goodbye can be what the last step needs the agent to hear ("no thanks, that's
+            // all" closes a journey): when the customer considers its goal met but the terminal
+            // steps are not yet satisfied, the goodbye is sent as a last turn before judging.
+            if reply.outcome == Some(CustomerOutcome::GoalMet) && !self.terminals_met() && !reply.message.is_empty() {
+                let goodbye = reply.message.clone();
+                if let Some(stop) =
+                    self.play_turn(goodbye, selected.step_id, selected.selection, TurnSource::Simulated).await
+                {
+                    return Some(stop);
+                }
+            }
             return Some(self.customer_done(reply.outcome, &reply.message));
         }
         self.play_turn(reply.message, selected.step_id, selected.selection, TurnSource::Simulated).await
     }
 
-    fn customer_done(&self, outcome: Option<CustomerOutcome>, goodbye: &str) -> Stop {
-        let graph = self.setup.trajectory.steps.as_ref();
-        let terminals_met = graph.is_none_or(|g| {
+    /// Whether a terminal step (or, with no terminals, every step) is satisfied; true without
+    /// a step graph.
+    fn terminals_met(&self) -> bool {
+        self.setup.trajectory.steps.as_ref().is_none_or(|g| {
             g.terminals.iter().any(|t| self.steps.get(t).is_some_and(|s| s.status == StepStatus::Satisfied))
                 || (g.terminals.is_empty()
                     && g.steps
                         .iter()
                         .all(|s| self.steps.get(&s.id).is_some_and(|st| st.status == StepStatus::Satisfied)))
-        });
+        })
+    }
+
+    fn customer_done(&self, outcome: Option<CustomerOutcome>, goodbye: &str) -> Stop {
         match outcome {
-            Some(CustomerOutcome::GoalMet) if terminals_met => Stop::new(
+            Some(CustomerOutcome::GoalMet) if self.terminals_met() => Stop::new(
                 StopReason::GoalReached,
                 true,
                 format!("The customer ended the conversation, goal met: {goodbye}"),

@@ -2,8 +2,8 @@
 //! record/replay (record once, then `replay-or-fail` with a model that cannot answer), reports,
 //! artifacts and coverage; and the in-process engine contract.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use clap::Parser;
@@ -87,8 +87,8 @@ async fn runs_recorded_then_replays_without_a_model() {
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("report.json")).unwrap()).unwrap();
     assert_eq!(report["totals"]["passed"], 2);
     assert_eq!(report["scenarios"][0]["pass_hat_k"]["2"], 1.0);
-    assert_eq!(report["coverage"]["guidelines_matched"]["correction"], 2);
-    assert_eq!(report["coverage"]["journeys"][0]["runs_entered"], 2);
+    assert_eq!(report["coverage"][0]["guidelines_matched"]["correction"], 2);
+    assert_eq!(report["coverage"][0]["journeys"][0]["runs_entered"], 2);
     let junit = std::fs::read_to_string(dir.path().join("junit.xml")).unwrap();
     assert!(junit.contains("tests=\"2\" failures=\"0\" errors=\"0\""));
     assert!(dir.path().join(".tally/conversations/taxi-trial1/stepTraces.json").exists());
@@ -109,7 +109,11 @@ async fn runs_recorded_then_replays_without_a_model() {
     assert!(bad.unwrap_err().to_string().contains("unknown agent `telnet:x`"));
 }
 
-struct Engine;
+/// An engine that remembers which conversations it opened, for which definitions.
+#[derive(Default)]
+struct Engine {
+    opened: Mutex<Vec<(String, Option<PathBuf>)>>,
+}
 struct Session(usize);
 
 #[async_trait]
@@ -139,9 +143,47 @@ impl EngineSessionFactory for Engine {
     fn describe(&self) -> String {
         "test engine".into()
     }
-    async fn open(&self, _conversation_id: &str) -> Result<Box<dyn EngineSession>, AgentError> {
+    async fn open(
+        &self,
+        conversation_id: &str,
+        definition: Option<&Path>,
+    ) -> Result<Box<dyn EngineSession>, AgentError> {
+        let mut opened = self.opened.lock().unwrap();
+        opened.push((conversation_id.to_string(), definition.map(Path::to_path_buf)));
         Ok(Box::new(Session(0)))
     }
+}
+
+#[tokio::test]
+async fn each_scenario_runs_against_its_own_agent_definition_unless_one_is_forced() {
+    let scenario = |id: &str, agent: &str| {
+        guidepost_sim::Scenario::parse(
+            Path::new("scenarios/s.yaml"),
+            &format!("id: {id}\nagent: ../agents/{agent}.yaml\ngoal: g\npersona: {{ description: d }}\nscript:\n  - customer: hi\n"),
+        )
+        .unwrap()
+    };
+    let scenarios = [scenario("w", "weather"), scenario("t", "taxi")];
+    let model = Models::new().build();
+    let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
+    let opened = |definition: Option<PathBuf>| async {
+        let engine = Arc::new(Engine::default());
+        let factory = Arc::new(InProcessFactory { sessions: engine.clone(), definition });
+        let options = SuiteOptions { concurrency: 1, ..SuiteOptions::default() };
+        run_suite(&scenarios, factory, &models, &options).await;
+        let mut opened = engine.opened.lock().unwrap().clone();
+        opened.sort();
+        opened
+    };
+    assert_eq!(
+        opened(None).await,
+        [
+            ("t-trial0".to_string(), Some(PathBuf::from("scenarios/../agents/taxi.yaml"))),
+            ("w-trial0".to_string(), Some(PathBuf::from("scenarios/../agents/weather.yaml")))
+        ]
+    );
+    let forced = opened(Some(PathBuf::from("agent.yaml"))).await;
+    assert!(forced.iter().all(|(_, d)| d.as_deref() == Some(Path::new("agent.yaml"))), "{forced:?}");
 }
 
 #[tokio::test]
@@ -153,7 +195,7 @@ async fn the_in_process_engine_reports_observations() {
     .unwrap();
     let model = Models::new().build();
     let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
-    let factory = Arc::new(InProcessFactory { sessions: Arc::new(Engine) });
+    let factory = Arc::new(InProcessFactory { sessions: Arc::new(Engine::default()), definition: None });
     let outcome = run_suite(&[scenario], factory, &models, &SuiteOptions::default()).await;
     let run = &outcome.runs[0];
     assert!(run.checkpoints[0].passed, "{:?}", run.checkpoints);

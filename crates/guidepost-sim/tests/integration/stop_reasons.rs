@@ -59,8 +59,13 @@ async fn a_customer_that_keeps_speaking_as_the_agent_is_re_asked_then_stopped() 
         run_trajectory(&setup(trajectory(None, Some(5))), &mut ScriptedAgent::echo(), &env(&model, None)).await;
     assert_eq!((result.reason, result.traces.len()), (StopReason::PolicyViolation, 0));
     let asks = model.requests();
-    assert_eq!(asks.len(), 2, "one re-ask");
-    assert!(asks[1].last_user_message().contains("Your previous attempt was rejected"));
+    assert_eq!(asks.len(), 3, "two re-asks");
+    assert_eq!(asks[0].temperature, Some(0.0), "the first ask is greedy");
+    for ask in &asks[1..] {
+        assert!(ask.last_user_message().contains("Your previous attempt was rejected"));
+        assert!(ask.last_user_message().contains("It was: \"How can I help you today?\""));
+        assert_eq!(ask.temperature, Some(0.7), "a re-ask samples");
+    }
 }
 
 #[tokio::test]
@@ -182,4 +187,47 @@ async fn step_timeouts_cut_a_slow_agent_and_skipping_blocks_dependent_steps() {
     let result = run_trajectory(&s, &mut agent, &env(&model, None)).await;
     assert_eq!(result.reason, StopReason::StepFailed);
     assert_eq!(result.summary, "Step \"a\" ran out of time");
+}
+
+#[tokio::test]
+async fn a_goodbye_the_last_step_needs_is_sent_before_the_run_is_judged() {
+    use guidepost_sim::observations::EngineObservations;
+    let steps = || {
+        let mut finish = StepDefinition::new("finish", "Say you need nothing else").after("a");
+        finish.satisfaction.engine = vec![EngineExpectation::JourneyCompleted("lookup".into())];
+        vec![StepDefinition::new("a", "Ask for the weather"), finish]
+    };
+    // The agent closes its journey when it hears the goodbye.
+    let closing_agent = || {
+        ScriptedAgent::new(|_, message| {
+            let mut turn = AgentTurn::text(["Anything else?"]);
+            let mut seen = EngineObservations::default();
+            if message == "Bye" {
+                seen.journeys_completed.push("lookup".into());
+            }
+            turn.observations = Some(seen);
+            Ok(turn)
+        })
+    };
+    let model = Models::new().customer(vec![say("Weather in Paris?"), done("goal_met")]).judge(true).build();
+    let s = setup(trajectory(Some(graph(steps(), &["finish"])), Some(5)));
+    let result = run_trajectory(&s, &mut closing_agent(), &env(&model, None)).await;
+    assert_eq!((result.reason, result.completed), (StopReason::GoalReached, true), "{}", result.summary);
+    let sent: Vec<_> = result.traces.iter().map(|t| t.user_message.text()).collect();
+    assert_eq!(sent, ["Weather in Paris?", "Bye"]);
+
+    // An agent that ignores the goodbye leaves the terminal step unmet: the customer ended early.
+    let model = Models::new().customer(vec![say("Weather in Paris?"), done("goal_met")]).judge(true).build();
+    let mut deaf = ScriptedAgent::new(|_, _| {
+        let mut turn = AgentTurn::text(["Anything else?"]);
+        turn.observations = Some(EngineObservations::default());
+        Ok(turn)
+    });
+    let result = run_trajectory(&s, &mut deaf, &env(&model, None)).await;
+    assert_eq!((result.reason, result.traces.len()), (StopReason::CustomerEnded, 2), "{}", result.summary);
+
+    // Giving up is not delivered: nothing is left for the agent to act on.
+    let model = Models::new().customer(vec![say("Weather in Paris?"), done("gave_up")]).judge(true).build();
+    let result = run_trajectory(&s, &mut closing_agent(), &env(&model, None)).await;
+    assert_eq!((result.reason, result.traces.len()), (StopReason::CustomerEnded, 1));
 }

@@ -78,7 +78,9 @@ pub use middleware::limits::LimitsConfig;
 pub use middleware::retry::RetryPolicy;
 pub use ports::{ChatModel, Embedder, TextStream, single_shot_stream};
 pub use request::{ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind};
-pub use schema::{generate, is_strict_compatible, make_strict, schema_name_for, strict_schema_for};
+pub use schema::{
+    generate, generate_with_schema, is_strict_compatible, make_strict, schema_name_for, strict_schema_for,
+};
 pub use stack::{ModelStack, ModelStackBuilder, StackConfig, layer, layer_embedder};
 pub use tokens::{count_message_tokens, count_tokens, estimate_tokens};
 pub use usage::{ModelPrice, PriceTable, Usage, UsageLedger, UsageTotals};

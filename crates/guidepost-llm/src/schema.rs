@@ -167,9 +167,21 @@ pub fn schema_name_for<T: JsonSchema>() -> String {
 /// re-asks happen in the model stack (see the re-ask middleware).
 pub async fn generate<T: DeserializeOwned + JsonSchema>(
     model: &dyn ChatModel,
-    mut req: ChatRequest,
+    req: ChatRequest,
 ) -> Result<(T, Usage), LlmError> {
-    req.output = OutputFormat::Json { name: schema_name_for::<T>(), schema: strict_schema_for::<T>(), strict: true };
+    generate_with_schema(model, req, schema_name_for::<T>(), strict_schema_for::<T>()).await
+}
+
+/// Like [`generate`], with a schema built for this one call (for example an object whose
+/// keys name the items the model must judge, so constrained decoding makes it judge every
+/// one); `T` must deserialize from answers to `schema`.
+pub async fn generate_with_schema<T: DeserializeOwned>(
+    model: &dyn ChatModel,
+    mut req: ChatRequest,
+    name: String,
+    schema: Value,
+) -> Result<(T, Usage), LlmError> {
+    req.output = OutputFormat::Json { name, schema, strict: true };
     let response = model.complete(req).await?;
     let value = match response.output {
         Output::Json(value) => value,

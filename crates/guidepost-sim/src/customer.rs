@@ -148,6 +148,7 @@ impl SimulatedCustomer {
     pub async fn next_message(&self, ctx: TurnContext<'_>) -> Result<CustomerReply, CustomerError> {
         let last_agent = ctx.traces.last().map(|t| t.agent_texts().join("\n")).or_else(|| ctx.preamble.last().cloned());
         let mut correction: Option<String> = None;
+        let mut rejections = 0;
         for _ in 0..=self.options.slip_retries {
             let req = self.request(ctx, correction.as_deref());
             let (mut reply, usage) = generate::<CustomerReply>(self.model.as_ref(), req).await?;
@@ -159,8 +160,13 @@ impl SimulatedCustomer {
             }
             match detect_role_slip(&reply.message, last_agent.as_deref()) {
                 Some(slip) if !reply.done => {
+                    // The count keeps each re-ask's prompt distinct, so a sampling model with a
+                    // fixed seed does not draw the same message again.
+                    rejections += 1;
                     let rejected: String = reply.message.chars().take(200).collect();
-                    correction = Some(format!("{slip} (It was: \"{rejected}\".) Write something different."));
+                    correction = Some(format!(
+                        "{slip} (Rejected attempt {rejections}: \"{rejected}\".) Write something different."
+                    ));
                 }
                 _ => return Ok(reply),
             }

@@ -129,18 +129,26 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
             json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
         }
         "JourneySelectionAnswer" => {
+            // Every conditional exit is judged to hold, so the first transition is taken.
+            let exits: serde_json::Map<String, Value> = schema
+                .pointer("/properties/exits/properties")
+                .and_then(Value::as_object)
+                .map(|o| o.keys().map(|k| (k.clone(), Value::Bool(true))).collect())
+                .unwrap_or_default();
             let lines: Vec<&str> = prompt.lines().collect();
             let at = lines.iter().position(|l| l.contains("[CURRENT]")).unwrap_or(0);
             let waits = lines.get(at).is_some_and(|l| l.contains("[waits for customer]"));
             let first = lines.get(at + 1).and_then(|l| l.trim().strip_prefix("-> [")).and_then(|l| l.split(']').next());
             match first {
                 _ if waits && first_number(&last).is_none() => {
-                    json!({"rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
+                    json!({"exits": exits, "rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
                 }
                 Some(step) => {
-                    json!({"rationale": "Step done.", "decision": "advance", "steps": [step], "backtrack_to": null})
+                    json!({"exits": exits, "rationale": "Step done.", "decision": "advance", "steps": [step], "backtrack_to": null})
                 }
-                None => json!({"rationale": "Nothing left.", "decision": "exit", "steps": [], "backtrack_to": null}),
+                None => {
+                    json!({"exits": exits, "rationale": "Nothing left.", "decision": "exit", "steps": [], "backtrack_to": null})
+                }
             }
         }
         "tool_calls" => {

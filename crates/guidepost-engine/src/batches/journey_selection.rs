@@ -1,13 +1,16 @@
 //! Journey node selection: one call decides stay, advance (possibly several steps),
 //! backtrack (to which visited step) or exit, with a rationale.
 
+use std::collections::BTreeMap;
+
 use guidepost_core::JourneyPath;
 use guidepost_core::projection::NodeKind;
-use guidepost_llm::{ChatModel, TaskKind};
+use guidepost_llm::{ChatModel, ChatRequest, TaskKind, generate_with_schema, schema_name_for, strict_schema_for};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use super::{CallOutcome, call};
+use super::CallOutcome;
 use crate::error::BatchError;
 use crate::journeys::graph::JourneyGraph;
 use crate::prompt::{ConversationView, RenderedPrompt, render};
@@ -26,28 +29,18 @@ pub enum StepDecision {
     Exit,
 }
 
-/// The model's verdict on one conditional transition out of the current step.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ExitCheck {
-    /// The step number the transition leads to.
-    pub to: String,
-    /// Whether its condition holds as of the latest customer message (and this turn's tool
-    /// results).
-    pub holds: bool,
-}
-
 /// The answer of a journey selection call.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JourneySelectionAnswer {
+    /// A verdict per conditional transition out of the current step, keyed `[<step
+    /// number>] <condition>`, judged before the decision: small models judge one condition far
+    /// more reliably than they pick a branch, and the move is held to these verdicts. The
+    /// call's schema lists the keys, so a constrained model judges every one.
+    #[serde(default)]
+    pub exits: BTreeMap<String, bool>,
     /// Why, in one or two sentences.
     pub rationale: String,
-    /// A verdict per conditional transition out of the current step, judged before the
-    /// decision: small models judge one condition far more reliably than they pick a branch,
-    /// and the move is checked against these verdicts.
-    #[serde(default)]
-    pub exits: Vec<ExitCheck>,
     /// The decision.
     pub decision: StepDecision,
     /// Step numbers entered, in order (advance only).
@@ -189,6 +182,36 @@ pub fn render_prompt(
     render("journey_selection.j2", &SelectionContext { conversation, journey: JourneyView::build(graph, path) })
 }
 
+/// The key of a conditional transition in the answer's `exits`.
+pub fn exit_key(transition: &TransitionView) -> String {
+    format!("[{}] {}", transition.to, transition.condition.as_deref().unwrap_or_default())
+}
+
+/// The step number an `exits` key names (`[3] The customer gave the number` → `3`).
+pub fn exit_step(key: &str) -> Option<&str> {
+    let rest = key.trim().strip_prefix('[')?;
+    rest.split_once(']').map(|(n, _)| n.trim())
+}
+
+/// The answer schema of one selection call: `exits` comes first and lists exactly the
+/// current step's conditional transitions as required boolean fields.
+pub fn answer_schema(journey: &JourneyView) -> serde_json::Value {
+    let mut schema = strict_schema_for::<JourneySelectionAnswer>();
+    let keys: Vec<String> = journey.exits.iter().map(exit_key).collect();
+    let properties: serde_json::Map<String, serde_json::Value> =
+        keys.iter().map(|k| (k.clone(), json!({"type": "boolean"}))).collect();
+    let exits = json!({"type": "object", "properties": properties, "required": keys, "additionalProperties": false});
+    if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        let mut ordered = serde_json::Map::new();
+        ordered.insert("exits".into(), exits);
+        for (k, v) in props.iter().filter(|(k, _)| k.as_str() != "exits") {
+            ordered.insert(k.clone(), v.clone());
+        }
+        *props = ordered;
+    }
+    schema
+}
+
 /// Asks the model where the journey stands.
 pub async fn evaluate(
     model: &dyn ChatModel,
@@ -197,6 +220,18 @@ pub async fn evaluate(
     conversation: &ConversationView,
     temperature: f32,
 ) -> CallOutcome<JourneySelectionAnswer> {
-    let prompt = render_prompt(graph, path, conversation);
-    call::<JourneySelectionAnswer>(model, TaskKind::JourneySelection, prompt, temperature).await
+    let journey = JourneyView::build(graph, path);
+    let schema = answer_schema(&journey);
+    let prompt = match render("journey_selection.j2", &SelectionContext { conversation, journey }) {
+        Ok(p) => p,
+        Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
+    };
+    let estimated_tokens = prompt.estimated_tokens();
+    let req =
+        ChatRequest::new(TaskKind::JourneySelection).system(prompt.system).user(prompt.user).temperature(temperature);
+    let name = schema_name_for::<JourneySelectionAnswer>();
+    match generate_with_schema::<JourneySelectionAnswer>(model, req, name, schema).await {
+        Ok((answer, usage)) => CallOutcome { answer: Ok(answer), usage: Some(usage), estimated_tokens },
+        Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
+    }
 }

@@ -8,7 +8,7 @@ use guidepost_core::journey::START_STATE;
 use guidepost_core::projection::NodeKind;
 use guidepost_core::{JourneyPath, PathStep};
 
-use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, node_of};
+use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, exit_step, node_of};
 use crate::journeys::graph::JourneyGraph;
 use crate::record::{GuidelineMatch, JourneyDecision, MatchKind};
 
@@ -125,8 +125,13 @@ fn hold_to_exit_verdicts(
     let (Some(current), true, false) = (current, moving, checked.exits.is_empty()) else {
         return (checked, None);
     };
-    let verdict =
-        |to: &str| checked.exits.iter().find(|c| node_of(graph, &c.to).as_deref() == Some(to)).map(|c| c.holds);
+    let verdict = |to: &str| {
+        checked
+            .exits
+            .iter()
+            .find(|(key, _)| exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(to))
+            .map(|(_, holds)| *holds)
+    };
     let holding: Vec<String> = current
         .edges
         .iter()
@@ -310,7 +315,7 @@ journeys:
     fn answer(decision: StepDecision, steps: &[&str], to: Option<&str>) -> JourneySelectionAnswer {
         JourneySelectionAnswer {
             rationale: "r".into(),
-            exits: Vec::new(),
+            exits: Default::default(),
             decision,
             steps: steps.iter().map(|s| s.to_string()).collect(),
             backtrack_to: to.map(String::from),
@@ -407,10 +412,7 @@ tools:
     }
 
     fn judged(mut a: JourneySelectionAnswer, exits: &[(&str, bool)]) -> JourneySelectionAnswer {
-        a.exits = exits
-            .iter()
-            .map(|(to, holds)| crate::batches::journey_selection::ExitCheck { to: (*to).into(), holds: *holds })
-            .collect();
+        a.exits = exits.iter().map(|(to, holds)| (format!("[{to}] some condition"), *holds)).collect();
         a
     }
 
@@ -447,5 +449,29 @@ tools:
         // Without verdicts (older answers, scripted models) the move is taken as given.
         let change = apply_answer(&g, &start, true, &answer(StepDecision::Advance, &[&lookup], None), 4);
         assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["lookup".into()] });
+    }
+
+    #[test]
+    fn the_answer_schema_asks_for_a_verdict_on_every_conditional_exit_first() {
+        use crate::batches::journey_selection::{JourneyView, answer_schema, exit_step};
+        let g = weather();
+        let schema = answer_schema(&JourneyView::build(&g, &JourneyPath::start()));
+        let properties = schema["properties"].as_object().unwrap();
+        assert_eq!(properties.keys().next().map(String::as_str), Some("exits"));
+        let exits = &properties["exits"];
+        let keys: Vec<&str> = exits["required"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
+        let (lookup, ask) = (local_step(&g, "lookup"), local_step(&g, "ask_city"));
+        assert_eq!(
+            keys,
+            [format!("[{lookup}] The customer named a city"), format!("[{ask}] The customer named no city")]
+        );
+        assert_eq!(exits["additionalProperties"], false);
+        assert!(schema["required"].as_array().unwrap().iter().any(|k| k == "exits"));
+        assert_eq!(exit_step(keys[1]), Some(ask.as_str()));
+        assert_eq!(exit_step("no bracket"), None);
+        // A step without conditional exits asks for an empty object.
+        let at_show = path(&["initial", "lookup", "show"]);
+        let schema = answer_schema(&JourneyView::build(&g, &at_show));
+        assert_eq!(schema["properties"]["exits"]["required"], serde_json::json!([]));
     }
 }

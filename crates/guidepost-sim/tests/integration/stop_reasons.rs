@@ -61,9 +61,11 @@ async fn a_customer_that_keeps_speaking_as_the_agent_is_re_asked_then_stopped() 
     let asks = model.requests();
     assert_eq!(asks.len(), 3, "two re-asks");
     assert_eq!(asks[0].temperature, Some(0.0), "the first ask is greedy");
+    assert!(asks[1].last_user_message().contains("Rejected attempt 1"));
+    assert!(asks[2].last_user_message().contains("Rejected attempt 2"));
     for ask in &asks[1..] {
         assert!(ask.last_user_message().contains("Your previous attempt was rejected"));
-        assert!(ask.last_user_message().contains("It was: \"How can I help you today?\""));
+        assert!(ask.last_user_message().contains(": \"How can I help you today?\""));
         assert_eq!(ask.temperature, Some(0.7), "a re-ask samples");
     }
 }

@@ -202,7 +202,11 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
     match guidepost_sim::run(&args, plugins).await {
         Ok(outcome) => {
             println!("{}", guidepost_sim::output::summary::summarize_suite(&outcome.report));
-            Ok(ExitCode::from(u8::try_from(outcome.report.exit_code(args.min_pass_rate)).unwrap_or(1)))
+            let missed = outcome.report.missed_states();
+            if args.require_full_coverage && !missed.is_empty() {
+                println!("Coverage incomplete (--require-full-coverage): {}", missed.join(", "));
+            }
+            Ok(ExitCode::from(u8::try_from(args.exit_code(&outcome.report)).unwrap_or(1)))
         }
         Err(err) => {
             eprintln!("error: {err}");

@@ -90,6 +90,18 @@ pub struct SimulateArgs {
     /// Hide progress bars.
     #[arg(long)]
     pub no_progress: bool,
+    /// Fail (exit 1) when a journey state of a measured agent was never reached.
+    #[arg(long)]
+    pub require_full_coverage: bool,
+}
+
+impl SimulateArgs {
+    /// The exit code of a finished suite: 0 when the runs passed (see `--min-pass-rate`) and,
+    /// with `--require-full-coverage`, every journey state was reached; else 1.
+    pub fn exit_code(&self, report: &crate::suite::SuiteReport) -> i32 {
+        let code = report.exit_code(self.min_pass_rate);
+        if code == 0 && self.require_full_coverage && !report.missed_states().is_empty() { 1 } else { code }
+    }
 }
 
 /// The agent under test.

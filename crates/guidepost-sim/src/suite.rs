@@ -143,6 +143,19 @@ impl SuiteReport {
         };
         if ok { 0 } else { 1 }
     }
+
+    /// The journey states no run reached, as `agent: journey.state`, over every agent whose
+    /// coverage was measured.
+    pub fn missed_states(&self) -> Vec<String> {
+        self.coverage
+            .iter()
+            .flat_map(|c| {
+                c.journeys.iter().flat_map(move |j| {
+                    j.missed_states.iter().map(move |s| format!("{}: {}.{}", c.agent, j.journey, s))
+                })
+            })
+            .collect()
+    }
 }
 
 /// The suite's report and every run's full result.

@@ -9,8 +9,8 @@ fn mermaid_of_an_example_journey() {
         .assert()
         .success()
         .stdout(predicate::str::starts_with("stateDiagram-v2\n"))
-        .stdout(predicate::str::contains("[*] --> s2: 用户消息中包含城市名称"))
-        .stdout(predicate::str::contains("s5 --> [*]: 用户不想继续查询"));
+        .stdout(predicate::str::contains("[*] --> s2: The customer said which city (e.g. 北京, 纽约)"))
+        .stdout(predicate::str::contains("s5 --> [*]: The customer does not want another lookup"));
 }
 
 #[test]

@@ -111,8 +111,7 @@ fn fresh_steps<'a>(path: &JourneyPath, steps: &'a [String]) -> &'a [String] {
 /// Holds a move to the model's own verdicts on the current step's conditional transitions
 /// (`exits`): a move along a transition it judged not to hold is redirected to the single
 /// transition that does hold, or becomes a stay when none holds. Returns the corrected
-/// answer and a note of the correction. A journey that is starting cannot backtrack, so
-/// there a backtrack is read as the move it lists.
+/// answer and a note of the correction.
 fn hold_to_exit_verdicts(
     graph: &JourneyGraph,
     path: &JourneyPath,
@@ -120,7 +119,10 @@ fn hold_to_exit_verdicts(
     answer: &JourneySelectionAnswer,
 ) -> (JourneySelectionAnswer, Option<String>) {
     let mut checked = answer.clone();
-    let moving = checked.decision == StepDecision::Advance || (starting && checked.decision == StepDecision::Backtrack);
+    // A starting journey was activated by its conditions: it cannot stay at the start or
+    // backtrack, so both are read as the move the verdicts allow.
+    let moving = checked.decision == StepDecision::Advance
+        || (starting && matches!(checked.decision, StepDecision::Backtrack | StepDecision::Stay));
     let current = graph.node(path.current());
     let (Some(current), true, false) = (current, moving, checked.exits.is_empty()) else {
         return (checked, None);
@@ -437,6 +439,10 @@ tools:
         let a = judged(answer(StepDecision::Backtrack, &["0", &ask], Some(&lookup)), &[(&lookup, true), (&ask, false)]);
         let change = apply_answer(&g, &start, true, &a, 4);
         assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["lookup".into()] });
+        // "Stay" at the start of an activated journey takes the one transition judged to hold.
+        let a = judged(answer(StepDecision::Stay, &["0"], None), &[(&lookup, false), (&ask, true)]);
+        let change = apply_answer(&g, &start, true, &a, 4);
+        assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["ask_city".into()] });
         // No transition holds: the tool step stays put.
         let at_tool = path(&["initial", "lookup"]);
         let a = judged(

@@ -20,10 +20,10 @@ fn mentions_city(text: &str) -> bool {
 
 fn decide(condition: &str, msg: &str) -> bool {
     match condition {
-        c if c.starts_with("用户想查询天气") => msg.contains("天气") || msg.contains("查"),
-        c if c.starts_with("用户提到城市名称") => mentions_city(msg),
-        c if c.starts_with("用户问候") => msg.contains("你好"),
-        c if c.starts_with("用户一次提到多个城市") => CITIES.iter().filter(|x| msg.contains(*x)).count() > 1,
+        c if c.starts_with("The customer wants to know the weather") => msg.contains("天气") || msg.contains("查"),
+        c if c.starts_with("The customer mentions a city") => mentions_city(msg),
+        c if c.starts_with("The customer greets") => msg.contains("你好"),
+        c if c.starts_with("The customer asks about several cities") => CITIES.iter().filter(|x| msg.contains(*x)).count() > 1,
         _ => false,
     }
 }

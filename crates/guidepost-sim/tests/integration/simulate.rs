@@ -93,6 +93,14 @@ async fn runs_recorded_then_replays_without_a_model() {
     assert!(junit.contains("tests=\"2\" failures=\"0\" errors=\"0\""));
     assert!(dir.path().join(".tally/conversations/taxi-trial1/stepTraces.json").exists());
 
+    // The JSONL agent reaches only part of the taxi journey: --require-full-coverage fails
+    // the suite that otherwise passed, and names what was missed.
+    let missed = replayed.report.missed_states();
+    assert!(missed.contains(&"Rita: book_taxi.booked".to_string()), "{missed:?}");
+    assert_eq!(args(dir.path(), "replay-or-fail").exit_code(&replayed.report), 0);
+    let strict = SimulateArgs { require_full_coverage: true, ..args(dir.path(), "replay-or-fail") };
+    assert_eq!(strict.exit_code(&replayed.report), 1);
+
     // Without a recording, replay-or-fail ends the run with an error naming the miss.
     std::fs::write(
         dir.path().join("scenarios/taxi.yaml"),

@@ -1,0 +1,46 @@
+//! Answers saved chat requests with a local model: the quickest way to see how a prompt
+//! change plays out on the model before a whole conversation is re-run.
+//!
+//! ```text
+//! cargo run -p guidepost-llm-local --release --example ask -- [--model qwen2.5-coder-1.5b] [--threads N] FILE...
+//! ```
+//!
+//! Each FILE holds a chat request as JSON, or a recording of the model layer's cache (its
+//! `request` field). The model loads once; each answer is printed with its time.
+
+use std::time::Instant;
+
+use guidepost_llm::{ChatModel, ChatRequest};
+use guidepost_llm_local::{LocalChatModel, LocalOptions};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (mut model, mut options, mut files) = ("qwen2.5-coder-1.5b".to_string(), LocalOptions::default(), Vec::new());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--model" => model = args.next().ok_or_else(|| anyhow::anyhow!("--model needs a value"))?,
+            "--threads" => {
+                let n = args.next().ok_or_else(|| anyhow::anyhow!("--threads needs a value"))?;
+                options.threads = Some(n.parse()?);
+            }
+            _ => files.push(arg),
+        }
+    }
+    let model = LocalChatModel::load(&model, &options)?;
+    for file in files {
+        let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file)?)?;
+        if let Some(mut request) = value.get("request").cloned() {
+            // A recording keeps the task beside the request.
+            if let (Some(task), Some(fields)) = (value.get("task"), request.as_object_mut()) {
+                fields.entry("task").or_insert_with(|| task.clone());
+            }
+            value = request;
+        }
+        let req: ChatRequest = serde_json::from_value(value)?;
+        let start = Instant::now();
+        let response = model.complete(req).await?;
+        println!("== {file} ({:.1} s)\n{}", start.elapsed().as_secs_f64(), response.output.to_text());
+    }
+    Ok(())
+}

@@ -10,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Scenarios whose recordings are committed (replayed at the end).
+SCENARIOS="examples/scenarios/weather-cities.yaml examples/scenarios/weather-unsupported-city.yaml"
+
 scripts/fetch-models.sh
 
 echo "== cargo fmt --check"
@@ -27,3 +30,13 @@ fi
 
 echo "== documentation examples"
 cargo test --workspace --locked --doc
+
+# The example scenarios against the example agents, every model call answered from the
+# recordings committed in examples/recordings (made with the local Qwen2.5-Coder-1.5B):
+# no model runs and nothing goes over the network. Fails when a run fails, a call has no
+# recording (a prompt changed: re-record, see README), or a journey state goes unvisited.
+echo "== simulated conversations (replayed)"
+cargo run --locked -q -p guidepost-cli -- simulate $SCENARIOS \
+    --agent in-process --cache replay-or-fail --recordings examples/recordings \
+    --require-full-coverage --no-progress --out target/simulate/tally \
+    --report-json target/simulate/report.json --junit target/simulate/junit.xml

@@ -150,9 +150,9 @@ impl SuiteReport {
         self.coverage
             .iter()
             .flat_map(|c| {
-                c.journeys.iter().flat_map(move |j| {
-                    j.missed_states.iter().map(move |s| format!("{}: {}.{}", c.agent, j.journey, s))
-                })
+                c.journeys
+                    .iter()
+                    .flat_map(move |j| j.missed_states.iter().map(move |s| format!("{}: {}.{}", c.agent, j.journey, s)))
             })
             .collect()
     }

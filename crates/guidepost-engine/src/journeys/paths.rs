@@ -119,14 +119,22 @@ fn hold_to_exit_verdicts(
     answer: &JourneySelectionAnswer,
 ) -> (JourneySelectionAnswer, Option<String>) {
     let mut checked = answer.clone();
-    // A starting journey was activated by its conditions: it cannot stay at the start or
-    // backtrack, so both are read as the move the verdicts allow.
-    let moving = checked.decision == StepDecision::Advance
-        || (starting && matches!(checked.decision, StepDecision::Backtrack | StepDecision::Stay));
-    let current = graph.node(path.current());
-    let (Some(current), true, false) = (current, moving, checked.exits.is_empty()) else {
+    let Some(current) = graph.node(path.current()) else { return (checked, None) };
+    if checked.exits.is_empty() || checked.decision == StepDecision::Exit {
         return (checked, None);
-    };
+    }
+    // A real backtrack (to an earlier visited step) is a correction: the verdicts on the
+    // current step's exits do not speak to it.
+    let real_backtrack = checked.decision == StepDecision::Backtrack
+        && !starting
+        && checked
+            .backtrack_to
+            .as_deref()
+            .and_then(|b| node_of(graph, b))
+            .is_some_and(|b| b != path.current() && path.visited(&b));
+    if real_backtrack {
+        return (checked, None);
+    }
     let verdict = |to: &str| {
         checked
             .exits
@@ -140,29 +148,38 @@ fn hold_to_exit_verdicts(
         .filter(|e| e.condition.is_none() || verdict(&e.to) == Some(true))
         .map(|e| e.to.clone())
         .collect();
+    let conditional_holding: Vec<&String> =
+        current.edges.iter().filter(|e| e.condition.is_some() && verdict(&e.to) == Some(true)).map(|e| &e.to).collect();
+    let move_to = |mut checked: JourneySelectionAnswer, to: &str| {
+        let note = format!("the decision did not follow the transition judged to hold; moved to `{to}`");
+        checked.decision = StepDecision::Advance;
+        checked.steps = vec![local_step(graph, to)];
+        checked.backtrack_to = None;
+        (checked, Some(note))
+    };
+    // "Stay" (or a backtrack to nowhere) while exactly one condition of the current step
+    // holds: the step is done by the model's own verdict. At the start of an activated
+    // journey there is no staying at all.
+    if checked.decision != StepDecision::Advance {
+        return match (conditional_holding.as_slice(), holding.as_slice()) {
+            ([only], _) => move_to(checked, only),
+            (_, [only]) if starting => move_to(checked, only),
+            _ => (checked, None),
+        };
+    }
     let nodes: Vec<String> = checked.steps.iter().filter_map(|s| node_of(graph, s)).collect();
     let first = fresh_steps(path, &nodes).first().cloned();
     let first_holds = first.as_deref().is_some_and(|f| {
         current.edges.iter().any(|e| e.to == f && (e.condition.is_none() || verdict(&e.to) != Some(false)))
     });
     if first_holds {
-        checked.decision = StepDecision::Advance;
         return (checked, None);
     }
     match holding.as_slice() {
-        [only] => {
-            let note = format!(
-                "the move did not follow a transition judged to hold; moved to `{only}`, the only one that holds"
-            );
-            checked.decision = StepDecision::Advance;
-            checked.steps = vec![local_step(graph, only)];
-            checked.backtrack_to = None;
-            (checked, Some(note))
-        }
+        [only] => move_to(checked, only),
         [] => {
             checked.decision = StepDecision::Stay;
             checked.steps.clear();
-            checked.backtrack_to = None;
             (checked, Some("no transition of the current step was judged to hold; stayed".into()))
         }
         _ => (checked, None),
@@ -427,7 +444,7 @@ tools:
         let a = judged(answer(StepDecision::Advance, &[&lookup], None), &[(&lookup, false), (&ask, true)]);
         let change = apply_answer(&g, &start, true, &a, 4);
         assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["ask_city".into()] });
-        assert!(change.correction.unwrap().contains("only one that holds"));
+        assert!(change.correction.unwrap().contains("judged to hold"));
         // A consistent move is kept as it is, restated start included.
         let a = judged(answer(StepDecision::Advance, &["0", &ask], None), &[(&lookup, false), (&ask, true)]);
         let change = apply_answer(&g, &start, true, &a, 4);
@@ -443,6 +460,23 @@ tools:
         let a = judged(answer(StepDecision::Stay, &["0"], None), &[(&lookup, false), (&ask, true)]);
         let change = apply_answer(&g, &start, true, &a, 4);
         assert_eq!(change.decision, JourneyDecision::Started { steps: vec!["ask_city".into()] });
+        // After the tool ran, a "backtrack" to the current step (no correction at all) or a
+        // "stay" follows the one exit judged to hold.
+        let at_tool = path(&["initial", "lookup"]);
+        let (show, sorry) = (local_step(&g, "show"), local_step(&g, "sorry"));
+        for wrong in [answer(StepDecision::Backtrack, &[&lookup], Some(&lookup)), answer(StepDecision::Stay, &[], None)]
+        {
+            let change = apply_answer(&g, &at_tool, false, &judged(wrong, &[(&show, false), (&sorry, true)]), 4);
+            assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["sorry".into()] });
+        }
+        // A stay with no exit judged to hold stays.
+        let a = judged(answer(StepDecision::Stay, &[], None), &[(&show, false), (&sorry, false)]);
+        assert_eq!(apply_answer(&g, &at_tool, false, &a, 4).decision, JourneyDecision::Stayed);
+        // A real backtrack (a correction) is kept whatever the verdicts say.
+        let at_show = path(&["initial", "ask_city", "lookup", "show"]);
+        let back = judged(answer(StepDecision::Backtrack, &[], Some(&ask)), &[]);
+        let change = apply_answer(&g, &at_show, false, &back, 4);
+        assert_eq!(change.decision, JourneyDecision::Backtracked { to: "ask_city".into() });
         // No transition holds: the tool step stays put.
         let at_tool = path(&["initial", "lookup"]);
         let a = judged(

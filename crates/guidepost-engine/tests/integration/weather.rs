@@ -23,7 +23,9 @@ fn decide(condition: &str, msg: &str) -> bool {
         c if c.starts_with("The customer wants to know the weather") => msg.contains("天气") || msg.contains("查"),
         c if c.starts_with("The customer mentions a city") => mentions_city(msg),
         c if c.starts_with("The customer greets") => msg.contains("你好"),
-        c if c.starts_with("The customer asks about several cities") => CITIES.iter().filter(|x| msg.contains(*x)).count() > 1,
+        c if c.starts_with("The customer asks about several cities") => {
+            CITIES.iter().filter(|x| msg.contains(*x)).count() > 1
+        }
         _ => false,
     }
 }

@@ -39,9 +39,8 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
         })
         .when_task(TaskKind::ToolInference)
         .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
-    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
-        (c.contains("weather") || c.contains("city")) && last.contains("天气")
-    });
+    let oracle: Oracle =
+        Arc::new(|c: &str, last: &str, _: &str| (c.contains("weather") || c.contains("city")) && last.contains("天气"));
     let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
         let shown = p.find("简洁友好地告诉用户天气情况").expect("the result step is an instruction");
         let asked = p.find("询问用户是否还想查询其他城市").expect("the question step is an instruction");

@@ -198,6 +198,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "glossary": input.state.glossary_terms,
         "capabilities": input.state.capabilities,
         "history": history,
+        "last_customer": input.history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| t.clone()),
     })
 }
 
@@ -249,11 +250,13 @@ pub async fn compose(
             }
             let mut usage = Vec::new();
             let mut answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
-            // A reply that only repeats the customer's words is asked for once more.
+            // A reply that only repeats the customer's words, or the agent's own earlier words,
+            // is asked for once more.
             if answer.template_id.as_deref().is_none_or(|id| id == "none")
-                && echoes_customer(&answer.reply, input.history)
+                && let Some(why) = repetition(&answer.reply, input.history)
             {
                 ctx["rejected_echo"] = json!(answer.reply.trim());
+                ctx["rejected_why"] = json!(why);
                 answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
             }
             let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
@@ -291,15 +294,25 @@ async fn fluid_call(
     })
 }
 
-/// Whether `reply` only repeats the customer's latest message (ignoring spacing and
-/// punctuation, or as its tail: "OK, I see. <the customer's words>").
-fn echoes_customer(reply: &str, history: &[(String, String)]) -> bool {
+/// Why `reply` is a repetition, if it is one: it only repeats the customer's latest message
+/// (ignoring spacing and punctuation, or as its tail: "OK, I see. <the customer's words>"),
+/// or it is word for word a message the agent already sent.
+fn repetition(reply: &str, history: &[(String, String)]) -> Option<&'static str> {
     let letters = |t: &str| t.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
-    let Some(last) = history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| letters(t)) else {
-        return false;
-    };
     let reply = letters(reply);
-    !last.is_empty() && (reply == last || (last.chars().count() >= 6 && reply.ends_with(&last)))
+    if reply.is_empty() {
+        return None;
+    }
+    if let Some(last) = history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| letters(t))
+        && !last.is_empty()
+        && (reply == last || (last.chars().count() >= 6 && reply.ends_with(&last)))
+    {
+        return Some("it only repeats the customer's words.");
+    }
+    history
+        .iter()
+        .any(|(who, text)| who != "customer" && letters(text) == reply)
+        .then_some("you already sent exactly this earlier; the conversation has moved on.")
 }
 
 async fn stream_fluid(

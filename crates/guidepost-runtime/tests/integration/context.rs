@@ -49,8 +49,10 @@ async fn tool_backed_variables_refresh_only_when_stale() {
     let model = Arc::new(with_reply(
         with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| true)),
         move |p| {
-            seen.lock().unwrap().push(p.to_string());
-            "You are on the gold plan.".into()
+            let mut seen = seen.lock().unwrap();
+            seen.push(p.to_string());
+            // Each turn's reply differs (a repeated reply would be asked for again).
+            format!("You are on the gold plan (answer {}).", seen.len())
         },
     ));
     let clock = Arc::new(TestClock(AtomicI64::new(1_700_000_000)));

@@ -226,6 +226,22 @@ async fn a_reply_that_only_repeats_the_customer_is_asked_for_once_more() {
     assert_eq!(outcome.messages, ["Shipping takes 3 days."]);
     assert_eq!(model.requests_for(&TaskKind::Generation).len(), 2);
 
+    // A reply the agent already sent word for word is asked for once more too.
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), |prompt| {
+        if prompt.contains("you already sent exactly this earlier") {
+            "You can return items within 30 days.".into()
+        } else {
+            "Shipping takes 3 days.".into()
+        }
+    }));
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let session = MemorySession::new();
+    let first = turn(&rt, &session, &Default::default(), "How long does shipping take?").await;
+    assert_eq!(first.messages, ["Shipping takes 3 days."]);
+    let second = turn(&rt, &session, &first.state, "And refunds?").await;
+    assert_eq!(second.messages, ["You can return items within 30 days."]);
+    assert_eq!(model.requests_for(&TaskKind::Generation).len(), 3);
+
     // A reply that merely shares words with the customer is kept.
     let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), shop_reply));
     let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());

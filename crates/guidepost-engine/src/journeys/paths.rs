@@ -55,6 +55,19 @@ pub fn advance(
     if correction.is_none() && steps.len() > max_steps.max(1) {
         correction = Some(format!("advanced at most {max_steps} steps"));
     }
+    // A step that only says something (it does not wait for the customer) with one
+    // unconditional way on is carried out in the same reply as the chat step after it
+    // ("show the result" then "ask whether to go on"): the move goes on to that step.
+    while valid.len() < max_steps.max(1)
+        && let Some(node) = valid.last().and_then(|s| graph.node(s))
+        && node.kind == NodeKind::Chat
+        && !node.is_customer_dependent()
+        && let [edge] = node.edges.as_slice()
+        && edge.condition.is_none()
+        && graph.node(&edge.to).is_some_and(|next| next.kind == NodeKind::Chat)
+    {
+        valid.push(edge.to.clone());
+    }
     let stayed = |correction| PathChange {
         decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
         path: (!starting).then(|| path.clone()),
@@ -120,8 +133,28 @@ fn hold_to_exit_verdicts(
 ) -> (JourneySelectionAnswer, Option<String>) {
     let mut checked = answer.clone();
     let Some(current) = graph.node(path.current()) else { return (checked, None) };
-    if checked.exits.is_empty() || checked.decision == StepDecision::Exit {
+    if checked.exits.is_empty() {
         return (checked, None);
+    }
+    if checked.decision == StepDecision::Exit {
+        // "Exit" while a transition to the journey's end is judged to hold is the designed
+        // ending ("no more lookups, thanks"), not an abandoned journey: complete it.
+        let to_end = current.edges.iter().find(|e| {
+            graph.node(&e.to).is_some_and(|n| n.kind == NodeKind::End)
+                && e.condition.is_some()
+                && checked.exits.iter().any(|(key, holds)| {
+                    *holds && exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(e.to.as_str())
+                })
+        });
+        return match to_end {
+            Some(edge) => {
+                let note = format!("\"exit\" along the transition to `{}` judged to hold: completed", edge.to);
+                checked.decision = StepDecision::Advance;
+                checked.steps = vec![local_step(graph, &edge.to)];
+                (checked, Some(note))
+            }
+            None => (checked, None),
+        };
     }
     // A real backtrack (to an earlier visited step) is a correction: the verdicts on the
     // current step's exits do not speak to it.
@@ -477,6 +510,22 @@ tools:
         let back = judged(answer(StepDecision::Backtrack, &[], Some(&ask)), &[]);
         let change = apply_answer(&g, &at_show, false, &back, 4);
         assert_eq!(change.decision, JourneyDecision::Backtracked { to: "ask_city".into() });
+        // "Exit" while the transition to the end is judged to hold completes the journey.
+        let at_sorry = path(&["initial", "lookup", "sorry"]);
+        let end = local_step(&g, "end");
+        let a = judged(answer(StepDecision::Exit, &[], None), &[(&end, true)]);
+        let mut conditional = weather();
+        conditional.nodes.get_mut("sorry").unwrap().edges[0].condition = Some("The customer is done".into());
+        assert_eq!(apply_answer(&conditional, &at_sorry, false, &a, 4).decision, JourneyDecision::Completed);
+        assert_eq!(
+            apply_answer(&conditional, &at_sorry, false, &judged(a.clone(), &[(&end, false)]), 4).decision,
+            JourneyDecision::Exited
+        );
+        // A step that only says something runs on into the chat step after it.
+        let mut chained = weather();
+        chained.nodes.get_mut("show").unwrap().edges[0].to = "sorry".into();
+        let change = apply_answer(&chained, &at_tool, false, &answer(StepDecision::Advance, &[&show], None), 4);
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["show".into(), "sorry".into()] });
         // No transition holds: the tool step stays put.
         let at_tool = path(&["initial", "lookup"]);
         let a = judged(

@@ -114,7 +114,11 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
         json!({"city": "北京", "temperature": 15, "condition": "晴朗", "humidity": 45}),
     )]);
     let second = matcher.rematch(&ctx, &first).await.unwrap();
-    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    // showing the result does not wait for the customer: the move runs on to the question
+    assert_eq!(
+        path_of(&second, "weather_lookup"),
+        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
+    );
     assert_eq!(model.calls(&TaskKind::Matching), matching_calls, "no guideline is re-evaluated");
     assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
     assert!(second.matched("tone"), "earlier verdicts are carried");
@@ -122,13 +126,13 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
     assert_eq!(second.record.iteration, 2);
     session.reply(&second, "北京今天天气晴朗，温度15°C，湿度45%。");
 
-    // next turn: the result was shown, the single unconditional edge advances without a call
+    // next turn: "好的" neither names a city nor declines, so the journey waits at the question
     let ctx = session.customer("好的");
     let third = matcher.match_turn(&ctx).await.unwrap();
     let journey = third.record.journey("weather_lookup").unwrap();
-    assert_eq!(journey.decision, JourneyDecision::Advanced { steps: states(&["ask_continue"]) });
-    assert_eq!(journey.fast_path, Some(FastPath::Unconditional));
-    assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
+    assert_eq!(journey.decision, JourneyDecision::Stayed);
+    assert_eq!(journey.fast_path, None);
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 3);
 }
 
 #[tokio::test]
@@ -171,7 +175,10 @@ async fn city_asked_for_then_given() {
 
     let ctx = ctx.with_tool_results(vec![result(&tool, "上海", json!({"city": "上海", "temperature": 20}))]);
     let third = matcher.rematch(&ctx, &second).await.unwrap();
-    assert_eq!(path_of(&third, "weather_lookup"), Some(states(&["initial", "ask_city", "get_weather", "show_result"])));
+    assert_eq!(
+        path_of(&third, "weather_lookup"),
+        Some(states(&["initial", "ask_city", "get_weather", "show_result", "ask_continue"]))
+    );
 }
 
 #[tokio::test]
@@ -197,7 +204,14 @@ async fn unknown_city_then_a_supported_one() {
     assert_eq!(third.tool_enabled().count(), 1);
     let ctx = ctx.with_tool_results(vec![result(&tool, "深圳", json!({"city": "深圳", "temperature": 26}))]);
     let fourth = matcher.rematch(&ctx, &third).await.unwrap();
-    assert_eq!(path_of(&fourth, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    assert_eq!(
+        path_of(&fourth, "weather_lookup"),
+        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
+    );
     let shown = fourth.matched_nodes();
-    assert_eq!(shown, vec![("weather_lookup", "show_result")]);
+    assert_eq!(
+        shown,
+        vec![("weather_lookup", "ask_continue")],
+        "the current step; the reply also carries out the steps entered this turn"
+    );
 }

@@ -90,8 +90,8 @@ impl EngineSessionFactory for RuntimeSessions {
 }
 
 /// What changed in the journeys between two states, as engine events: journeys entered,
-/// states reached (every state added beyond the part of the path both share) and journeys
-/// left.
+/// states reached (every state added beyond the part of the path both share, or the state a
+/// loop went back to) and journeys left.
 fn journey_events(before: &AgentState, after: &AgentState) -> Vec<EngineEvent> {
     let mut events = Vec::new();
     for (journey, path) in &after.journey_paths {
@@ -101,7 +101,10 @@ fn journey_events(before: &AgentState, after: &AgentState) -> Vec<EngineEvent> {
         }
         let shared = old.map_or(0, |o| o.states().iter().zip(path.states()).take_while(|(a, b)| a == b).count());
         let changed = old.is_none_or(|o| o != path);
-        for state in path.states().iter().skip(shared.max(1)).filter(|_| changed) {
+        // A loop back to a visited state truncates the path to it: that state is reached
+        // again although nothing is added beyond the shared part.
+        let from = if changed && shared >= path.states().len() { shared.saturating_sub(1) } else { shared };
+        for state in path.states().iter().skip(from.max(1)).filter(|_| changed) {
             events.push(EngineEvent::JourneyStateReached {
                 journey: journey.clone(),
                 state: state.clone(),
@@ -212,5 +215,44 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
             eprintln!("error: {err}");
             Ok(ExitCode::from(2))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use guidepost_core::{AgentState, JourneyPath};
+    use guidepost_sim::agents::in_process::EngineEvent;
+
+    use super::journey_events;
+
+    fn state(path: &[&str]) -> AgentState {
+        let mut state = AgentState::default();
+        let path = JourneyPath::from_states(path.iter().map(|s| s.to_string()).collect()).unwrap();
+        state.journey_paths.insert("weather".into(), path);
+        state
+    }
+
+    fn reached(events: &[EngineEvent]) -> Vec<&str> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                EngineEvent::JourneyStateReached { state, .. } => Some(state.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn journey_events_report_new_states_loops_and_completion() {
+        let shown = state(&["initial", "ask", "lookup", "show", "more"]);
+        let forward = journey_events(&state(&["initial", "ask"]), &shown);
+        assert_eq!(reached(&forward), ["lookup", "show", "more"]);
+        // Looping back to the visited tool step truncates the path: the step is reached again.
+        let again = journey_events(&shown, &state(&["initial", "ask", "lookup"]));
+        assert_eq!(reached(&again), ["lookup"]);
+        assert!(journey_events(&shown, &shown).is_empty(), "no change, no event");
+        let done = journey_events(&shown, &AgentState::default());
+        assert_eq!(reached(&done), ["end"]);
+        assert!(matches!(done.last(), Some(EngineEvent::JourneyCompleted { journey }) if journey == "weather"));
     }
 }

@@ -220,6 +220,7 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use guidepost_core::{AgentState, JourneyPath};
     use guidepost_sim::agents::in_process::EngineEvent;
 

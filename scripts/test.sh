@@ -35,8 +35,10 @@ cargo test --workspace --locked --doc
 # recordings committed in examples/recordings (made with the local Qwen2.5-Coder-1.5B):
 # no model runs and nothing goes over the network. Fails when a run fails, a call has no
 # recording (a prompt changed: re-record, see README), or a journey state goes unvisited.
+# The `guidepost` binary the CLI's integration tests built above (a `cargo run -p` would
+# resolve features differently and rebuild much of the dependency tree).
 echo "== simulated conversations (replayed)"
-cargo run --locked -q -p guidepost-cli -- simulate $SCENARIOS \
+"${CARGO_TARGET_DIR:-target}/debug/guidepost" simulate $SCENARIOS \
     --agent in-process --cache replay-or-fail --recordings examples/recordings \
     --require-full-coverage --no-progress --out target/simulate/tally \
     --report-json target/simulate/report.json --junit target/simulate/junit.xml

@@ -91,8 +91,8 @@ impl EngineSessionFactory for RuntimeSessions {
 
 /// What changed in the journeys between two states, as engine events: journeys entered,
 /// states reached (every state added beyond the part of the path both share, or the state a
-/// loop went back to) and journeys left.
-fn journey_events(before: &AgentState, after: &AgentState) -> Vec<EngineEvent> {
+/// loop went back to) and journeys that `completed` (their end reached this turn).
+fn journey_events(before: &AgentState, after: &AgentState, completed: &BTreeSet<String>) -> Vec<EngineEvent> {
     let mut events = Vec::new();
     for (journey, path) in &after.journey_paths {
         let old = before.journey_paths.get(journey);
@@ -112,8 +112,13 @@ fn journey_events(before: &AgentState, after: &AgentState) -> Vec<EngineEvent> {
             });
         }
     }
-    let left: BTreeSet<&String> =
-        before.journey_paths.keys().filter(|j| !after.journey_paths.contains_key(*j)).collect();
+    // A journey that left by reaching its end completed; one the customer abandoned (or that
+    // relational resolution switched off) just stops.
+    let left: BTreeSet<&String> = before
+        .journey_paths
+        .keys()
+        .filter(|j| !after.journey_paths.contains_key(*j) && completed.contains(*j))
+        .collect();
     for journey in left {
         events.push(EngineEvent::JourneyStateReached {
             journey: journey.clone(),
@@ -165,7 +170,16 @@ impl EngineSession for RuntimeSession {
                 .filter(|g| JourneyStateReached::from_node_guideline_id(g).is_none())
                 .map(|g| EngineEvent::GuidelineMatched { guideline: g.clone() }),
         );
-        events.extend(journey_events(&self.state, &outcome.state));
+        let completed: BTreeSet<String> = outcome
+            .trace
+            .iterations
+            .iter()
+            .filter_map(|it| it.matching.as_ref())
+            .flat_map(|m| m.journeys.iter())
+            .filter(|j| j.decision == guidepost_engine::record::JourneyDecision::Completed)
+            .map(|j| j.journey_id.clone())
+            .collect();
+        events.extend(journey_events(&self.state, &outcome.state, &completed));
         events.extend(outcome.messages.iter().map(|m| EngineEvent::Message { text: m.clone() }));
         let totals = &outcome.trace.usage;
         let mut usage = Usage::new("guidepost-engine");
@@ -224,6 +238,8 @@ mod tests {
     use guidepost_core::{AgentState, JourneyPath};
     use guidepost_sim::agents::in_process::EngineEvent;
 
+    use std::collections::BTreeSet;
+
     use super::journey_events;
 
     fn state(path: &[&str]) -> AgentState {
@@ -246,13 +262,16 @@ mod tests {
     #[test]
     fn journey_events_report_new_states_loops_and_completion() {
         let shown = state(&["initial", "ask", "lookup", "show", "more"]);
-        let forward = journey_events(&state(&["initial", "ask"]), &shown);
+        let none = BTreeSet::new();
+        let forward = journey_events(&state(&["initial", "ask"]), &shown, &none);
         assert_eq!(reached(&forward), ["lookup", "show", "more"]);
         // Looping back to the visited tool step truncates the path: the step is reached again.
-        let again = journey_events(&shown, &state(&["initial", "ask", "lookup"]));
+        let again = journey_events(&shown, &state(&["initial", "ask", "lookup"]), &none);
         assert_eq!(reached(&again), ["lookup"]);
-        assert!(journey_events(&shown, &shown).is_empty(), "no change, no event");
-        let done = journey_events(&shown, &AgentState::default());
+        assert!(journey_events(&shown, &shown, &none).is_empty(), "no change, no event");
+        // A journey that left without completing (the customer abandoned it) reports nothing.
+        assert!(journey_events(&shown, &AgentState::default(), &none).is_empty());
+        let done = journey_events(&shown, &AgentState::default(), &BTreeSet::from(["weather".to_string()]));
         assert_eq!(reached(&done), ["end"]);
         assert!(matches!(done.last(), Some(EngineEvent::JourneyCompleted { journey }) if journey == "weather"));
     }

@@ -129,18 +129,20 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
             json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
         }
         "JourneySelectionAnswer" => {
-            // Every conditional exit is judged to hold, so the first transition is taken.
-            let exits: serde_json::Map<String, Value> = schema
-                .pointer("/properties/exits/properties")
-                .and_then(Value::as_object)
-                .map(|o| o.keys().map(|k| (k.clone(), Value::Bool(true))).collect())
-                .unwrap_or_default();
             let lines: Vec<&str> = prompt.lines().collect();
             let at = lines.iter().position(|l| l.contains("[CURRENT]")).unwrap_or(0);
             let waits = lines.get(at).is_some_and(|l| l.contains("[waits for customer]"));
             let first = lines.get(at + 1).and_then(|l| l.trim().strip_prefix("-> [")).and_then(|l| l.split(']').next());
+            let staying = waits && first_number(&last).is_none();
+            // The verdicts agree with the decision: when the step is done every conditional exit
+            // holds (the first transition is taken); while waiting, none does.
+            let exits: serde_json::Map<String, Value> = schema
+                .pointer("/properties/exits/properties")
+                .and_then(Value::as_object)
+                .map(|o| o.keys().map(|k| (k.clone(), Value::Bool(!staying))).collect())
+                .unwrap_or_default();
             match first {
-                _ if waits && first_number(&last).is_none() => {
+                _ if staying => {
                     json!({"exits": exits, "rationale": "Waiting.", "decision": "stay", "steps": [], "backtrack_to": null})
                 }
                 Some(step) => {
@@ -174,7 +176,11 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
             json!({"tools": answers})
         }
         "reply" => {
-            let mut out = json!({"draft": REPLY, "problems": [], "reply": REPLY});
+            // One reply per customer turn (a reply identical to an earlier one would be asked
+            // for again, as it should be).
+            let turn = prompt.lines().filter(|l| l.starts_with("customer: ")).count();
+            let reply = format!("{REPLY} ({turn})");
+            let mut out = json!({"draft": reply, "problems": [], "reply": reply});
             if schema.pointer("/properties/template_id").is_some() {
                 out["template_id"] = json!("none");
                 out["fit"] = json!("low");

@@ -1,7 +1,7 @@
 //! `guidepost simulate`: simulated customers against an agent, with the Guidepost engine
 //! plugged in for `--agent in-process`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use anyhow::Result;
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_core::{AgentState, EventKind, EventSource};
+use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnInput};
@@ -89,43 +90,32 @@ impl EngineSessionFactory for RuntimeSessions {
     }
 }
 
-/// What changed in the journeys between two states, as engine events: journeys entered,
-/// states reached (every state added beyond the part of the path both share, or the state a
-/// loop went back to) and journeys that `completed` (their end reached this turn).
-fn journey_events(before: &AgentState, after: &AgentState, completed: &BTreeSet<String>) -> Vec<EngineEvent> {
+/// The journeys' moves this turn as engine events, from the engine's own decisions in the
+/// order it made them: journeys entered, every state entered (a loop back to a visited state
+/// included, even when it ends on the same path), and journeys completed. A journey the
+/// customer abandoned just stops.
+fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) -> Vec<EngineEvent> {
     let mut events = Vec::new();
-    for (journey, path) in &after.journey_paths {
-        let old = before.journey_paths.get(journey);
-        if old.is_none() {
-            events.push(EngineEvent::JourneyEntered { journey: journey.clone() });
+    let reached = |journey: &str, state: &str| EngineEvent::JourneyStateReached {
+        journey: journey.to_string(),
+        state: state.to_string(),
+        edge: None,
+    };
+    for record in decisions {
+        let journey = record.journey_id.as_str();
+        match &record.decision {
+            JourneyDecision::Started { steps } => {
+                events.push(EngineEvent::JourneyEntered { journey: journey.to_string() });
+                events.extend(steps.iter().map(|s| reached(journey, s)));
+            }
+            JourneyDecision::Advanced { steps } => events.extend(steps.iter().map(|s| reached(journey, s))),
+            JourneyDecision::Backtracked { to } => events.push(reached(journey, to)),
+            JourneyDecision::Completed => {
+                events.push(reached(journey, guidepost_core::journey::END_STATE));
+                events.push(EngineEvent::JourneyCompleted { journey: journey.to_string() });
+            }
+            _ => {}
         }
-        let shared = old.map_or(0, |o| o.states().iter().zip(path.states()).take_while(|(a, b)| a == b).count());
-        let changed = old.is_none_or(|o| o != path);
-        // A loop back to a visited state truncates the path to it: that state is reached
-        // again although nothing is added beyond the shared part.
-        let from = if changed && shared >= path.states().len() { shared.saturating_sub(1) } else { shared };
-        for state in path.states().iter().skip(from.max(1)).filter(|_| changed) {
-            events.push(EngineEvent::JourneyStateReached {
-                journey: journey.clone(),
-                state: state.clone(),
-                edge: None,
-            });
-        }
-    }
-    // A journey that left by reaching its end completed; one the customer abandoned (or that
-    // relational resolution switched off) just stops.
-    let left: BTreeSet<&String> = before
-        .journey_paths
-        .keys()
-        .filter(|j| !after.journey_paths.contains_key(*j) && completed.contains(*j))
-        .collect();
-    for journey in left {
-        events.push(EngineEvent::JourneyStateReached {
-            journey: journey.clone(),
-            state: guidepost_core::journey::END_STATE.to_string(),
-            edge: None,
-        });
-        events.push(EngineEvent::JourneyCompleted { journey: journey.clone() });
     }
     events
 }
@@ -170,16 +160,9 @@ impl EngineSession for RuntimeSession {
                 .filter(|g| JourneyStateReached::from_node_guideline_id(g).is_none())
                 .map(|g| EngineEvent::GuidelineMatched { guideline: g.clone() }),
         );
-        let completed: BTreeSet<String> = outcome
-            .trace
-            .iterations
-            .iter()
-            .filter_map(|it| it.matching.as_ref())
-            .flat_map(|m| m.journeys.iter())
-            .filter(|j| j.decision == guidepost_engine::record::JourneyDecision::Completed)
-            .map(|j| j.journey_id.clone())
-            .collect();
-        events.extend(journey_events(&self.state, &outcome.state, &completed));
+        events.extend(journey_events(
+            outcome.trace.iterations.iter().filter_map(|it| it.matching.as_ref()).flat_map(|m| m.journeys.iter()),
+        ));
         events.extend(outcome.messages.iter().map(|m| EngineEvent::Message { text: m.clone() }));
         let totals = &outcome.trace.usage;
         let mut usage = Usage::new("guidepost-engine");
@@ -234,19 +217,26 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
-    use guidepost_core::{AgentState, JourneyPath};
+    use guidepost_engine::record::{JourneyDecision, JourneyRecord};
     use guidepost_sim::agents::in_process::EngineEvent;
-
-    use std::collections::BTreeSet;
 
     use super::journey_events;
 
-    fn state(path: &[&str]) -> AgentState {
-        let mut state = AgentState::default();
-        let path = JourneyPath::from_states(path.iter().map(|s| s.to_string()).collect()).unwrap();
-        state.journey_paths.insert("weather".into(), path);
-        state
+    fn record(decision: JourneyDecision) -> JourneyRecord {
+        JourneyRecord {
+            journey_id: "weather".into(),
+            decision,
+            path_before: None,
+            path_after: None,
+            rationale: String::new(),
+            fast_path: None,
+            batch: None,
+            correction: None,
+        }
+    }
+
+    fn steps(s: &[&str]) -> Vec<String> {
+        s.iter().map(|s| s.to_string()).collect()
     }
 
     fn reached(events: &[EngineEvent]) -> Vec<&str> {
@@ -260,19 +250,28 @@ mod tests {
     }
 
     #[test]
-    fn journey_events_report_new_states_loops_and_completion() {
-        let shown = state(&["initial", "ask", "lookup", "show", "more"]);
-        let none = BTreeSet::new();
-        let forward = journey_events(&state(&["initial", "ask"]), &shown, &none);
-        assert_eq!(reached(&forward), ["lookup", "show", "more"]);
-        // Looping back to the visited tool step truncates the path: the step is reached again.
-        let again = journey_events(&shown, &state(&["initial", "ask", "lookup"]), &none);
-        assert_eq!(reached(&again), ["lookup"]);
-        assert!(journey_events(&shown, &shown, &none).is_empty(), "no change, no event");
-        // A journey that left without completing (the customer abandoned it) reports nothing.
-        assert!(journey_events(&shown, &AgentState::default(), &none).is_empty());
-        let done = journey_events(&shown, &AgentState::default(), &BTreeSet::from(["weather".to_string()]));
+    fn journey_events_follow_the_engines_decisions() {
+        let turn = [
+            record(JourneyDecision::Started { steps: steps(&["ask"]) }),
+            record(JourneyDecision::Stayed),
+            record(JourneyDecision::Advanced { steps: steps(&["lookup"]) }),
+            record(JourneyDecision::Advanced { steps: steps(&["show", "more"]) }),
+        ];
+        let events = journey_events(&turn);
+        assert!(matches!(&events[0], EngineEvent::JourneyEntered { journey } if journey == "weather"));
+        assert_eq!(reached(&events), ["ask", "lookup", "show", "more"]);
+        // A loop back to a visited step is reported even when it ends on the same path.
+        let looped = journey_events(&[
+            record(JourneyDecision::Advanced { steps: steps(&["lookup"]) }),
+            record(JourneyDecision::Advanced { steps: steps(&["show", "more"]) }),
+        ]);
+        assert_eq!(reached(&looped), ["lookup", "show", "more"]);
+        let back = journey_events(&[record(JourneyDecision::Backtracked { to: "ask".into() })]);
+        assert_eq!(reached(&back), ["ask"]);
+        // Completion reports the end; an abandoned journey reports nothing.
+        let done = journey_events(&[record(JourneyDecision::Completed)]);
         assert_eq!(reached(&done), ["end"]);
         assert!(matches!(done.last(), Some(EngineEvent::JourneyCompleted { journey }) if journey == "weather"));
+        assert!(journey_events(&[record(JourneyDecision::Exited)]).is_empty());
     }
 }

@@ -196,6 +196,10 @@ const LABELS: [&str; 8] = ["assistant:", "agent:", "ai:", "support:", "customer:
 /// assert!(detect_role_slip("How can I help you today?", None).is_some());
 /// assert!(detect_role_slip("Agent: your taxi is booked", None).is_some());
 /// assert!(detect_role_slip("I need a taxi to the airport at 6.", None).is_none());
+/// let agent = Some("好的，不用了，谢谢。你还有其他城市想查询吗？");
+/// assert!(detect_role_slip("不用了，谢谢。你还有其他城市想查询吗？", agent).is_some());
+/// let confirming = Some("So that is a pickup at 12 Oak Street at 18:30, to the central station. Correct?");
+/// assert!(detect_role_slip("12 Oak Street", confirming).is_none());
 /// ```
 pub fn detect_role_slip(message: &str, last_agent_message: Option<&str>) -> Option<String> {
     let lower = message.trim().to_lowercase();
@@ -214,6 +218,17 @@ pub fn detect_role_slip(message: &str, last_agent_message: Option<&str>) -> Opti
         && normalize(agent) == normalize(message)
     {
         return Some("it repeats the agent's last message.".to_string());
+    }
+    // Most of the agent's message, word for word ("OK, no thanks. Anything else?" back to an
+    // agent that said "Sure! OK, no thanks. Anything else?"); a short detail the agent
+    // repeated while confirming it is not a slip.
+    let letters = |s: &str| s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
+    if let Some(agent) = last_agent_message {
+        let (mine, theirs) = (letters(message), letters(agent));
+        let (n, m) = (mine.chars().count(), theirs.chars().count());
+        if n >= 8 && theirs.contains(&mine) && n * 10 >= m * 6 {
+            return Some("it repeats most of the agent's last message.".to_string());
+        }
     }
     None
 }

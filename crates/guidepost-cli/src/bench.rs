@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use guidepost_core::AgentState;
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnInput};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig};
 use guidepost_testkit::fake_openai::LoggedRequest;
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
@@ -113,16 +113,7 @@ async fn run_size(path: &Path, latency_ms: u64, http: &reqwest::Client) -> Resul
     let mut turns = Vec::new();
     for message in messages {
         http.delete(format!("{base}/_log")).send().await?;
-        let trace_id = uuid::Uuid::new_v4().simple().to_string();
-        session.customer_message(&message, &trace_id);
-        let input = TurnInput {
-            session_id: "bench".into(),
-            customer: CustomerRef { id: "guest".into(), tags: vec![] },
-            customer_name: None,
-            events: session.events(),
-            previous_state: state.clone(),
-            trace_id,
-        };
+        let input = session.customer_turn("bench", CustomerRef { id: "guest".into(), tags: vec![] }, &message, &state);
         let cpu0 = process_cpu_ns();
         let started = Instant::now();
         let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;

@@ -9,9 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use guidepost_core::AgentState;
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{
-    AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnInput, TurnOutcome, TurnStatus,
-};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnOutcome, TurnStatus};
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -120,16 +118,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
                 _ => break,
             }
         };
-        let trace_id = uuid::Uuid::new_v4().simple().to_string();
-        session.customer_message(&text, &trace_id);
-        let input = TurnInput {
-            session_id: "terminal".into(),
-            customer: CustomerRef { id: "guest".into(), tags: vec![] },
-            customer_name: None,
-            events: session.events(),
-            previous_state: state.clone(),
-            trace_id,
-        };
+        let input = session.customer_turn("terminal", CustomerRef { id: "guest".into(), tags: vec![] }, &text, &state);
         let turn_started = Instant::now();
         let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
         if outcome.status == TurnStatus::Completed {

@@ -13,7 +13,7 @@ use guidepost_core::{AgentState, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnInput};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig};
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
 use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
@@ -123,16 +123,8 @@ fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) ->
 #[async_trait]
 impl EngineSession for RuntimeSession {
     async fn process(&mut self, customer_message: &str) -> Result<Vec<EngineEvent>, AgentError> {
-        let trace_id = uuid::Uuid::new_v4().simple().to_string();
-        self.session.customer_message(customer_message, &trace_id);
-        let input = TurnInput {
-            session_id: self.id.clone(),
-            customer: CustomerRef { id: format!("sim-{}", self.id), tags: vec![] },
-            customer_name: None,
-            events: self.session.events(),
-            previous_state: self.state.clone(),
-            trace_id,
-        };
+        let customer = CustomerRef { id: format!("sim-{}", self.id), tags: vec![] };
+        let input = self.session.customer_turn(&self.id, customer, customer_message, &self.state);
         let outcome =
             self.runtime.process(input, &self.session, CancellationToken::new(), EmittingLatch::default()).await;
         if let Some(error) = &outcome.trace.error {

@@ -76,6 +76,27 @@ impl MemorySession {
         Self::default()
     }
 
+    /// Appends the customer's `text` under a new trace id and returns the input of the turn
+    /// that answers it, continuing from `previous_state`.
+    pub fn customer_turn(
+        &self,
+        session_id: &str,
+        customer: crate::knowledge::CustomerRef,
+        text: &str,
+        previous_state: &guidepost_core::AgentState,
+    ) -> crate::TurnInput {
+        let trace_id = uuid::Uuid::new_v4().simple().to_string();
+        self.customer_message(text, &trace_id);
+        crate::TurnInput {
+            session_id: session_id.to_string(),
+            customer,
+            customer_name: None,
+            events: self.events(),
+            previous_state: previous_state.clone(),
+            trace_id,
+        }
+    }
+
     /// Appends a customer message and returns it.
     pub fn customer_message(&self, text: &str, trace_id: &str) -> Event {
         self.push(NewEvent {

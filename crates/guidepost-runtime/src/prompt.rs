@@ -6,6 +6,11 @@ use minijinja::Environment;
 use minijinja::value::Serde;
 use serde::Serialize;
 
+/// The customer's latest message in a conversation given as (speaker, text).
+pub(crate) fn last_customer(history: &[(String, String)]) -> Option<&str> {
+    history.iter().rev().find(|(who, _)| who == "customer").map(|(_, text)| text.as_str())
+}
+
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {

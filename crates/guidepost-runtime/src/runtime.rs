@@ -462,7 +462,7 @@ impl AgentRuntime {
         if !agent.preamble.enabled {
             return;
         }
-        let last = conversation.iter().rev().find(|(s, _)| s == "customer").map(|(_, t)| t.as_str()).unwrap_or("");
+        let last = crate::prompt::last_customer(conversation).unwrap_or("");
         let prompt = crate::prompt::render(
             PREAMBLE,
             json!({"agent_name": agent.name, "agent_description": agent.description, "examples": agent.preamble.examples, "last_message": last}),

@@ -323,7 +323,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "variables": crate::prompt::display_values(input.variables),
             "staged": staged,
             "history": history,
-            "last_customer": input.history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| t),
+            "last_customer": crate::prompt::last_customer(input.history),
         }),
     );
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();

@@ -212,22 +212,16 @@ pub fn detect_role_slip(message: &str, last_agent_message: Option<&str>) -> Opti
     if let Some(phrase) = AGENT_PHRASES.iter().find(|p| lower.contains(*p)) {
         return Some(format!("it speaks as the agent (\"{phrase}\")."));
     }
-    let normalize = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
-    if let Some(agent) = last_agent_message
-        && lower.len() > 20
-        && normalize(agent) == normalize(message)
-    {
-        return Some("it repeats the agent's last message.".to_string());
-    }
-    // Most of the agent's message, word for word ("OK, no thanks. Anything else?" back to an
-    // agent that said "Sure! OK, no thanks. Anything else?"); a short detail the agent
-    // repeated while confirming it is not a slip.
+    // The agent's last message, or most of it, word for word ("OK, no thanks. Anything else?"
+    // back to an agent that said "Sure! OK, no thanks. Anything else?"); a short detail the
+    // agent repeated while confirming it is not a slip.
     let letters = |s: &str| s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
     if let Some(agent) = last_agent_message {
         let (mine, theirs) = (letters(message), letters(agent));
         let (n, m) = (mine.chars().count(), theirs.chars().count());
-        if n >= 8 && theirs.contains(&mine) && n * 10 >= m * 6 {
-            return Some("it repeats most of the agent's last message.".to_string());
+        if n >= 6 && theirs.contains(&mine) && n * 10 >= m * 6 {
+            let how = if n == m { "repeats" } else { "repeats most of" };
+            return Some(format!("it {how} the agent's last message."));
         }
     }
     None

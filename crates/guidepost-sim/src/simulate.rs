@@ -2,6 +2,7 @@
 //! flattens into its subcommand), the agent target, and [`run`], which loads scenarios, builds
 //! the model stack (with record/replay), runs the suite, computes coverage and writes reports.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -261,23 +262,19 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
     };
     // The agent definitions the scenarios name (or --definition), loaded before any run so a
     // broken one fails the command at once; coverage is measured per definition.
-    let definition_of = |scenario_id: &str| {
-        let path = args
-            .definition
-            .clone()
-            .or_else(|| scenarios.iter().find(|s| s.id == scenario_id).and_then(|s| s.agent_definition.clone()))?;
-        Some(std::fs::canonicalize(&path).unwrap_or(path))
-    };
+    let mut definition_of: HashMap<&str, PathBuf> = HashMap::new();
     let mut definitions: Vec<(PathBuf, AgentDefinition)> = Vec::new();
-    for path in scenarios.iter().filter_map(|s| definition_of(&s.id)) {
+    for scenario in &scenarios {
+        let Some(path) = args.definition.clone().or_else(|| scenario.agent_definition.clone()) else { continue };
+        let path = std::fs::canonicalize(&path).unwrap_or(path);
         if !definitions.iter().any(|(p, _)| p == &path) {
-            let definition = load_definition(&path)?;
-            definitions.push((path, definition));
+            definitions.push((path.clone(), load_definition(&path)?));
         }
+        definition_of.insert(scenario.id.as_str(), path);
     }
     let mut outcome = run_suite(&scenarios, factory, &models, &suite_options(args)).await;
     for (path, definition) in &definitions {
-        let runs = outcome.runs.iter().filter(|r| definition_of(&r.scenario_id).as_ref() == Some(path));
+        let runs = outcome.runs.iter().filter(|r| definition_of.get(r.scenario_id.as_str()) == Some(path));
         outcome.report.coverage.push(compute_coverage(definition, runs));
     }
     if let Some(path) = &args.report_json {

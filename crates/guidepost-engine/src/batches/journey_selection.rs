@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use guidepost_core::JourneyPath;
 use guidepost_core::projection::NodeKind;
-use guidepost_llm::{ChatModel, ChatRequest, TaskKind, generate_with_schema, schema_name_for, strict_schema_for};
+use guidepost_llm::{ChatModel, TaskKind, schema_name_for, strict_schema_for};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::CallOutcome;
+use super::{CallOutcome, call_with_schema};
 use crate::error::BatchError;
 use crate::journeys::graph::JourneyGraph;
 use crate::prompt::{ConversationView, RenderedPrompt, render};
@@ -179,7 +179,11 @@ pub fn render_prompt(
     path: &JourneyPath,
     conversation: &ConversationView,
 ) -> Result<RenderedPrompt, BatchError> {
-    render("journey_selection.j2", &SelectionContext { conversation, journey: JourneyView::build(graph, path) })
+    render_view(JourneyView::build(graph, path), conversation)
+}
+
+fn render_view(journey: JourneyView, conversation: &ConversationView) -> Result<RenderedPrompt, BatchError> {
+    render("journey_selection.j2", &SelectionContext { conversation, journey })
 }
 
 /// The key of a conditional transition in the answer's `exits`.
@@ -221,17 +225,7 @@ pub async fn evaluate(
     temperature: f32,
 ) -> CallOutcome<JourneySelectionAnswer> {
     let journey = JourneyView::build(graph, path);
-    let schema = answer_schema(&journey);
-    let prompt = match render("journey_selection.j2", &SelectionContext { conversation, journey }) {
-        Ok(p) => p,
-        Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
-    };
-    let estimated_tokens = prompt.estimated_tokens();
-    let req =
-        ChatRequest::new(TaskKind::JourneySelection).system(prompt.system).user(prompt.user).temperature(temperature);
-    let name = schema_name_for::<JourneySelectionAnswer>();
-    match generate_with_schema::<JourneySelectionAnswer>(model, req, name, schema).await {
-        Ok((answer, usage)) => CallOutcome { answer: Ok(answer), usage: Some(usage), estimated_tokens },
-        Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
-    }
+    let schema = (schema_name_for::<JourneySelectionAnswer>(), answer_schema(&journey));
+    let prompt = render_view(journey, conversation);
+    call_with_schema(model, TaskKind::JourneySelection, prompt, temperature, schema).await
 }

@@ -66,13 +66,26 @@ pub async fn call<T: DeserializeOwned + JsonSchema>(
     prompt: Result<RenderedPrompt, BatchError>,
     temperature: f32,
 ) -> CallOutcome<T> {
+    let schema = (guidepost_llm::schema_name_for::<T>(), guidepost_llm::strict_schema_for::<T>());
+    call_with_schema(model, task, prompt, temperature, schema).await
+}
+
+/// [`call`] with a schema built for this one call (`(name, schema)`); `T` must deserialize
+/// from answers to it.
+pub async fn call_with_schema<T: DeserializeOwned>(
+    model: &dyn ChatModel,
+    task: TaskKind,
+    prompt: Result<RenderedPrompt, BatchError>,
+    temperature: f32,
+    (name, schema): (String, serde_json::Value),
+) -> CallOutcome<T> {
     let prompt = match prompt {
         Ok(p) => p,
         Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
     };
     let estimated_tokens = prompt.estimated_tokens();
     let req = ChatRequest::new(task).system(prompt.system).user(prompt.user).temperature(temperature);
-    match guidepost_llm::generate::<T>(model, req).await {
+    match guidepost_llm::generate_with_schema::<T>(model, req, name, schema).await {
         Ok((answer, usage)) => CallOutcome { answer: Ok(answer), usage: Some(usage), estimated_tokens },
         Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
     }

@@ -8,7 +8,7 @@ use guidepost_core::journey::START_STATE;
 use guidepost_core::projection::NodeKind;
 use guidepost_core::{JourneyPath, PathStep};
 
-use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, exit_step, node_of};
+use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, exit_step, local_id, node_of};
 use crate::journeys::graph::JourneyGraph;
 use crate::record::{GuidelineMatch, JourneyDecision, MatchKind};
 
@@ -136,21 +136,26 @@ fn hold_to_exit_verdicts(
     if checked.exits.is_empty() {
         return (checked, None);
     }
+    let verdict = |to: &str| {
+        answer
+            .exits
+            .iter()
+            .find(|(key, _)| exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(to))
+            .map(|(_, holds)| *holds)
+    };
     if checked.decision == StepDecision::Exit {
         // "Exit" while a transition to the journey's end is judged to hold is the designed
         // ending ("no more lookups, thanks"), not an abandoned journey: complete it.
         let to_end = current.edges.iter().find(|e| {
-            graph.node(&e.to).is_some_and(|n| n.kind == NodeKind::End)
-                && e.condition.is_some()
-                && checked.exits.iter().any(|(key, holds)| {
-                    *holds && exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(e.to.as_str())
-                })
+            e.condition.is_some()
+                && verdict(&e.to) == Some(true)
+                && graph.node(&e.to).is_some_and(|n| n.kind == NodeKind::End)
         });
         return match to_end {
             Some(edge) => {
                 let note = format!("\"exit\" along the transition to `{}` judged to hold: completed", edge.to);
                 checked.decision = StepDecision::Advance;
-                checked.steps = vec![local_step(graph, &edge.to)];
+                checked.steps = vec![local_id(graph, &edge.to)];
                 (checked, Some(note))
             }
             None => (checked, None),
@@ -168,13 +173,6 @@ fn hold_to_exit_verdicts(
     if real_backtrack {
         return (checked, None);
     }
-    let verdict = |to: &str| {
-        checked
-            .exits
-            .iter()
-            .find(|(key, _)| exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(to))
-            .map(|(_, holds)| *holds)
-    };
     let holding: Vec<String> = current
         .edges
         .iter()
@@ -186,7 +184,7 @@ fn hold_to_exit_verdicts(
     let move_to = |mut checked: JourneySelectionAnswer, to: &str| {
         let note = format!("the decision did not follow the transition judged to hold; moved to `{to}`");
         checked.decision = StepDecision::Advance;
-        checked.steps = vec![local_step(graph, to)];
+        checked.steps = vec![local_id(graph, to)];
         checked.backtrack_to = None;
         (checked, Some(note))
     };
@@ -217,10 +215,6 @@ fn hold_to_exit_verdicts(
         }
         _ => (checked, None),
     }
-}
-
-fn local_step(graph: &JourneyGraph, node: &str) -> String {
-    crate::batches::journey_selection::local_id(graph, node)
 }
 
 /// Applies a model answer to `path`, held to its own verdicts on the current step's exits.
@@ -472,7 +466,7 @@ tools:
     fn a_move_is_held_to_the_models_own_verdicts_on_the_current_steps_transitions() {
         let g = weather();
         let start = JourneyPath::start();
-        let (lookup, ask) = (local_step(&g, "lookup"), local_step(&g, "ask_city"));
+        let (lookup, ask) = (local_id(&g, "lookup"), local_id(&g, "ask_city"));
         // "I'd like the weather": the model judges "named no city" to hold yet moves to the tool.
         let a = judged(answer(StepDecision::Advance, &[&lookup], None), &[(&lookup, false), (&ask, true)]);
         let change = apply_answer(&g, &start, true, &a, 4);
@@ -496,7 +490,7 @@ tools:
         // After the tool ran, a "backtrack" to the current step (no correction at all) or a
         // "stay" follows the one exit judged to hold.
         let at_tool = path(&["initial", "lookup"]);
-        let (show, sorry) = (local_step(&g, "show"), local_step(&g, "sorry"));
+        let (show, sorry) = (local_id(&g, "show"), local_id(&g, "sorry"));
         for wrong in [answer(StepDecision::Backtrack, &[&lookup], Some(&lookup)), answer(StepDecision::Stay, &[], None)]
         {
             let change = apply_answer(&g, &at_tool, false, &judged(wrong, &[(&show, false), (&sorry, true)]), 4);
@@ -512,7 +506,7 @@ tools:
         assert_eq!(change.decision, JourneyDecision::Backtracked { to: "ask_city".into() });
         // "Exit" while the transition to the end is judged to hold completes the journey.
         let at_sorry = path(&["initial", "lookup", "sorry"]);
-        let end = local_step(&g, "end");
+        let end = local_id(&g, "end");
         let a = judged(answer(StepDecision::Exit, &[], None), &[(&end, true)]);
         let mut conditional = weather();
         conditional.nodes.get_mut("sorry").unwrap().edges[0].condition = Some("The customer is done".into());
@@ -530,7 +524,7 @@ tools:
         let at_tool = path(&["initial", "lookup"]);
         let a = judged(
             answer(StepDecision::Advance, &["3"], None),
-            &[(&local_step(&g, "show"), false), (&local_step(&g, "sorry"), false)],
+            &[(&local_id(&g, "show"), false), (&local_id(&g, "sorry"), false)],
         );
         let change = apply_answer(&g, &at_tool, false, &a, 4);
         assert_eq!(change.decision, JourneyDecision::Stayed);
@@ -549,7 +543,7 @@ tools:
         assert_eq!(properties.keys().next().map(String::as_str), Some("exits"));
         let exits = &properties["exits"];
         let keys: Vec<&str> = exits["required"].as_array().unwrap().iter().map(|k| k.as_str().unwrap()).collect();
-        let (lookup, ask) = (local_step(&g, "lookup"), local_step(&g, "ask_city"));
+        let (lookup, ask) = (local_id(&g, "lookup"), local_id(&g, "ask_city"));
         assert_eq!(
             keys,
             [format!("[{lookup}] The customer named a city"), format!("[{ask}] The customer named no city")]

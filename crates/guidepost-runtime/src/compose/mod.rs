@@ -198,7 +198,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "glossary": input.state.glossary_terms,
         "capabilities": input.state.capabilities,
         "history": history,
-        "last_customer": input.history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| t.clone()),
+        "last_customer": crate::prompt::last_customer(input.history),
     })
 }
 
@@ -303,7 +303,7 @@ fn repetition(reply: &str, history: &[(String, String)]) -> Option<&'static str>
     if reply.is_empty() {
         return None;
     }
-    if let Some(last) = history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| letters(t))
+    if let Some(last) = crate::prompt::last_customer(history).map(letters)
         && !last.is_empty()
         && (reply == last || (last.chars().count() >= 6 && reply.ends_with(&last)))
     {

@@ -11,9 +11,7 @@ use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, OutputFormat, StreamEvent, TaskKind, TextStream};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{
-    AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome,
-};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnOutcome};
 use guidepost_tools::registry::ToolRegistry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -176,15 +174,6 @@ pub async fn turn(
     previous: &guidepost_core::AgentState,
     text: &str,
 ) -> TurnOutcome {
-    let trace_id = uuid::Uuid::new_v4().simple().to_string();
-    session.customer_message(text, &trace_id);
-    let input = TurnInput {
-        session_id: "s1".into(),
-        customer: CustomerRef { id: "guest".into(), tags: vec![] },
-        customer_name: None,
-        events: session.events(),
-        previous_state: previous.clone(),
-        trace_id,
-    };
+    let input = session.customer_turn("s1", CustomerRef { id: "guest".into(), tags: vec![] }, text, previous);
     runtime.process(input, session, CancellationToken::new(), EmittingLatch::default()).await
 }

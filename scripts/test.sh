@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Scenarios whose recordings are committed (replayed at the end).
-SCENARIOS="examples/scenarios/weather-cities.yaml examples/scenarios/weather-unsupported-city.yaml"
+SCENARIOS="examples/scenarios/weather-cities.yaml examples/scenarios/weather-unsupported-city.yaml examples/scenarios/taxi-happy-path.yaml"
 
 scripts/fetch-models.sh
 

@@ -48,7 +48,8 @@ impl FakeModel {
             guidepost_llm::OutputFormat::Json { schema, .. } => schema.clone(),
             _ => Value::Null,
         };
-        guidepost_testkit::fake_openai::answer(req.schema_name().unwrap_or(""), &schema, &prompt)
+        let users = req.messages.iter().filter(|m| m.role == guidepost_llm::Role::User).count();
+        guidepost_testkit::fake_openai::answer(req.schema_name().unwrap_or(""), &schema, &prompt, users)
     }
 }
 

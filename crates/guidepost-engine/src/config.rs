@@ -25,6 +25,34 @@ pub enum NumericPriority {
     HighestWins,
 }
 
+/// How guideline-check batches ask for their verdicts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictStyle {
+    /// [`Direct`](Self::Direct) for local models (model ids `local:...`), else
+    /// [`Reasoned`](Self::Reasoned). The default.
+    #[default]
+    Auto,
+    /// A one-sentence rationale before each verdict (the action shown beside each
+    /// condition). Suits hosted models; the rationale is kept in the matching record.
+    Reasoned,
+    /// One boolean per condition, keyed by the condition, no rationale: a fraction of the
+    /// output tokens. Small local models judge conditions far better this way (asked for a
+    /// rationale first, they argue every condition into holding).
+    Direct,
+}
+
+impl VerdictStyle {
+    /// The style used with the model `model_id` (`provider:model`).
+    pub fn for_model(self, model_id: &str) -> VerdictStyle {
+        match self {
+            VerdictStyle::Auto if model_id.starts_with("local:") => VerdictStyle::Direct,
+            VerdictStyle::Auto => VerdictStyle::Reasoned,
+            other => other,
+        }
+    }
+}
+
 /// Settings of the [`crate::GuidelineMatcher`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -53,6 +81,8 @@ pub struct MatcherConfig {
     /// In later iterations of a turn, an unconsidered journey whose text is at least this
     /// similar (cosine) to the new tool results gets a second pass over its conditions.
     pub second_pass_min_similarity: f32,
+    /// How guideline checks ask for verdicts.
+    pub verdicts: VerdictStyle,
 }
 
 impl Default for MatcherConfig {
@@ -67,6 +97,7 @@ impl Default for MatcherConfig {
             speculative_journey_selection: true,
             max_advance_steps: 4,
             second_pass_min_similarity: 0.35,
+            verdicts: VerdictStyle::Auto,
         }
     }
 }

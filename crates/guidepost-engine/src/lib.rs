@@ -87,7 +87,7 @@ pub mod resolver;
 
 pub use catalog::{CompiledAgent, Entity, MatchableGuideline};
 pub use categorize::Category;
-pub use config::{MatcherConfig, NumericPriority};
+pub use config::{MatcherConfig, NumericPriority, VerdictStyle};
 pub use context::{MatchingContext, StagedToolResult};
 pub use error::{BatchError, EngineError};
 pub use journeys::prediction::JourneyPredictor;

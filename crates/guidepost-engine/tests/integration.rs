@@ -26,3 +26,6 @@ mod prompts;
 
 #[path = "integration/properties.rs"]
 mod properties;
+
+#[path = "integration/verdicts.rs"]
+mod verdicts;

@@ -102,6 +102,11 @@ pub struct RuntimeConfig {
     pub max_engine_iterations: Option<u32>,
     /// Matcher settings.
     pub matcher: MatcherConfig,
+    /// Whether the reply call writes a draft and lists its problems before the final reply.
+    /// `None` (the default) does so except with local models (`local:...`): a small model
+    /// copies its draft from its own earlier messages, and the check then finds nothing
+    /// wrong; asked for the reply alone, it follows the current step.
+    pub self_check: Option<bool>,
 }
 
 /// Runs an agent's turns.
@@ -505,6 +510,10 @@ impl AgentRuntime {
             state,
             history: conversation,
             customer_name: input.customer_name.as_deref(),
+            self_check: self
+                .config
+                .self_check
+                .unwrap_or_else(|| !self.models.generation.model_id().starts_with("local:")),
         };
         let model = self.models.generation.as_ref();
         let output_mode = agent.output_mode;

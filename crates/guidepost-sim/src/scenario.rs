@@ -178,12 +178,18 @@ pub enum CustomerLineFile {
     /// Just the text.
     Text(String),
     /// Text and step.
-    WithStep {
-        /// The line.
-        text: String,
-        /// The step.
-        step: String,
-    },
+    WithStep(CustomerLineWithStep),
+}
+
+/// A customer line that names its step. Unknown keys are refused: in a YAML flow mapping an
+/// unquoted comma splits the text (`{ text: Thanks, bye!, step: s }` has a key `bye!`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CustomerLineWithStep {
+    /// The line.
+    pub text: String,
+    /// The step.
+    pub step: String,
 }
 
 /// How many turns to simulate: a number, or `rest` (until the run stops).
@@ -309,7 +315,7 @@ impl Scenario {
                 ScriptItemFile::Customer(CustomerLineFile::Text(text)) => {
                     ScriptItem::Customer { text: text.clone(), step: None }
                 }
-                ScriptItemFile::Customer(CustomerLineFile::WithStep { text, step }) => {
+                ScriptItemFile::Customer(CustomerLineFile::WithStep(CustomerLineWithStep { text, step })) => {
                     if !known(step) {
                         error(None, format!("script item {}: unknown step `{step}`", i + 1));
                     }

@@ -111,13 +111,31 @@ fn parse(prompt: &str) -> (Vec<(String, String)>, String) {
     (items, last)
 }
 
-/// The answer to one structured request, by the schema's name.
-pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
+/// The answer to one structured request, by the schema's name. `customer_turns` counts the
+/// request's user messages (a reply request carries the conversation as chat turns).
+pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: usize) -> Value {
     let (items, last) = parse(prompt);
     let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
     match schema_name {
         "ObservationChecks" | "ActionableChecks" => {
             json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, &last))).collect::<Vec<_>>()})
+        }
+        "DirectChecks" => {
+            // Keys are "[n] condition"; an item applied before is never followed again.
+            let reapply = prompt.contains("already followed");
+            let verdicts: serde_json::Map<String, Value> = schema
+                .pointer("/properties")
+                .and_then(Value::as_object)
+                .map(|o| {
+                    o.keys()
+                        .map(|k| {
+                            let condition = k.split_once("] ").map_or(k.as_str(), |(_, c)| c);
+                            (k.clone(), Value::Bool(!reapply && shares_word(condition, &last)))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            Value::Object(verdicts)
         }
         "ReapplyChecks" => {
             json!({"checks": items.iter().map(|(id, _)| json!({"id": id, "rationale": "Already done.", "condition_holds_again": false, "customer_completed": false, "should_apply": false})).collect::<Vec<_>>()})
@@ -178,8 +196,7 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str) -> Value {
         "reply" => {
             // One reply per customer turn (a reply identical to an earlier one would be asked
             // for again, as it should be).
-            let turn = prompt.lines().filter(|l| l.starts_with("customer: ")).count();
-            let reply = format!("{REPLY} ({turn})");
+            let reply = format!("{REPLY} ({customer_turns})");
             let mut out = json!({"draft": reply, "problems": [], "reply": reply});
             if schema.pointer("/properties/template_id").is_some() {
                 out["template_id"] = json!("none");
@@ -208,7 +225,11 @@ async fn chat(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> R
         Some("json_schema") => {
             let name = format.pointer("/json_schema/name").and_then(Value::as_str).unwrap_or("").to_string();
             let schema = format.pointer("/json_schema/schema").cloned().unwrap_or(Value::Null);
-            let value = answer(&name, &schema, &prompt);
+            let users = body
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, |m| m.iter().filter(|x| x.get("role").and_then(Value::as_str) == Some("user")).count());
+            let value = answer(&name, &schema, &prompt, users);
             (Some(name), value.to_string())
         }
         _ => (None, REPLY.to_string()),

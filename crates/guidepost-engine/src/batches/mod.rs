@@ -2,13 +2,14 @@
 //! unknown fields rejected), its template, and how its answer becomes verdicts.
 
 pub mod actionable;
+pub mod direct;
 pub mod disambiguation;
 pub mod journey_selection;
 pub mod low_criticality;
 pub mod observational;
 pub mod previously_applied;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use guidepost_llm::{ChatModel, ChatRequest, TaskKind, Usage};
 use schemars::JsonSchema;
@@ -17,6 +18,7 @@ use serde::de::DeserializeOwned;
 
 use crate::catalog::MatchableGuideline;
 use crate::categorize::Category;
+use crate::config::VerdictStyle;
 use crate::error::BatchError;
 use crate::prompt::{ConversationView, PromptItem, RenderedPrompt, render};
 
@@ -142,6 +144,27 @@ pub fn render_checks(
     (render(template_of(category), &CheckContext { conversation, items: list }), map)
 }
 
+/// The template context of a direct-check batch.
+#[derive(Serialize)]
+struct DirectContext<'a> {
+    conversation: &'a ConversationView,
+    items: &'a [PromptItem],
+    /// Whether the items were applied before (must the agent follow them again?).
+    reapply: bool,
+}
+
+/// Renders the prompt and answer schema of a direct-check batch of `category`.
+pub fn render_direct(
+    category: Category,
+    items: &[&MatchableGuideline],
+    conversation: &ConversationView,
+) -> (Result<RenderedPrompt, BatchError>, serde_json::Value, HashMap<String, String>) {
+    let (list, map) = local_items(items);
+    let reapply = matches!(category, Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent);
+    let prompt = render("direct.j2", &DirectContext { conversation, items: &list, reapply });
+    (prompt, direct::answer_schema(&list), map)
+}
+
 /// Runs one guideline-check batch of `category` and maps verdicts back to guideline ids.
 /// Unknown local ids in the answer are ignored; items without a verdict are absent.
 pub async fn evaluate_checks(
@@ -150,27 +173,19 @@ pub async fn evaluate_checks(
     items: &[&MatchableGuideline],
     conversation: &ConversationView,
     temperature: f32,
+    style: VerdictStyle,
 ) -> CallOutcome<Vec<GuidelineVerdict>> {
-    let (prompt, map) = render_checks(category, items, conversation);
     let task = TaskKind::Matching;
-    let outcome = match category {
-        Category::Observational => {
-            to_verdicts(call::<observational::ObservationChecks>(model, task, prompt, temperature).await)
-        }
-        Category::Actionable => {
-            to_verdicts(call::<actionable::ActionableChecks>(model, task, prompt, temperature).await)
-        }
-        Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent => {
-            to_verdicts(call::<previously_applied::ReapplyChecks>(model, task, prompt, temperature).await)
-        }
-        Category::LowCriticality => {
-            to_verdicts(call::<low_criticality::LowCriticalityChecks>(model, task, prompt, temperature).await)
-        }
-        Category::Disambiguation | Category::JourneyNodeSelection => CallOutcome {
-            answer: Err(BatchError::Prompt(format!("{} is not a guideline-check batch", category.as_str()))),
-            usage: None,
-            estimated_tokens: 0,
-        },
+    let checks = !matches!(category, Category::Disambiguation | Category::JourneyNodeSelection);
+    let (outcome, map) = if style == VerdictStyle::Direct && checks {
+        let (prompt, schema, map) = render_direct(category, items, conversation);
+        let schema = (direct::SCHEMA_NAME.to_string(), schema);
+        let outcome = call_with_schema::<BTreeMap<String, bool>>(model, task, prompt, temperature, schema).await;
+        let CallOutcome { answer, usage, estimated_tokens } = outcome;
+        (CallOutcome { answer: answer.map(direct::verdicts), usage, estimated_tokens }, map)
+    } else {
+        let (prompt, map) = render_checks(category, items, conversation);
+        (reasoned_checks(model, category, prompt, temperature).await, map)
     };
     let CallOutcome { answer, usage, estimated_tokens } = outcome;
     let answer = answer.map(|local| {
@@ -188,6 +203,35 @@ pub async fn evaluate_checks(
             .collect()
     });
     CallOutcome { answer, usage, estimated_tokens }
+}
+
+/// A guideline-check batch with reasoning fields (the category's own schema).
+async fn reasoned_checks(
+    model: &dyn ChatModel,
+    category: Category,
+    prompt: Result<RenderedPrompt, BatchError>,
+    temperature: f32,
+) -> CallOutcome<Vec<LocalVerdict>> {
+    let task = TaskKind::Matching;
+    match category {
+        Category::Observational => {
+            to_verdicts(call::<observational::ObservationChecks>(model, task, prompt, temperature).await)
+        }
+        Category::Actionable => {
+            to_verdicts(call::<actionable::ActionableChecks>(model, task, prompt, temperature).await)
+        }
+        Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent => {
+            to_verdicts(call::<previously_applied::ReapplyChecks>(model, task, prompt, temperature).await)
+        }
+        Category::LowCriticality => {
+            to_verdicts(call::<low_criticality::LowCriticalityChecks>(model, task, prompt, temperature).await)
+        }
+        Category::Disambiguation | Category::JourneyNodeSelection => CallOutcome {
+            answer: Err(BatchError::Prompt(format!("{} is not a guideline-check batch", category.as_str()))),
+            usage: None,
+            estimated_tokens: 0,
+        },
+    }
 }
 
 fn to_verdicts<T: CheckAnswer>(outcome: CallOutcome<T>) -> CallOutcome<Vec<LocalVerdict>> {

@@ -89,7 +89,8 @@ impl<'a> Pass<'a> {
         let t = self.config.temperature;
         match task {
             Task::Checks { category, items } => {
-                TaskResult::Checks(batches::evaluate_checks(self.model, *category, items, conversation, t).await)
+                let style = self.config.verdicts.for_model(self.model.model_id());
+                TaskResult::Checks(batches::evaluate_checks(self.model, *category, items, conversation, t, style).await)
             }
             Task::Disambiguation { head, targets } => {
                 TaskResult::Disambiguation(disambiguation::evaluate(self.model, head, targets, conversation, t).await)

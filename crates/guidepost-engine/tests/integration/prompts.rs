@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use guidepost_core::{EventSource, JourneyPath, ToolId};
-use guidepost_engine::batches::{disambiguation, journey_selection, render_checks};
+use guidepost_engine::batches::{disambiguation, journey_selection, render_checks, render_direct};
 use guidepost_engine::context::events::message;
 use guidepost_engine::prompt::{ConversationView, RenderedPrompt};
 use guidepost_engine::{Category, CompiledAgent, MatchingContext, StagedToolResult};
@@ -120,6 +120,28 @@ fn previously_applied_prompt() {
 #[test]
 fn low_criticality_prompt() {
     insta::assert_snapshot!(check_prompt(Category::LowCriticality, &["tone"]));
+}
+
+fn direct_prompt(category: Category, ids: &[&str]) -> String {
+    let (agent, conversation) = fixture();
+    let items: Vec<_> = ids.iter().map(|id| agent.guideline(id).unwrap()).collect();
+    let (prompt, schema, _) = render_direct(category, &items, &conversation);
+    format!(
+        "{}\n\n===== answer schema =====\n\n{}",
+        show(&prompt.unwrap()),
+        serde_json::to_string_pretty(&schema).unwrap()
+    )
+}
+
+#[test]
+fn direct_checks_prompt() {
+    insta::assert_snapshot!(direct_prompt(Category::Actionable, &["refund", "competitor", "tone"]));
+}
+
+#[test]
+fn direct_reapply_prompt() {
+    // the customer-dependent item is flagged; the rule for it is in the fixed part
+    insta::assert_snapshot!(direct_prompt(Category::PreviouslyApplied, &["refund", "order_number"]));
 }
 
 #[test]

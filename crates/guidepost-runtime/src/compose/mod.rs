@@ -16,7 +16,7 @@ use futures::StreamExt;
 use guidepost_core::agent::{CompositionMode, OutputMode};
 use guidepost_core::{AgentDefinition, Criticality};
 use guidepost_engine::{GuidelineMatch, MatchKind};
-use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, StreamEvent, TaskKind, Usage};
+use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, Role, StreamEvent, TaskKind, Usage};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -81,6 +81,9 @@ pub struct ComposeInput<'a> {
     pub history: &'a [(String, String)],
     /// The customer's name, when known.
     pub customer_name: Option<&'a str>,
+    /// Whether the reply call drafts and self-checks before the final reply (see
+    /// [`crate::RuntimeConfig::self_check`]).
+    pub self_check: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -169,7 +172,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         .state
         .tool_calls
         .iter()
-        .map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()}))
+        .map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": shown_result(c.result.get("data"))}))
         .collect();
     let (missing, invalid) = input.state.tool_insights.most_pressing();
     let missing: Vec<Value> = missing
@@ -198,14 +201,29 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "glossary": input.state.glossary_terms,
         "capabilities": input.state.capabilities,
         "history": history,
-        "last_customer": crate::prompt::last_customer(input.history),
     })
 }
 
-fn fluid_schema(template_ids: &[String]) -> Value {
+/// A tool result as the reply prompt shows it. A failure (`"Tool call error: <message>"` on
+/// the wire) reads `failed: "<message>"`: given the wire text, small models paste it into
+/// the reply, prefix and all.
+fn shown_result(data: Option<&Value>) -> String {
+    match data {
+        Some(Value::String(text)) => match text.strip_prefix("Tool call error: ") {
+            Some(message) => format!("failed: {}", Value::String(message.to_string())),
+            None => Value::String(text.clone()).to_string(),
+        },
+        Some(other) => other.to_string(),
+        None => Value::Null.to_string(),
+    }
+}
+
+fn fluid_schema(template_ids: &[String], self_check: bool) -> Value {
     let mut properties = serde_json::Map::new();
-    properties.insert("draft".into(), json!({"type": "string"}));
-    properties.insert("problems".into(), json!({"type": "array", "items": {"type": "string"}}));
+    if self_check {
+        properties.insert("draft".into(), json!({"type": "string"}));
+        properties.insert("problems".into(), json!({"type": "array", "items": {"type": "string"}}));
+    }
     properties.insert("reply".into(), json!({"type": "string"}));
     if !template_ids.is_empty() {
         let mut ids: Vec<Value> = template_ids.iter().map(|i| json!(i)).collect();
@@ -235,7 +253,8 @@ pub async fn compose(
             } else {
                 candidates(input.definition, input.state, &fields)
             };
-            let mut ctx = context(&input, true);
+            let mut ctx = context(&input, input.self_check);
+            ctx["json_reply"] = json!(true);
             let choices: Vec<String> = if mode == CompositionMode::CannedFluid {
                 cands.iter().map(|c| c.id.clone()).collect()
             } else {
@@ -249,7 +268,7 @@ pub async fn compose(
                     json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
             }
             let mut usage = Vec::new();
-            let mut answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
+            let mut answer = fluid_call(model, &ctx, &choices, None, &mut usage).await?;
             // A reply that only repeats the customer's words, or the agent's own earlier words,
             // is asked for once more.
             if answer.template_id.as_deref().is_none_or(|id| id == "none")
@@ -257,7 +276,9 @@ pub async fn compose(
             {
                 ctx["rejected_echo"] = json!(answer.reply.trim());
                 ctx["rejected_why"] = json!(why);
-                answer = fluid_call(model, &ctx, &choices, &mut usage).await?;
+                // Sampled: asked again at the same temperature, a model tends to give the very
+                // same reply, refusal note or not.
+                answer = fluid_call(model, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
             }
             let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
                 (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
@@ -275,15 +296,24 @@ pub async fn compose(
     }
 }
 
+/// The sampling temperature of a reply asked for again after a repetition.
+const RETRY_TEMPERATURE: f32 = 0.7;
+
 async fn fluid_call(
     model: &dyn ChatModel,
     ctx: &Value,
     choices: &[String],
+    temperature: Option<f32>,
     usage: &mut Vec<guidepost_llm::Usage>,
 ) -> Result<FluidAnswer, LlmError> {
-    let request = ChatRequest::new(TaskKind::Generation)
-        .user(render(COMPOSE, ctx.clone()))
-        .output(OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices), strict: true });
+    let mut request = conversation_request(render(COMPOSE, ctx.clone()), ctx).output(OutputFormat::Json {
+        name: "reply".into(),
+        schema: fluid_schema(choices, ctx["structured"].as_bool().unwrap_or(true)),
+        strict: true,
+    });
+    if let Some(t) = temperature {
+        request = request.temperature(t);
+    }
     let response = model.complete(request).await?;
     usage.push(response.usage.clone());
     response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok()).ok_or_else(|| {
@@ -292,6 +322,71 @@ async fn fluid_call(
             answer: response.output.to_text(),
         }
     })
+}
+
+/// The compose request: the rendered rules as the system message, then the conversation as
+/// the chat turns it was (customer messages as user turns, agent messages as assistant
+/// turns), and a note on the customer's latest turn naming what the reply must do now.
+///
+/// With the whole conversation inside one prompt, small models answer with the agent's
+/// previous message (word for word, even when they can name the step they are at); as chat
+/// turns, with the step restated beside the message it answers, they move on.
+fn conversation_request(system: String, ctx: &Value) -> ChatRequest {
+    let mut request = ChatRequest::new(TaskKind::Generation).system(system.trim_end());
+    let history = ctx["history"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut turns: Vec<(Role, String)> = Vec::new();
+    for m in history {
+        let (speaker, text) = (m["speaker"].as_str().unwrap_or_default(), m["text"].as_str().unwrap_or_default());
+        let (role, text) = match speaker {
+            "customer" => (Role::User, text.to_string()),
+            "agent" => (Role::Assistant, text.to_string()),
+            other => (Role::Assistant, format!("[{other}] {text}")),
+        };
+        match turns.last_mut() {
+            Some((last, joined)) if *last == role => {
+                joined.push_str("\n\n");
+                joined.push_str(&text);
+            }
+            _ => turns.push((role, text)),
+        }
+    }
+    // Chat APIs expect the customer to speak first and last.
+    if turns.first().is_none_or(|(role, _)| *role != Role::User) {
+        turns.insert(0, (Role::User, "(The conversation begins.)".to_string()));
+    }
+    if turns.last().is_some_and(|(role, _)| *role != Role::User) {
+        turns.push((Role::User, "(The customer has not written since.)".to_string()));
+    }
+    if let (Some(note), Some((_, last))) = (reply_note(ctx), turns.last_mut()) {
+        last.push_str("\n\n");
+        last.push_str(&note);
+    }
+    for (role, text) in turns {
+        request = match role {
+            Role::User => request.user(text),
+            _ => request.assistant(text),
+        };
+    }
+    request
+}
+
+/// The note on the customer's latest turn: the actions the reply must carry out, and why
+/// a previous attempt was refused.
+fn reply_note(ctx: &Value) -> Option<String> {
+    let name = ctx["agent_name"].as_str().unwrap_or("the agent");
+    let actions: Vec<String> = ctx["guidelines"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|g| g["action"].as_str()).map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut parts = Vec::new();
+    if !actions.is_empty() {
+        let numbered: Vec<String> = actions.iter().enumerate().map(|(i, a)| format!("{}. {a}", i + 1)).collect();
+        parts.push(format!("Your reply must do this now: {}", numbered.join(" ")));
+    }
+    if let (Some(rejected), Some(why)) = (ctx["rejected_echo"].as_str(), ctx["rejected_why"].as_str()) {
+        parts.push(format!("Your previous reply was \"{rejected}\": {why} Write a reply that answers this message."));
+    }
+    (!parts.is_empty()).then(|| format!("(Note for {name}, not from the customer. {})", parts.join(" ")))
 }
 
 /// Why `reply` is a repetition, if it is one: it only repeats the customer's latest message
@@ -320,8 +415,8 @@ async fn stream_fluid(
     input: &ComposeInput<'_>,
     on_chunk: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Composed, LlmError> {
-    let request =
-        ChatRequest::new(TaskKind::Generation).user(render(COMPOSE, context(input, false)) + "\nWrite only the reply.");
+    let ctx = context(input, false);
+    let request = conversation_request(render(COMPOSE, ctx.clone()) + "\nWrite only the reply.", &ctx);
     let mut stream = model.stream(request).await?;
     let mut text = String::new();
     let mut usage = Vec::new();

@@ -58,7 +58,7 @@ async fn rendered_prompts() {
     let preamble = generation.iter().find(|r| prompt(r).contains("very short acknowledgement")).unwrap();
     insta::assert_snapshot!("preamble", prompt(preamble));
     let compose = generation.iter().find(|r| prompt(r).contains("## Instructions")).unwrap();
-    insta::assert_snapshot!("compose_canned_fluid", prompt(compose));
+    insta::assert_snapshot!("compose_canned_fluid", turns(compose));
 }
 
 #[tokio::test]

@@ -30,6 +30,15 @@ pub fn prompt(req: &ChatRequest) -> String {
     req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n")
 }
 
+/// Every message of a request under its role: how a chat-turn prompt reads.
+pub fn turns(req: &ChatRequest) -> String {
+    req.messages
+        .iter()
+        .map(|m| format!("===== {} =====\n{}", m.role.as_str(), m.content))
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
 /// `[id] text` lines after `section`.
 pub fn items(text: &str, section: &str) -> Vec<(String, String)> {
     let Some(part) = text.split(section).nth(1) else { return Vec::new() };

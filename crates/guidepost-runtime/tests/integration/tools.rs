@@ -97,7 +97,8 @@ tools:
     }));
     let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| c.contains("status check") && last.contains("status"));
     let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), oracle), |p| {
-        assert!(p.contains("Tool call error"), "the failures are facts the reply can use");
+        assert!(p.contains("): failed: \""), "the failures are facts the reply can use");
+        assert!(!p.contains("Tool call error"), "shown without the wire prefix");
         "Sorry, none of the checks worked right now.".into()
     }));
     let rt = runtime(definition, model, registry);

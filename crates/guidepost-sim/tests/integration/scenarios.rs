@@ -81,6 +81,13 @@ fn scenario_errors_name_the_file_line_and_step() {
     )
     .unwrap_err();
     assert!(errors[0].message.contains("unknown step `ghost`"));
+    // an unquoted comma in a flow mapping splits the line into an extra key: refused
+    let errors = Scenario::parse(
+        path,
+        "goal: g\npersona: { description: d }\nscript:\n  - customer: { text: Thanks, bye!, step: a }\n",
+    )
+    .unwrap_err();
+    assert_eq!(errors[0].location.line, Some(4), "{}", errors[0]);
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.yaml"), "id: same\ngoal: g\npersona: { description: d }\n").unwrap();

@@ -1,0 +1,169 @@
+//! Verdict styles: local models get direct checks (one boolean per condition, keyed by the
+//! condition), hosted models keep a rationale per verdict, and either can be forced.
+
+use std::sync::Arc;
+
+use guidepost_engine::record::Verdict;
+use guidepost_engine::{Category, MatcherConfig, VerdictStyle};
+use guidepost_llm::ChatRequest;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use serde_json::{Map, Value};
+
+use crate::support::*;
+
+const TAXI: &str = r#"
+agent: { name: Rita }
+guidelines:
+  - id: correction
+    condition: The customer corrects a detail they gave earlier
+    action: Acknowledge the correction and use the new detail
+  - id: price
+    condition: The customer asks how much the ride will cost
+    action: Explain that the fare is metered
+  - id: student
+    condition: The customer is a student
+  - id: tone
+    condition: The customer sounds in a hurry
+    action: Keep replies short
+    criticality: low
+"#;
+
+/// The schema's keys, in order.
+fn keys(req: &ChatRequest) -> Vec<String> {
+    let schema = match &req.output {
+        guidepost_llm::OutputFormat::Json { schema, .. } => schema.clone(),
+        other => panic!("not a JSON request: {other:?}"),
+    };
+    schema["properties"].as_object().unwrap().keys().cloned().collect()
+}
+
+/// A direct answer: every key whose condition contains one of `words` (lowercase) in
+/// the last customer message holds.
+fn direct(req: &ChatRequest, rules: &[(&str, &str)]) -> Value {
+    let last = last_customer(req).to_lowercase();
+    let answer: Map<String, Value> = keys(req)
+        .into_iter()
+        .map(|k| {
+            let holds = rules.iter().any(|(cond, word)| k.contains(cond) && last.contains(word));
+            (k, Value::Bool(holds))
+        })
+        .collect();
+    Value::Object(answer)
+}
+
+fn local_model(answer: fn(&ChatRequest) -> Value) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .with_id("local:qwen2.5-coder-1.5b")
+            .when(schema_is("DirectChecks"))
+            .reply_with(move |req| Ok(answer(req))),
+    )
+}
+
+#[tokio::test]
+async fn local_models_get_one_boolean_per_condition_and_no_actions() {
+    let model = local_model(|req| direct(req, &[("how much", "cost"), ("student", "student")]));
+    let matcher = matcher(inline(TAXI), Arc::clone(&model));
+    let mut session = Session::new();
+    let o =
+        matcher.match_turn(&session.customer("Hi, I'm a student. What would it cost to the harbour?")).await.unwrap();
+    assert!(o.matched("price"));
+    assert!(o.matched("student"));
+    assert!(!o.matched("correction"));
+    assert!(!o.matched("tone"));
+    let requests = model.requests();
+    assert!(!requests.is_empty());
+    for req in &requests {
+        let keys = keys(req);
+        assert!(keys.iter().all(|k| k.starts_with('[')), "{keys:?}");
+        let text = format!("{}{}", req.messages[0].content, req.messages[1].content);
+        assert!(!text.contains("Explain that the fare is metered"), "actions stay out of direct checks:\n{text}");
+    }
+    let all: Vec<String> = requests.iter().flat_map(keys).collect();
+    assert!(all.iter().any(|k| k.ends_with("] The customer asks how much the ride will cost")), "{all:?}");
+    let price = o.record.candidate("price").unwrap();
+    assert_eq!(price.verdict, Verdict::Matched);
+    assert_eq!(price.rationale, None);
+}
+
+#[tokio::test]
+async fn hosted_models_keep_the_reasoned_checks() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_id("openai:gpt-4.1")
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |c, m| c.contains("how much") && m.contains("cost"))))
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_json(serde_json::json!({"applies": []})),
+    );
+    let matcher = matcher(inline(TAXI), Arc::clone(&model));
+    let mut session = Session::new();
+    let o = matcher.match_turn(&session.customer("What would it cost?")).await.unwrap();
+    assert!(o.matched("price"));
+    assert_eq!(o.record.candidate("price").unwrap().rationale.as_deref(), Some("scripted: true"));
+    assert_eq!(model.requests().iter().filter(|r| schema_is("DirectChecks")(r)).count(), 0);
+}
+
+#[tokio::test]
+async fn the_style_can_be_forced_either_way() {
+    assert_eq!(VerdictStyle::Auto.for_model("local:qwen"), VerdictStyle::Direct);
+    assert_eq!(VerdictStyle::Auto.for_model("anthropic:claude"), VerdictStyle::Reasoned);
+    assert_eq!(VerdictStyle::Reasoned.for_model("local:qwen"), VerdictStyle::Reasoned);
+    assert_eq!(VerdictStyle::Direct.for_model("openai:gpt-4.1"), VerdictStyle::Direct);
+
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_id("openai:gpt-4.1")
+            .when(schema_is("DirectChecks"))
+            .reply_with(|req| Ok(direct(req, &[("how much", "cost")]))),
+    );
+    let config = MatcherConfig { verdicts: VerdictStyle::Direct, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(TAXI), model, None, config);
+    let mut session = Session::new();
+    assert!(matcher.match_turn(&session.customer("What would it cost?")).await.unwrap().matched("price"));
+}
+
+#[tokio::test]
+async fn a_condition_left_out_of_the_answer_has_no_verdict() {
+    // A lax provider may drop required keys: the missing ones are recorded as such, not
+    // taken as "does not apply".
+    let model = local_model(|req| {
+        let first = keys(req).into_iter().next().unwrap();
+        let mut answer = Map::new();
+        answer.insert(first, Value::Bool(false));
+        Value::Object(answer)
+    });
+    let matcher = matcher(inline(TAXI), model);
+    let mut session = Session::new();
+    let o = matcher.match_turn(&session.customer("Hello")).await.unwrap();
+    let verdicts: Vec<(Option<Category>, Verdict)> = ["correction", "price"]
+        .iter()
+        .map(|id| o.record.candidate(id).unwrap())
+        .map(|c| (c.category, c.verdict))
+        .collect();
+    assert_eq!(verdicts[0].1, Verdict::NotMatched);
+    assert_eq!(verdicts[1].1, Verdict::NoVerdict, "{verdicts:?}");
+}
+
+#[tokio::test]
+async fn applied_guidelines_are_asked_whether_to_follow_them_again() {
+    let model = local_model(|req| direct(req, &[("how much", "cost")]));
+    let matcher = matcher(inline(TAXI), Arc::clone(&model));
+    let mut session = Session::new();
+    let first = matcher.match_turn(&session.customer("What would it cost?")).await.unwrap();
+    assert!(first.matched("price"));
+    session.reply(&first, "The fare is metered.");
+    let before = model.requests().len();
+    let second = matcher.match_turn(&session.customer("And what would it cost at night?")).await.unwrap();
+    assert!(second.matched("price"), "the condition holds again for a new reason");
+    let reapply: Vec<ChatRequest> = model.requests()[before..]
+        .iter()
+        .filter(|r| r.messages[0].content.contains("already followed"))
+        .cloned()
+        .collect();
+    assert_eq!(reapply.len(), 1);
+    assert_eq!(keys(&reapply[0]), ["[1] The customer asks how much the ride will cost"]);
+    assert_eq!(second.record.candidate("price").unwrap().category, Some(Category::PreviouslyApplied));
+}

@@ -46,7 +46,7 @@ impl VerdictStyle {
     /// The style used with the model `model_id` (`provider:model`).
     pub fn for_model(self, model_id: &str) -> VerdictStyle {
         match self {
-            VerdictStyle::Auto if model_id.starts_with("local:") => VerdictStyle::Direct,
+            VerdictStyle::Auto if guidepost_llm::is_local_model(model_id) => VerdictStyle::Direct,
             VerdictStyle::Auto => VerdictStyle::Reasoned,
             other => other,
         }

@@ -55,6 +55,12 @@ pub enum ModelSpec {
     Scripted,
 }
 
+/// Whether `model_id` (a [`ChatModel::model_id`](crate::ChatModel::model_id),
+/// `provider:model`) names a model run on this machine by the `local` provider.
+pub fn is_local_model(model_id: &str) -> bool {
+    model_id.starts_with("local:")
+}
+
 impl ModelSpec {
     /// The scheme of the spec (`openai`, `openai-compatible`, `anthropic`, `local`, `scripted`).
     pub fn scheme(&self) -> &'static str {

@@ -71,7 +71,9 @@ pub mod tokens;
 pub mod usage;
 pub mod validate;
 
-pub use config::{ACCEPTED_SPECS, ModelSettings, ModelSpec, ProviderFactory, ProviderKeys, ProviderRegistry};
+pub use config::{
+    ACCEPTED_SPECS, ModelSettings, ModelSpec, ProviderFactory, ProviderKeys, ProviderRegistry, is_local_model,
+};
 pub use error::LlmError;
 pub use middleware::cache::CacheMode;
 pub use middleware::limits::LimitsConfig;

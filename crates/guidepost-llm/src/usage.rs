@@ -125,7 +125,7 @@ impl PriceTable {
 
     /// The price of `model`. Local and scripted models are free; `None` means unknown.
     pub fn price(&self, model: &str) -> Option<ModelPrice> {
-        if model.starts_with("local:") || model.starts_with("scripted") {
+        if crate::is_local_model(model) || model.starts_with("scripted") {
             return Some(ModelPrice { input: 0.0, cached_input: 0.0, output: 0.0 });
         }
         let name = model.rsplit_once('#').map_or(model, |(_, name)| name);

@@ -513,7 +513,7 @@ impl AgentRuntime {
             self_check: self
                 .config
                 .self_check
-                .unwrap_or_else(|| !self.models.generation.model_id().starts_with("local:")),
+                .unwrap_or_else(|| !guidepost_llm::is_local_model(self.models.generation.model_id())),
         };
         let model = self.models.generation.as_ref();
         let output_mode = agent.output_mode;

@@ -9,9 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::json;
-
-use super::LocalVerdict;
+use super::{LocalVerdict, boolean_keys_schema, key_number};
 use crate::prompt::PromptItem;
 
 /// The schema name of a direct-check answer.
@@ -24,10 +22,7 @@ pub fn key(item: &PromptItem) -> String {
 
 /// The answer schema for `items`: one required boolean per item, in order.
 pub fn answer_schema(items: &[PromptItem]) -> serde_json::Value {
-    let keys: Vec<String> = items.iter().map(key).collect();
-    let properties: serde_json::Map<String, serde_json::Value> =
-        keys.iter().map(|k| (k.clone(), json!({"type": "boolean"}))).collect();
-    json!({"type": "object", "properties": properties, "required": keys, "additionalProperties": false})
+    boolean_keys_schema(&items.iter().map(key).collect::<Vec<_>>())
 }
 
 /// The verdicts of an answer. Keys that name no local id (`[n]` prefix missing) are skipped.
@@ -35,7 +30,7 @@ pub fn verdicts(answer: BTreeMap<String, bool>) -> Vec<LocalVerdict> {
     let mut verdicts: Vec<(usize, LocalVerdict)> = answer
         .into_iter()
         .filter_map(|(key, applies)| {
-            let id = key.trim().strip_prefix('[')?.split_once(']')?.0.trim().to_string();
+            let id = key_number(&key)?.to_string();
             let order = id.parse::<usize>().ok()?;
             Some((order, LocalVerdict { id, applies, rationale: None }))
         })
@@ -47,6 +42,8 @@ pub fn verdicts(answer: BTreeMap<String, bool>) -> Vec<LocalVerdict> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
 
     use super::*;
 

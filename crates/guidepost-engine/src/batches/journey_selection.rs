@@ -8,9 +8,8 @@ use guidepost_core::projection::NodeKind;
 use guidepost_llm::{ChatModel, TaskKind, schema_name_for, strict_schema_for};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
-use super::{CallOutcome, call_with_schema};
+use super::{CallOutcome, boolean_keys_schema, call_with_schema};
 use crate::error::BatchError;
 use crate::journeys::graph::JourneyGraph;
 use crate::prompt::{ConversationView, RenderedPrompt, render};
@@ -191,20 +190,11 @@ pub fn exit_key(transition: &TransitionView) -> String {
     format!("[{}] {}", transition.to, transition.condition.as_deref().unwrap_or_default())
 }
 
-/// The step number an `exits` key names (`[3] The customer gave the number` → `3`).
-pub fn exit_step(key: &str) -> Option<&str> {
-    let rest = key.trim().strip_prefix('[')?;
-    rest.split_once(']').map(|(n, _)| n.trim())
-}
-
 /// The answer schema of one selection call: `exits` comes first and lists exactly the
 /// current step's conditional transitions as required boolean fields.
 pub fn answer_schema(journey: &JourneyView) -> serde_json::Value {
     let mut schema = strict_schema_for::<JourneySelectionAnswer>();
-    let keys: Vec<String> = journey.exits.iter().map(exit_key).collect();
-    let properties: serde_json::Map<String, serde_json::Value> =
-        keys.iter().map(|k| (k.clone(), json!({"type": "boolean"}))).collect();
-    let exits = json!({"type": "object", "properties": properties, "required": keys, "additionalProperties": false});
+    let exits = boolean_keys_schema(&journey.exits.iter().map(exit_key).collect::<Vec<_>>());
     if let Some(props) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
         let mut ordered = serde_json::Map::new();
         ordered.insert("exits".into(), exits);

@@ -93,6 +93,20 @@ pub async fn call_with_schema<T: DeserializeOwned>(
     }
 }
 
+/// A schema object with one required boolean per key, in order. Keys read `"[3] <text>"`:
+/// the model restates each item it judges (see [`key_number`]).
+pub fn boolean_keys_schema(keys: &[String]) -> serde_json::Value {
+    let properties: serde_json::Map<String, serde_json::Value> =
+        keys.iter().map(|k| (k.clone(), serde_json::json!({"type": "boolean"}))).collect();
+    serde_json::json!({"type": "object", "properties": properties, "required": keys, "additionalProperties": false})
+}
+
+/// The number a `"[3] <text>"` key starts with (`"3"`).
+pub fn key_number(key: &str) -> Option<&str> {
+    let rest = key.trim().strip_prefix('[')?;
+    rest.split_once(']').map(|(n, _)| n.trim())
+}
+
 /// The template context of a guideline-check batch.
 #[derive(Serialize)]
 struct CheckContext<'a> {

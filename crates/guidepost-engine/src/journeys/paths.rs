@@ -8,7 +8,8 @@ use guidepost_core::journey::START_STATE;
 use guidepost_core::projection::NodeKind;
 use guidepost_core::{JourneyPath, PathStep};
 
-use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, exit_step, local_id, node_of};
+use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, local_id, node_of};
+use crate::batches::key_number;
 use crate::journeys::graph::JourneyGraph;
 use crate::record::{GuidelineMatch, JourneyDecision, MatchKind};
 
@@ -140,7 +141,7 @@ fn hold_to_exit_verdicts(
         answer
             .exits
             .iter()
-            .find(|(key, _)| exit_step(key).and_then(|n| node_of(graph, n)).as_deref() == Some(to))
+            .find(|(key, _)| key_number(key).and_then(|n| node_of(graph, n)).as_deref() == Some(to))
             .map(|(_, holds)| *holds)
     };
     if checked.decision == StepDecision::Exit {
@@ -536,7 +537,7 @@ tools:
 
     #[test]
     fn the_answer_schema_asks_for_a_verdict_on_every_conditional_exit_first() {
-        use crate::batches::journey_selection::{JourneyView, answer_schema, exit_step};
+        use crate::batches::journey_selection::{JourneyView, answer_schema};
         let g = weather();
         let schema = answer_schema(&JourneyView::build(&g, &JourneyPath::start()));
         let properties = schema["properties"].as_object().unwrap();
@@ -550,8 +551,8 @@ tools:
         );
         assert_eq!(exits["additionalProperties"], false);
         assert!(schema["required"].as_array().unwrap().iter().any(|k| k == "exits"));
-        assert_eq!(exit_step(keys[1]), Some(ask.as_str()));
-        assert_eq!(exit_step("no bracket"), None);
+        assert_eq!(key_number(keys[1]), Some(ask.as_str()));
+        assert_eq!(key_number("no bracket"), None);
         // A step without conditional exits asks for an empty object.
         let at_show = path(&["initial", "lookup", "show"]);
         let schema = answer_schema(&JourneyView::build(&g, &at_show));

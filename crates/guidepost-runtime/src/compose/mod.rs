@@ -268,7 +268,7 @@ pub async fn compose(
                     json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
             }
             let mut usage = Vec::new();
-            let mut answer = fluid_call(model, &ctx, &choices, None, &mut usage).await?;
+            let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage).await?;
             // A reply that only repeats the customer's words, or the agent's own earlier words,
             // is asked for once more.
             if answer.template_id.as_deref().is_none_or(|id| id == "none")
@@ -278,7 +278,7 @@ pub async fn compose(
                 ctx["rejected_why"] = json!(why);
                 // Sampled: asked again at the same temperature, a model tends to give the very
                 // same reply, refusal note or not.
-                answer = fluid_call(model, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
+                answer = fluid_call(model, &input, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
             }
             let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
                 (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
@@ -301,16 +301,18 @@ const RETRY_TEMPERATURE: f32 = 0.7;
 
 async fn fluid_call(
     model: &dyn ChatModel,
+    input: &ComposeInput<'_>,
     ctx: &Value,
     choices: &[String],
     temperature: Option<f32>,
     usage: &mut Vec<guidepost_llm::Usage>,
 ) -> Result<FluidAnswer, LlmError> {
-    let mut request = conversation_request(render(COMPOSE, ctx.clone()), ctx).output(OutputFormat::Json {
-        name: "reply".into(),
-        schema: fluid_schema(choices, ctx["structured"].as_bool().unwrap_or(true)),
-        strict: true,
-    });
+    let mut request =
+        conversation_request(render(COMPOSE, ctx.clone()), input.history, reply_note(ctx)).output(OutputFormat::Json {
+            name: "reply".into(),
+            schema: fluid_schema(choices, input.self_check),
+            strict: true,
+        });
     if let Some(t) = temperature {
         request = request.temperature(t);
     }
@@ -331,13 +333,11 @@ async fn fluid_call(
 /// With the whole conversation inside one prompt, small models answer with the agent's
 /// previous message (word for word, even when they can name the step they are at); as chat
 /// turns, with the step restated beside the message it answers, they move on.
-fn conversation_request(system: String, ctx: &Value) -> ChatRequest {
+fn conversation_request(system: String, history: &[(String, String)], note: Option<String>) -> ChatRequest {
     let mut request = ChatRequest::new(TaskKind::Generation).system(system.trim_end());
-    let history = ctx["history"].as_array().map(Vec::as_slice).unwrap_or_default();
     let mut turns: Vec<(Role, String)> = Vec::new();
-    for m in history {
-        let (speaker, text) = (m["speaker"].as_str().unwrap_or_default(), m["text"].as_str().unwrap_or_default());
-        let (role, text) = match speaker {
+    for (speaker, text) in history {
+        let (role, text) = match speaker.as_str() {
             "customer" => (Role::User, text.to_string()),
             "agent" => (Role::Assistant, text.to_string()),
             other => (Role::Assistant, format!("[{other}] {text}")),
@@ -357,7 +357,7 @@ fn conversation_request(system: String, ctx: &Value) -> ChatRequest {
     if turns.last().is_some_and(|(role, _)| *role != Role::User) {
         turns.push((Role::User, "(The customer has not written since.)".to_string()));
     }
-    if let (Some(note), Some((_, last))) = (reply_note(ctx), turns.last_mut()) {
+    if let (Some(note), Some((_, last))) = (note, turns.last_mut()) {
         last.push_str("\n\n");
         last.push_str(&note);
     }
@@ -416,7 +416,8 @@ async fn stream_fluid(
     on_chunk: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Composed, LlmError> {
     let ctx = context(input, false);
-    let request = conversation_request(render(COMPOSE, ctx.clone()) + "\nWrite only the reply.", &ctx);
+    let system = render(COMPOSE, ctx.clone()) + "\nWrite only the reply.";
+    let request = conversation_request(system, input.history, reply_note(&ctx));
     let mut stream = model.stream(request).await?;
     let mut text = String::new();
     let mut usage = Vec::new();

@@ -209,16 +209,17 @@ async fn preambles_are_off_by_default_and_tagged_when_enabled() {
     assert_eq!(outcome.messages, ["You can return items within 30 days."]);
 }
 
+/// A shop model that replies `first`, and `then` once the prompt carries `refusal`.
+fn reasked(refusal: &'static str, first: &'static str, then: &'static str) -> Arc<ScriptedModel> {
+    let reply = move |prompt: &str| if prompt.contains(refusal) { then } else { first }.to_string();
+    Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), reply))
+}
+
 #[tokio::test]
 async fn a_reply_that_only_repeats_the_customer_is_asked_for_once_more() {
     // The first answer parrots the customer; the re-ask carries the rejected reply.
-    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), |prompt| {
-        if prompt.contains("it only repeats the customer's words") {
-            "Shipping takes 3 days.".into()
-        } else {
-            "OK. How long does shipping take?".into()
-        }
-    }));
+    let model =
+        reasked("it only repeats the customer's words", "OK. How long does shipping take?", "Shipping takes 3 days.");
     let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
     let session = MemorySession::new();
     let outcome = turn(&rt, &session, &Default::default(), "How long does shipping take?").await;
@@ -230,13 +231,11 @@ async fn a_reply_that_only_repeats_the_customer_is_asked_for_once_more() {
     assert_eq!(generation[1].temperature, Some(0.7));
 
     // A reply the agent already sent word for word is asked for once more too.
-    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), |prompt| {
-        if prompt.contains("you already sent exactly this earlier") {
-            "You can return items within 30 days.".into()
-        } else {
-            "Shipping takes 3 days.".into()
-        }
-    }));
+    let model = reasked(
+        "you already sent exactly this earlier",
+        "Shipping takes 3 days.",
+        "You can return items within 30 days.",
+    );
     let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
     let session = MemorySession::new();
     let first = turn(&rt, &session, &Default::default(), "How long does shipping take?").await;

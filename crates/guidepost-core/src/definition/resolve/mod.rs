@@ -69,8 +69,11 @@ pub fn resolve(files: &[ParsedFile]) -> (Option<AgentDefinition>, Vec<Diagnostic
         journey_ids: IndexMap::new(),
         canned_ids: IndexMap::new(),
     };
-    let agent = r.agent();
+    let mut agent = r.agent();
     let tags = r.tags();
+    if let Some(agent) = agent.as_mut() {
+        agent.tags = r.agent_tags();
+    }
     let services = r.services();
     let tools = r.tools();
     let canned_responses = r.canned_responses();
@@ -252,6 +255,16 @@ impl<'a> Resolver<'a> {
         };
         self.error("unknown-reference", loc, format!("unknown tag `{text}`"), Some(hint));
         None
+    }
+
+    /// The agent's own tags (resolved once the declared tags are known).
+    fn agent_tags(&mut self) -> Vec<String> {
+        let Some((file, tags)) =
+            self.files.iter().enumerate().find_map(|(i, f)| f.file.agent.as_ref().map(|a| (i, a.tags.clone())))
+        else {
+            return Vec::new();
+        };
+        self.tag_refs(&tags, file, "agent.tags")
     }
 
     fn tag_refs(&mut self, tags: &[String], file: usize, path: &str) -> Vec<String> {

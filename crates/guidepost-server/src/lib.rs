@@ -1,0 +1,1 @@
+//! The Guidepost HTTP server (in progress).

@@ -1,0 +1,548 @@
+//! Agents' definitions in the store: importing definition files, assembling the
+//! definition a turn runs on, and exporting it back in the authoring format.
+//!
+//! Definition entities are shared the way the Parlant API shares them: an entity with no
+//! tags applies to every agent, `agent:<id>` ties it to one agent, any of an agent's own
+//! tags brings it into that agent's scope, and `journey:<id>` scopes a guideline to a
+//! journey (or marks it as one of the journey's conditions).
+//!
+//! Imported entities get the id `<agent>.<id>` (ids are global on a server that serves
+//! several agents) and the `agent:<agent>` tag; the export strips both again.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use guidepost_core::journey::JourneyCondition;
+use guidepost_core::{
+    Agent, AgentDefinition, CannedResponse, Capability, ContextVariable, Endpoint, Guideline, Journey, Relationship,
+    StateKind, Tag, Term, Tool, ToolService,
+};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::Store;
+use crate::documents::{Entity, Origin, Record, Write};
+use crate::error::{Result, StoreError};
+
+/// The tag that ties an entity to one agent.
+pub fn agent_tag(agent_id: &str) -> String {
+    format!("agent:{agent_id}")
+}
+
+/// The tag that scopes a guideline to a journey.
+pub fn journey_tag(journey_id: &str) -> String {
+    format!("journey:{journey_id}")
+}
+
+/// Whether a tag is one the store manages (`agent:` or `journey:`), not a declared one.
+pub fn is_system_tag(tag: &str) -> bool {
+    tag.starts_with("agent:") || tag.starts_with("journey:")
+}
+
+/// The extra field that marks a guideline as a journey's condition.
+pub const CONDITION_OF: &str = "journey_condition_of";
+const IMPORTED_HASH: &str = "imported_hash";
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// The agent.
+    pub agent_id: String,
+    /// Entities created.
+    pub created: usize,
+    /// Entities whose content changed.
+    pub updated: usize,
+    /// Entities left as they were.
+    pub unchanged: usize,
+    /// Entities the files no longer define, deleted.
+    pub removed: usize,
+    /// Ids of entities changed through the API since the last import, now replaced by
+    /// the files' content.
+    pub replaced_edits: Vec<String>,
+}
+
+/// Namespacing of one agent's ids.
+struct Names<'a> {
+    agent: &'a str,
+}
+
+impl Names<'_> {
+    fn id(&self, id: &str) -> String {
+        format!("{}.{id}", self.agent)
+    }
+
+    fn ids(&self, ids: &[String]) -> Vec<String> {
+        ids.iter().map(|i| self.id(i)).collect()
+    }
+
+    fn tags(&self, tags: &[String]) -> Vec<String> {
+        let mut out = vec![agent_tag(self.agent)];
+        out.extend(self.ids(tags));
+        out
+    }
+
+    fn endpoint(&self, e: &Endpoint) -> Endpoint {
+        match e {
+            Endpoint::Guideline(id) => Endpoint::Guideline(self.id(id)),
+            Endpoint::Journey(id) => Endpoint::Journey(self.id(id)),
+            Endpoint::Tag { tag, mode } => Endpoint::Tag { tag: self.id(tag), mode: *mode },
+            Endpoint::Tool(t) => Endpoint::Tool(t.clone()),
+        }
+    }
+}
+
+fn hash<T: Serialize>(entity: &T) -> String {
+    let text = serde_json::to_string(entity).unwrap_or_default();
+    hex::encode(&Sha256::digest(text.as_bytes())[..12])
+}
+
+/// Planned writes of an import, with its counts.
+struct Plan<'s> {
+    store: &'s Store,
+    origin: Origin,
+    writes: Vec<Write>,
+    keep: HashSet<(crate::Collection, String)>,
+    report: ImportReport,
+}
+
+impl Plan<'_> {
+    async fn put<T: Entity>(&mut self, id: String, entity: T, mut extra: Map<String, Value>) -> Result<()> {
+        let new_hash = hash(&entity);
+        extra.insert(IMPORTED_HASH.into(), Value::String(new_hash.clone()));
+        self.keep.insert((T::COLLECTION, id.clone()));
+        let record = match self.store.get::<T>(&id).await? {
+            None => {
+                self.report.created += 1;
+                Record::new(id, entity).with_origin(self.origin.clone()).with_extra(extra)
+            }
+            Some(existing) => {
+                let current = hash(&existing.entity);
+                let imported = existing.extra.get(IMPORTED_HASH).and_then(Value::as_str).unwrap_or_default();
+                if existing.origin == self.origin && current == new_hash && imported == new_hash {
+                    self.report.unchanged += 1;
+                    return Ok(());
+                }
+                if existing.origin != self.origin || current != imported {
+                    self.report.replaced_edits.push(id.clone());
+                }
+                self.report.updated += 1;
+                Record { entity, extra, origin: self.origin.clone(), ..existing }
+            }
+        };
+        self.writes.push(Write::upsert(&record)?);
+        Ok(())
+    }
+
+    async fn sweep<T: Entity>(&mut self) -> Result<()> {
+        for record in self.store.list_from::<T>(&self.origin).await? {
+            if !self.keep.contains(&(T::COLLECTION, record.id.clone())) {
+                self.report.removed += 1;
+                self.writes.push(Write::delete::<T>(&record.id));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn state_refs(journey: &mut Journey, names: &Names<'_>) {
+    for state in &mut journey.states {
+        state.canned_responses = names.ids(&state.canned_responses);
+        if let StateKind::Journey { journey } = &mut state.kind {
+            *journey = names.id(journey);
+        }
+    }
+}
+
+impl Store {
+    /// Imports an agent's definition (loaded from its files). Idempotent: ids are stable,
+    /// entities that did not change are not written, entities the files no longer define
+    /// are deleted, and entities changed through the API since the last import are
+    /// replaced by the files' content (and listed in the report). One transaction.
+    pub async fn import_definition(&self, definition: &AgentDefinition) -> Result<ImportReport> {
+        let agent_id = definition.agent.id.clone();
+        let names = Names { agent: &agent_id };
+        let mut plan = Plan {
+            store: self,
+            origin: Origin::File(agent_id.clone()),
+            writes: Vec::new(),
+            keep: HashSet::new(),
+            report: ImportReport { agent_id: agent_id.clone(), ..ImportReport::default() },
+        };
+        let mut agent = definition.agent.clone();
+        agent.tags = names.ids(&agent.tags);
+        plan.put(agent_id.clone(), agent, Map::new()).await?;
+        for tag in &definition.tags {
+            let id = names.id(&tag.id);
+            plan.put(id.clone(), Tag { id, ..tag.clone() }, Map::new()).await?;
+        }
+        for g in &definition.guidelines {
+            let mut g = g.clone();
+            g.id = names.id(&g.id);
+            g.tags = names.tags(&g.tags);
+            g.journey = g.journey.as_deref().map(|j| names.id(j));
+            if let Some(j) = &g.journey {
+                g.tags.push(journey_tag(j));
+            }
+            g.canned_responses = names.ids(&g.canned_responses);
+            plan.put(g.id.clone(), g, Map::new()).await?;
+        }
+        for j in &definition.journeys {
+            let mut j = j.clone();
+            j.id = names.id(&j.id);
+            j.tags = names.tags(&j.tags);
+            state_refs(&mut j, &names);
+            for c in &mut j.conditions {
+                c.id = names.id(&c.id);
+                let mut extra = Map::new();
+                extra.insert(CONDITION_OF.into(), Value::String(j.id.clone()));
+                let observation =
+                    condition_guideline(&c.id, &c.condition, vec![agent_tag(&agent_id), journey_tag(&j.id)]);
+                plan.put(c.id.clone(), observation, extra).await?;
+            }
+            plan.put(j.id.clone(), j, Map::new()).await?;
+        }
+        for r in &definition.relationships {
+            let id = names.id(&r.id);
+            let r = Relationship {
+                id: id.clone(),
+                source: names.endpoint(&r.source),
+                target: names.endpoint(&r.target),
+                ..r.clone()
+            };
+            plan.put(id, r, Map::new()).await?;
+        }
+        for t in &definition.tools {
+            plan.put(names.id(&t.id.to_string()), t.clone(), Map::new()).await?;
+        }
+        for s in &definition.services {
+            plan.put(names.id(&s.name), s.clone(), Map::new()).await?;
+        }
+        for v in &definition.variables {
+            let id = names.id(&v.id);
+            plan.put(id.clone(), ContextVariable { id, tags: names.tags(&v.tags), ..v.clone() }, Map::new()).await?;
+        }
+        for t in &definition.terms {
+            let id = names.id(&t.id);
+            plan.put(id.clone(), Term { id, tags: names.tags(&t.tags), ..t.clone() }, Map::new()).await?;
+        }
+        for c in &definition.capabilities {
+            let id = names.id(&c.id);
+            plan.put(id.clone(), Capability { id, tags: names.tags(&c.tags), ..c.clone() }, Map::new()).await?;
+        }
+        for c in &definition.canned_responses {
+            let id = names.id(&c.id);
+            plan.put(id.clone(), CannedResponse { id, tags: names.tags(&c.tags), ..c.clone() }, Map::new()).await?;
+        }
+        plan.sweep::<Tag>().await?;
+        plan.sweep::<Guideline>().await?;
+        plan.sweep::<Journey>().await?;
+        plan.sweep::<Relationship>().await?;
+        plan.sweep::<Tool>().await?;
+        plan.sweep::<ToolService>().await?;
+        plan.sweep::<ContextVariable>().await?;
+        plan.sweep::<Term>().await?;
+        plan.sweep::<Capability>().await?;
+        plan.sweep::<CannedResponse>().await?;
+        self.apply(plan.writes).await?;
+        for id in &plan.report.replaced_edits {
+            tracing::warn!(agent = %agent_id, id, "changed through the API since the last import; the definition files' content replaces it");
+        }
+        Ok(plan.report)
+    }
+
+    /// The definition agent `agent_id` runs on now: its identity and every entity in its
+    /// scope, with the store's system tags turned back into the definition's structure.
+    pub async fn agent_definition(&self, agent_id: &str) -> Result<AgentDefinition> {
+        let agent = self.require::<Agent>(agent_id).await?.entity;
+        let scope = Scope::new(agent_id, &agent.tags);
+        let journeys_all = self.list::<Journey>().await?;
+        let guidelines_all = self.list::<Guideline>().await?;
+        let by_id: HashMap<&str, &Record<Guideline>> = guidelines_all.iter().map(|g| (g.id.as_str(), g)).collect();
+
+        let mut journeys = Vec::new();
+        let mut conditions: HashSet<String> = HashSet::new();
+        for record in &journeys_all {
+            if !scope.sees(&record.entity.tags) {
+                continue;
+            }
+            let mut j = record.entity.clone();
+            j.conditions = j
+                .conditions
+                .iter()
+                .filter_map(|c| {
+                    by_id
+                        .get(c.id.as_str())
+                        .map(|g| JourneyCondition { id: c.id.clone(), condition: g.entity.condition.clone() })
+                })
+                .collect();
+            conditions.extend(j.conditions.iter().map(|c| c.id.clone()));
+            j.tags = scope.declared(&j.tags);
+            journeys.push(j);
+        }
+        let visible_journeys: HashSet<String> = journeys.iter().map(|j| j.id.clone()).collect();
+        let mut guidelines = Vec::new();
+        for record in &guidelines_all {
+            let g = &record.entity;
+            if conditions.contains(&record.id) || !scope.sees(&g.tags) {
+                continue;
+            }
+            let scoped: Vec<&str> = g.tags.iter().filter_map(|t| t.strip_prefix("journey:")).collect();
+            let journey = match scoped.iter().find(|j| visible_journeys.contains(**j)) {
+                Some(j) => Some((*j).to_string()),
+                None if !scoped.is_empty() => continue,
+                None => None,
+            };
+            let mut g = g.clone();
+            g.id.clone_from(&record.id);
+            g.journey = journey;
+            g.tags = scope.declared(&g.tags);
+            guidelines.push(g);
+        }
+        let variables: Vec<ContextVariable> = self
+            .list::<ContextVariable>()
+            .await?
+            .into_iter()
+            .filter(|r| scope.sees(&r.entity.tags))
+            .map(|r| ContextVariable { tags: scope.declared(&r.entity.tags), ..r.entity })
+            .collect();
+        let terms: Vec<Term> = self
+            .list::<Term>()
+            .await?
+            .into_iter()
+            .filter(|r| scope.sees(&r.entity.tags))
+            .map(|r| Term { tags: scope.declared(&r.entity.tags), ..r.entity })
+            .collect();
+        let capabilities: Vec<Capability> = self
+            .list::<Capability>()
+            .await?
+            .into_iter()
+            .filter(|r| scope.sees(&r.entity.tags))
+            .map(|r| Capability { tags: scope.declared(&r.entity.tags), ..r.entity })
+            .collect();
+        let canned_responses: Vec<CannedResponse> = self
+            .list::<CannedResponse>()
+            .await?
+            .into_iter()
+            .filter(|r| scope.sees(&r.entity.tags))
+            .map(|r| CannedResponse { tags: scope.declared(&r.entity.tags), ..r.entity })
+            .collect();
+        let canned_ids: HashSet<&str> = canned_responses.iter().map(|c| c.id.as_str()).collect();
+        for g in &mut guidelines {
+            g.canned_responses.retain(|c| canned_ids.contains(c.as_str()));
+        }
+        for j in &mut journeys {
+            for s in &mut j.states {
+                s.canned_responses.retain(|c| canned_ids.contains(c.as_str()));
+            }
+        }
+        let mine = |origin: &Origin| match origin {
+            Origin::Api => true,
+            Origin::File(a) => a == agent_id,
+        };
+        let tools: Vec<Tool> =
+            self.list::<Tool>().await?.into_iter().filter(|r| mine(&r.origin)).map(|r| r.entity).collect();
+        let services: Vec<ToolService> =
+            self.list::<ToolService>().await?.into_iter().filter(|r| mine(&r.origin)).map(|r| r.entity).collect();
+        let guideline_ids: HashSet<&str> =
+            guidelines.iter().map(|g| g.id.as_str()).chain(conditions.iter().map(String::as_str)).collect();
+        let present = |e: &Endpoint| match e {
+            Endpoint::Guideline(id) => guideline_ids.contains(id.as_str()),
+            Endpoint::Journey(id) => visible_journeys.contains(id),
+            Endpoint::Tag { .. } | Endpoint::Tool(_) => true,
+        };
+        let relationships: Vec<Relationship> = self
+            .list::<Relationship>()
+            .await?
+            .into_iter()
+            .map(|r| r.entity)
+            .filter(|r| present(&r.source) && present(&r.target))
+            .collect();
+        let mut used_tags: BTreeSet<String> = agent.tags.iter().cloned().collect();
+        let entity_tags = guidelines
+            .iter()
+            .flat_map(|g| &g.tags)
+            .chain(journeys.iter().flat_map(|j| &j.tags))
+            .chain(variables.iter().flat_map(|v| &v.tags))
+            .chain(terms.iter().flat_map(|t| &t.tags))
+            .chain(capabilities.iter().flat_map(|c| &c.tags))
+            .chain(canned_responses.iter().flat_map(|c| &c.tags));
+        used_tags.extend(entity_tags.cloned());
+        for r in &relationships {
+            for e in [&r.source, &r.target] {
+                if let Endpoint::Tag { tag, .. } = e {
+                    used_tags.insert(tag.clone());
+                }
+            }
+        }
+        let tags: Vec<Tag> =
+            self.list::<Tag>().await?.into_iter().map(|r| r.entity).filter(|t| used_tags.contains(&t.id)).collect();
+        Ok(AgentDefinition {
+            agent,
+            tags,
+            guidelines,
+            relationships,
+            journeys,
+            tools,
+            services,
+            variables,
+            terms,
+            capabilities,
+            canned_responses,
+        })
+    }
+
+    /// The agent's definition in the authoring form: the store's namespaces stripped, so
+    /// `guidepost check` reads it and an import of it gives the same entities back.
+    pub async fn export_definition(&self, agent_id: &str) -> Result<AgentDefinition> {
+        let definition = self.agent_definition(agent_id).await?;
+        Ok(localize(definition, agent_id))
+    }
+
+    /// Ids of the agents.
+    pub async fn agent_ids(&self) -> Result<Vec<String>> {
+        Ok(self.list::<Agent>().await?.into_iter().map(|r| r.id).collect())
+    }
+}
+
+/// The observation guideline that stands for a journey condition.
+pub fn condition_guideline(id: &str, condition: &str, tags: Vec<String>) -> Guideline {
+    Guideline {
+        id: id.to_string(),
+        condition: condition.to_string(),
+        action: None,
+        description: None,
+        criticality: Default::default(),
+        enabled: true,
+        tags,
+        labels: Vec::new(),
+        metadata: Default::default(),
+        priority: 0,
+        track: true,
+        tools: Vec::new(),
+        composition_mode: None,
+        journey: None,
+        canned_responses: Vec::new(),
+    }
+}
+
+/// Which entities an agent sees.
+struct Scope {
+    own: String,
+    agent_tags: HashSet<String>,
+}
+
+impl Scope {
+    fn new(agent_id: &str, tags: &[String]) -> Self {
+        Self { own: agent_tag(agent_id), agent_tags: tags.iter().cloned().collect() }
+    }
+
+    /// Untagged entities are everyone's; otherwise the agent's own tag or one of its tags
+    /// brings an entity into scope. Journey tags say where, not whose.
+    fn sees(&self, tags: &[String]) -> bool {
+        let mut owned = tags.iter().filter(|t| !t.starts_with("journey:")).peekable();
+        if owned.peek().is_none() {
+            return true;
+        }
+        owned.any(|t| *t == self.own || self.agent_tags.contains(t))
+    }
+
+    /// The tags a definition declares: the system ones removed.
+    fn declared(&self, tags: &[String]) -> Vec<String> {
+        tags.iter().filter(|t| !is_system_tag(t)).cloned().collect()
+    }
+}
+
+/// Strips `<agent>.` from ids and references (where that leaves no clash), and makes ids
+/// given through the API valid definition ids.
+fn localize(mut d: AgentDefinition, agent_id: &str) -> AgentDefinition {
+    let prefix = format!("{agent_id}.");
+    let mut all: Vec<String> = Vec::new();
+    all.extend(d.guidelines.iter().map(|g| g.id.clone()));
+    all.extend(d.journeys.iter().flat_map(|j| j.conditions.iter().map(|c| c.id.clone())));
+    all.extend(d.journeys.iter().map(|j| j.id.clone()));
+    all.extend(d.tags.iter().map(|t| t.id.clone()));
+    all.extend(d.relationships.iter().map(|r| r.id.clone()));
+    all.extend(d.variables.iter().map(|v| v.id.clone()));
+    all.extend(d.terms.iter().map(|t| t.id.clone()));
+    all.extend(d.capabilities.iter().map(|c| c.id.clone()));
+    all.extend(d.canned_responses.iter().map(|c| c.id.clone()));
+    let taken: HashSet<String> = all.iter().cloned().collect();
+    let mut map: HashMap<String, String> = HashMap::new();
+    let mut used: HashSet<String> = HashSet::new();
+    for id in &all {
+        let short = id.strip_prefix(&prefix).unwrap_or(id);
+        let mut clean: String =
+            short.chars().map(|c| if c.is_whitespace() || c == ':' || c == '/' { '_' } else { c }).collect();
+        if clean.is_empty() {
+            clean = "_".into();
+        }
+        if clean != *id && (taken.contains(&clean) || used.contains(&clean)) {
+            clean = id.chars().map(|c| if c.is_whitespace() || c == ':' || c == '/' { '_' } else { c }).collect();
+        }
+        used.insert(clean.clone());
+        map.insert(id.clone(), clean);
+    }
+    let m = |id: &str| map.get(id).cloned().unwrap_or_else(|| id.to_string());
+    let ms = |ids: &[String]| ids.iter().map(|i| m(i)).collect::<Vec<_>>();
+    let me = |e: &Endpoint| match e {
+        Endpoint::Guideline(id) => Endpoint::Guideline(m(id)),
+        Endpoint::Journey(id) => Endpoint::Journey(m(id)),
+        Endpoint::Tag { tag, mode } => Endpoint::Tag { tag: m(tag), mode: *mode },
+        Endpoint::Tool(t) => Endpoint::Tool(t.clone()),
+    };
+    d.agent.tags = ms(&d.agent.tags);
+    for t in &mut d.tags {
+        t.id = m(&t.id);
+    }
+    for g in &mut d.guidelines {
+        g.id = m(&g.id);
+        g.tags = ms(&g.tags);
+        g.journey = g.journey.as_deref().map(m);
+        g.canned_responses = ms(&g.canned_responses);
+    }
+    for j in &mut d.journeys {
+        j.id = m(&j.id);
+        j.tags = ms(&j.tags);
+        for c in &mut j.conditions {
+            c.id = m(&c.id);
+        }
+        for s in &mut j.states {
+            s.canned_responses = ms(&s.canned_responses);
+            if let StateKind::Journey { journey } = &mut s.kind {
+                *journey = m(journey);
+            }
+        }
+    }
+    for r in &mut d.relationships {
+        r.id = m(&r.id);
+        r.source = me(&r.source);
+        r.target = me(&r.target);
+    }
+    for v in &mut d.variables {
+        v.id = m(&v.id);
+        v.tags = ms(&v.tags);
+    }
+    for t in &mut d.terms {
+        t.id = m(&t.id);
+        t.tags = ms(&t.tags);
+    }
+    for c in &mut d.capabilities {
+        c.id = m(&c.id);
+        c.tags = ms(&c.tags);
+    }
+    for c in &mut d.canned_responses {
+        c.id = m(&c.id);
+        c.tags = ms(&c.tags);
+    }
+    d
+}
+
+/// Checks that an id given through the API can name an entity.
+pub fn check_api_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 200 || id.chars().any(|c| c.is_control() || c == '/' || c.is_whitespace()) {
+        return Err(StoreError::Invalid(format!(
+            "`{id}` cannot be an id: use 1 to 200 characters without spaces, control characters or `/`"
+        )));
+    }
+    Ok(())
+}

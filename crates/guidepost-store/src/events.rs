@@ -1,0 +1,237 @@
+//! Events of a session: appended with dense offsets from 0 (the database enforces
+//! uniqueness), soft-deleted, never renumbered. Waiters on the session wake after every
+//! commit.
+
+use guidepost_core::{Event, EventKind, EventSource};
+use indexmap::IndexMap;
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::Store;
+use crate::error::{Result, StoreError};
+use crate::ids::{new_id, now_us, time_from_us};
+use crate::turns::NewTurn;
+
+/// An event to append; the store gives it an id, an offset and a time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEventRecord {
+    /// Who produced it.
+    pub source: EventSource,
+    /// What it carries.
+    pub kind: EventKind,
+    /// The trace it belongs to.
+    pub trace_id: String,
+    /// The payload.
+    pub data: Value,
+    /// Free-form metadata.
+    pub metadata: IndexMap<String, Value>,
+}
+
+/// Which events a listing returns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EventFilter {
+    /// Offsets from this one on.
+    pub min_offset: u64,
+    /// Only from this source.
+    pub source: Option<EventSource>,
+    /// Only of these kinds (all when empty).
+    pub kinds: Vec<EventKind>,
+    /// Only of this trace.
+    pub trace_id: Option<String>,
+    /// Include soft-deleted events.
+    pub include_deleted: bool,
+}
+
+impl EventFilter {
+    /// Whether the filter keeps `event`.
+    pub fn keeps(&self, event: &Event) -> bool {
+        event.offset >= self.min_offset
+            && (self.include_deleted || !event.deleted)
+            && self.source.is_none_or(|s| s == event.source)
+            && (self.kinds.is_empty() || self.kinds.contains(&event.kind))
+            && self.trace_id.as_ref().is_none_or(|t| *t == event.trace_id)
+    }
+}
+
+fn wire<T: serde::Serialize>(value: T) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+    serde_json::from_value(Value::String(text.to_string()))
+        .map_err(|e| StoreError::Corrupt { what: what.to_string(), source: e })
+}
+
+fn decode(row: &AnyRow) -> Result<Event> {
+    let id: String = row.try_get("id")?;
+    let what = format!("event `{id}`");
+    let data: String = row.try_get("data")?;
+    let metadata: String = row.try_get("metadata")?;
+    Ok(Event {
+        source: parse(&row.try_get::<String, _>("source")?, &what)?,
+        kind: parse(&row.try_get::<String, _>("kind")?, &what)?,
+        offset: u64::try_from(row.try_get::<i64, _>("offset")?).unwrap_or(0),
+        creation_utc: time_from_us(row.try_get("created_us")?),
+        trace_id: row.try_get("trace_id")?,
+        data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?,
+        metadata: serde_json::from_str(&metadata).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?,
+        deleted: row.try_get::<i64, _>("deleted")? != 0,
+        id,
+    })
+}
+
+const COLUMNS: &str = "id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted";
+
+impl Store {
+    /// Appends one event to the session and returns it as stored.
+    pub async fn append_event(&self, session_id: &str, event: NewEventRecord) -> Result<Event> {
+        let mut events = self.append_events(session_id, vec![event], None).await?;
+        events.pop().ok_or_else(|| StoreError::Invalid("no event was appended".into()))
+    }
+
+    /// Appends events (and, when given, registers the turn they start) in one
+    /// transaction. Offsets come from the session's counter, which the first statement
+    /// locks, so concurrent appenders to one session queue and offsets stay dense.
+    pub async fn append_events(
+        &self,
+        session_id: &str,
+        events: Vec<NewEventRecord>,
+        turn: Option<NewTurn>,
+    ) -> Result<Vec<Event>> {
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("UPDATE sessions SET next_offset = next_offset + $1 WHERE id = $2 RETURNING next_offset")
+            .bind(count)
+            .bind(session_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound { kind: "session", id: session_id.to_string() });
+        };
+        let next: i64 = row.try_get("next_offset")?;
+        let first = next - count;
+        let mut stored = Vec::with_capacity(events.len());
+        for (offset, event) in (first..).zip(events) {
+            let e = Event {
+                id: new_id(),
+                source: event.source,
+                kind: event.kind,
+                offset: u64::try_from(offset).unwrap_or(0),
+                creation_utc: time_from_us(now_us()),
+                trace_id: event.trace_id,
+                data: event.data,
+                metadata: event.metadata,
+                deleted: false,
+            };
+            sqlx::query(
+                "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
+            )
+            .bind(&e.id)
+            .bind(session_id)
+            .bind(offset)
+            .bind(wire(e.source))
+            .bind(wire(e.kind))
+            .bind(e.creation_utc.timestamp_micros())
+            .bind(&e.trace_id)
+            .bind(e.data.to_string())
+            .bind(serde_json::to_string(&e.metadata).unwrap_or_else(|_| "{}".into()))
+            .execute(&mut *tx)
+            .await?;
+            stored.push(e);
+        }
+        if let Some(turn) = turn {
+            let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.offset).unwrap_or(0));
+            turn.insert(session_id, trigger, &mut tx).await?;
+        }
+        tx.commit().await?;
+        self.hub.notify(session_id);
+        Ok(stored)
+    }
+
+    /// The session's events the filter keeps, by offset.
+    pub async fn list_events(&self, session_id: &str, filter: &EventFilter) -> Result<Vec<Event>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM events WHERE session_id = $1 AND \"offset\" >= $2 ORDER BY \"offset\""
+        )))
+        .bind(session_id)
+        .bind(i64::try_from(filter.min_offset).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let event = decode(row)?;
+            if filter.keeps(&event) {
+                out.push(event);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The session's event with this id (soft-deleted ones too).
+    pub async fn get_event(&self, session_id: &str, event_id: &str) -> Result<Option<Event>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
+            .bind(session_id)
+            .bind(event_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Replaces an event's data (a streamed message growing its chunks).
+    pub async fn update_event_data(&self, session_id: &str, event_id: &str, data: &Value) -> Result<()> {
+        let done = sqlx::query("UPDATE events SET data = $1 WHERE session_id = $2 AND id = $3")
+            .bind(data.to_string())
+            .bind(session_id)
+            .bind(event_id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound { kind: "event", id: event_id.to_string() });
+        }
+        self.hub.notify(session_id);
+        Ok(())
+    }
+
+    /// Lets `change` edit an event's metadata and stores it.
+    pub async fn update_event_metadata(
+        &self,
+        session_id: &str,
+        event_id: &str,
+        change: impl FnOnce(&mut IndexMap<String, Value>),
+    ) -> Result<Event> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
+            .bind(session_id)
+            .bind(event_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound { kind: "event", id: event_id.to_string() });
+        };
+        let mut event = decode(&row)?;
+        change(&mut event.metadata);
+        sqlx::query("UPDATE events SET metadata = $1 WHERE session_id = $2 AND id = $3")
+            .bind(serde_json::to_string(&event.metadata).unwrap_or_else(|_| "{}".into()))
+            .bind(session_id)
+            .bind(event_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        self.hub.notify(session_id);
+        Ok(event)
+    }
+
+    /// Soft-deletes the session's events from `min_offset` on; returns how many.
+    pub async fn delete_events(&self, session_id: &str, min_offset: u64) -> Result<u64> {
+        let done =
+            sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0")
+                .bind(session_id)
+                .bind(i64::try_from(min_offset).unwrap_or(i64::MAX))
+                .execute(&self.pool)
+                .await?;
+        self.hub.notify(session_id);
+        Ok(done.rows_affected())
+    }
+}

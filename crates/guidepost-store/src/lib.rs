@@ -1,0 +1,266 @@
+//! Guidepost's storage: agents and their definitions, customers, sessions, events, turns,
+//! context variable values and the embedding cache.
+//!
+//! One [`Store`] runs on SQLite (the embedded default: a file, or memory) or PostgreSQL
+//! (to scale past one process), through one code path: runtime queries on sqlx's `Any`
+//! driver, migrations per backend applied when the store opens.
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! use guidepost_store::{Store, Record, Write};
+//! use guidepost_core::Tag;
+//!
+//! let store = Store::open("sqlite::memory:").await?;
+//! let tag = Record::new("vip", Tag { id: "vip".into(), name: "VIP".into(), description: None });
+//! store.apply(vec![Write::insert(&tag)?]).await?;
+//! let read = store.get::<Tag>("vip").await?.expect("stored");
+//! assert_eq!(read.entity.name, "VIP");
+//! assert_eq!(store.revision().await?, 1);
+//! # Ok::<(), guidepost_store::StoreError>(())
+//! # }).unwrap();
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod db;
+pub mod definitions;
+pub mod documents;
+pub mod embeddings;
+pub mod error;
+pub mod events;
+pub mod hub;
+pub mod ids;
+pub mod sessions;
+pub mod turns;
+pub mod values;
+
+use std::sync::Arc;
+
+use sqlx::{AnyPool, AssertSqlSafe, Row};
+
+pub use db::Backend;
+pub use documents::{Collection, Cursor, Entity, Origin, Page, PageRequest, Record, Sort, Write};
+pub use error::{Result, StoreError};
+pub use events::{EventFilter, NewEventRecord};
+pub use hub::SessionHub;
+pub use sessions::SessionFilter;
+pub use turns::{TurnRecord, TurnState};
+
+/// Updates retried this many times when a concurrent writer got there first.
+const CAS_ATTEMPTS: usize = 16;
+
+/// The store. Cheap to clone; every clone shares the pool and the wake-up hub.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    hub: Arc<SessionHub>,
+    vector_search: bool,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("backend", &self.backend).field("vector_search", &self.vector_search).finish()
+    }
+}
+
+impl Store {
+    /// Opens the database at `url` and applies pending migrations:
+    /// `sqlite://PATH` (created if missing), `sqlite::memory:` or `postgres://...`.
+    pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with(url, 16).await
+    }
+
+    /// As [`Store::open`], with at most `max_connections` PostgreSQL connections.
+    pub async fn open_with(url: &str, max_connections: u32) -> Result<Self> {
+        let url = normalize_sqlite_url(url);
+        let (pool, backend) = db::connect(&url, max_connections).await?;
+        db::migrate(&pool, backend).await?;
+        let vector_search = backend == Backend::Postgres && db::enable_pgvector(&pool).await;
+        Ok(Self { pool, backend, hub: Arc::new(SessionHub::default()), vector_search })
+    }
+
+    /// A SQLite file at `path` (created, with its folder, if missing).
+    pub async fn open_sqlite_file(path: &std::path::Path) -> Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StoreError::Invalid(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        Self::open(&format!("sqlite://{}?mode=rwc", path.display())).await
+    }
+
+    /// A store in memory, gone when the process ends.
+    pub async fn ephemeral() -> Result<Self> {
+        Self::open("sqlite::memory:").await
+    }
+
+    /// Which database this is.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Whether nearest-neighbour search runs in the database (PostgreSQL with pgvector).
+    pub fn has_vector_search(&self) -> bool {
+        self.vector_search
+    }
+
+    /// The wake-up hub of session events.
+    pub fn hub(&self) -> &Arc<SessionHub> {
+        &self.hub
+    }
+
+    /// The pool, for code that needs a backend-specific feature.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes the pool, waiting for connections to be returned.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<()> {
+        sqlx::query("SELECT 1 AS one").fetch_one(&self.pool).await?;
+        Ok(())
+    }
+
+    /// The definition revision: bumped by every change to a definition entity.
+    pub async fn revision(&self) -> Result<i64> {
+        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.pool).await?;
+        Ok(row.try_get("revision")?)
+    }
+
+    /// Applies writes in one transaction: all or none.
+    pub async fn apply(&self, writes: Vec<Write>) -> Result<()> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        let definition = writes.iter().any(Write::touches_definition);
+        let mut tx = self.pool.begin().await?;
+        if definition {
+            // First, so that on PostgreSQL concurrent definition writers queue on this row
+            // instead of deadlocking on the documents they touch.
+            sqlx::query("UPDATE definition_revision SET revision = revision + 1 WHERE id = 1")
+                .execute(&mut *tx)
+                .await?;
+        }
+        for write in writes {
+            write.apply(&mut tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The document with this id.
+    pub async fn get<T: Entity>(&self, id: &str) -> Result<Option<Record<T>>> {
+        let row = sqlx::query(
+            "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 AND id = $2",
+        )
+        .bind(T::COLLECTION.name())
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(Record::from_row).transpose()
+    }
+
+    /// The document with this id, or `NotFound`.
+    pub async fn require<T: Entity>(&self, id: &str) -> Result<Record<T>> {
+        self.get(id).await?.ok_or_else(|| StoreError::NotFound { kind: T::COLLECTION.noun(), id: id.to_string() })
+    }
+
+    /// Every document of the collection, oldest first.
+    pub async fn list<T: Entity>(&self) -> Result<Vec<Record<T>>> {
+        let rows = sqlx::query(
+            "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 ORDER BY created_us, id",
+        )
+        .bind(T::COLLECTION.name())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(Record::from_row).collect()
+    }
+
+    /// Documents that came from this origin.
+    pub async fn list_from<T: Entity>(&self, origin: &Origin) -> Result<Vec<Record<T>>> {
+        Ok(self.list::<T>().await?.into_iter().filter(|r| &r.origin == origin).collect())
+    }
+
+    /// One page of the collection in creation order.
+    pub async fn page<T: Entity>(&self, request: &PageRequest) -> Result<Page<Record<T>>> {
+        let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM documents WHERE collection = $1")
+            .bind(T::COLLECTION.name())
+            .fetch_one(&self.pool)
+            .await?
+            .try_get("n")?;
+        let (cmp, order) = match request.sort {
+            Sort::Ascending => (">", "ASC"),
+            Sort::Descending => ("<", "DESC"),
+        };
+        let fetch = i64::from(request.limit) + 1;
+        let rows = match &request.cursor {
+            Some(c) => {
+                let sql = format!(
+                    "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 \
+                     AND (created_us {cmp} $2 OR (created_us = $2 AND id {cmp} $3)) \
+                     ORDER BY created_us {order}, id {order} LIMIT $4"
+                );
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(T::COLLECTION.name())
+                    .bind(c.created_us)
+                    .bind(&c.id)
+                    .bind(fetch)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            None => {
+                let sql = format!(
+                    "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 \
+                     ORDER BY created_us {order}, id {order} LIMIT $2"
+                );
+                sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.pool).await?
+            }
+        };
+        let mut items: Vec<Record<T>> = rows.iter().map(Record::from_row).collect::<Result<_>>()?;
+        let has_more = items.len() > request.limit as usize;
+        items.truncate(request.limit as usize);
+        let next_cursor = if has_more { items.last().map(|r| Cursor::after(r.created, &r.id)) } else { None };
+        Ok(Page { items, total_count: u64::try_from(total).unwrap_or(0), has_more, next_cursor })
+    }
+
+    /// Reads the document, lets `change` edit it, and writes it back if nobody wrote it in
+    /// between (retrying from a fresh read otherwise). `change` may refuse with an error.
+    pub async fn update<T: Entity>(
+        &self,
+        id: &str,
+        mut change: impl FnMut(&mut Record<T>) -> Result<()>,
+    ) -> Result<Record<T>> {
+        for _ in 0..CAS_ATTEMPTS {
+            let mut record = self.require::<T>(id).await?;
+            change(&mut record)?;
+            match self.apply(vec![Write::replace(&record)?]).await {
+                Ok(()) => {
+                    record.version += 1;
+                    return Ok(record);
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Conflict { kind: T::COLLECTION.noun(), id: id.to_string() })
+    }
+
+    /// Deletes the document; `NotFound` if there was none.
+    pub async fn delete<T: Entity>(&self, id: &str) -> Result<()> {
+        self.require::<T>(id).await?;
+        self.apply(vec![Write::delete::<T>(id)]).await
+    }
+}
+
+/// `sqlite:PATH` and `sqlite://PATH` without a mode open read-write and create the file.
+fn normalize_sqlite_url(url: &str) -> String {
+    if url.starts_with("sqlite:") && !url.contains(":memory:") && !url.contains("mode=") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}mode=rwc")
+    } else {
+        url.to_string()
+    }
+}

@@ -1,0 +1,256 @@
+//! Turns: one row per agent turn, from the customer message that started it to the state
+//! it left. A turn is claimed by one worker through a lease (owner and expiry) that the
+//! worker renews while it runs; a turn whose lease expired can be claimed again.
+
+use guidepost_core::AgentState;
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
+
+use crate::Store;
+use crate::error::{Result, StoreError};
+use crate::ids::{now_us, time_from_us};
+
+/// Where a turn is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TurnState {
+    /// Stored, not yet claimed.
+    Pending,
+    /// A worker holds it.
+    Running,
+    /// The reply was sent.
+    Completed,
+    /// A newer customer message replaced it before its reply.
+    Cancelled,
+    /// It failed.
+    Failed,
+}
+
+impl TurnState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Cancelled => "cancelled",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "pending" => Self::Pending,
+            "running" => Self::Running,
+            "completed" => Self::Completed,
+            "cancelled" => Self::Cancelled,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+
+    /// Whether the turn is over.
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Cancelled | Self::Failed)
+    }
+}
+
+/// A turn to register with the events that start it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTurn {
+    /// The turn's trace id (its id).
+    pub id: String,
+}
+
+impl NewTurn {
+    pub(crate) async fn insert(
+        self,
+        session_id: &str,
+        trigger_offset: i64,
+        tx: &mut sqlx::AnyConnection,
+    ) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) VALUES ($1, $2, 'pending', $3, $4, 0)",
+        )
+        .bind(&self.id)
+        .bind(session_id)
+        .bind(trigger_offset)
+        .bind(now_us())
+        .execute(&mut *tx)
+        .await?;
+        Ok(())
+    }
+}
+
+/// A stored turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnRecord {
+    /// The turn's trace id.
+    pub id: String,
+    /// Its session.
+    pub session_id: String,
+    /// Where it is.
+    pub status: TurnState,
+    /// Offset of the event that started it.
+    pub trigger_offset: u64,
+    /// When it was stored.
+    pub created: chrono::DateTime<chrono::Utc>,
+    /// When a worker last claimed it.
+    pub started: Option<chrono::DateTime<chrono::Utc>>,
+    /// When it ended.
+    pub finished: Option<chrono::DateTime<chrono::Utc>>,
+    /// How many times a worker claimed it.
+    pub attempts: i64,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The agent state it left (completed turns).
+    pub state: Option<AgentState>,
+    /// What happened and why (the runtime's trace, as JSON).
+    pub trace: Option<Value>,
+}
+
+const COLUMNS: &str =
+    "id, session_id, status, trigger_offset, created_us, started_us, finished_us, attempts, error, state, trace";
+
+fn decode(row: &AnyRow) -> Result<TurnRecord> {
+    let id: String = row.try_get("id")?;
+    let what = format!("turn `{id}`");
+    let status: String = row.try_get("status")?;
+    let state: Option<String> = row.try_get("state")?;
+    let trace: Option<String> = row.try_get("trace")?;
+    Ok(TurnRecord {
+        session_id: row.try_get("session_id")?,
+        status: TurnState::parse(&status)
+            .ok_or_else(|| StoreError::Invalid(format!("{what} has status `{status}`")))?,
+        trigger_offset: u64::try_from(row.try_get::<i64, _>("trigger_offset")?).unwrap_or(0),
+        created: time_from_us(row.try_get("created_us")?),
+        started: row.try_get::<Option<i64>, _>("started_us")?.map(time_from_us),
+        finished: row.try_get::<Option<i64>, _>("finished_us")?.map(time_from_us),
+        attempts: row.try_get("attempts")?,
+        error: row.try_get("error")?,
+        state: state
+            .map(|s| serde_json::from_str(&s).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e }))
+            .transpose()?,
+        trace: trace
+            .map(|s| serde_json::from_str(&s).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e }))
+            .transpose()?,
+        id,
+    })
+}
+
+impl Store {
+    /// The turn with this id.
+    pub async fn get_turn(&self, id: &str) -> Result<Option<TurnRecord>> {
+        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM turns WHERE id = $1")))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// The session's turns, oldest first.
+    pub async fn list_turns(&self, session_id: &str) -> Result<Vec<TurnRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM turns WHERE session_id = $1 ORDER BY created_us, id"
+        )))
+        .bind(session_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+
+    /// Claims the turn for `owner` until `lease_ms` from now, if it is pending or its lease
+    /// expired. Returns whether this caller got it.
+    pub async fn claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<bool> {
+        let now = now_us();
+        let done = sqlx::query(
+            "UPDATE turns SET status = 'running', lease_owner = $1, lease_until_us = $2, started_us = $3, \
+             attempts = attempts + 1 \
+             WHERE id = $4 AND (status = 'pending' OR (status = 'running' AND lease_until_us < $3))",
+        )
+        .bind(owner)
+        .bind(now + lease_ms * 1000)
+        .bind(now)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Extends the lease of a turn `owner` holds. Returns false when the lease was lost.
+    pub async fn renew_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE turns SET lease_until_us = $1 WHERE id = $2 AND lease_owner = $3 AND status = 'running'",
+        )
+        .bind(now_us() + lease_ms * 1000)
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records how the turn ended, with the state it left and its trace.
+    pub async fn finish_turn(
+        &self,
+        id: &str,
+        status: TurnState,
+        state: Option<&AgentState>,
+        trace: Option<&Value>,
+        error: Option<&str>,
+    ) -> Result<()> {
+        let state = state
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt { what: format!("turn `{id}`"), source: e })?;
+        let done = sqlx::query(
+            "UPDATE turns SET status = $1, finished_us = $2, state = $3, trace = $4, error = $5, lease_owner = NULL, \
+             lease_until_us = NULL WHERE id = $6",
+        )
+        .bind(status.as_str())
+        .bind(now_us())
+        .bind(state)
+        .bind(trace.map(Value::to_string))
+        .bind(error)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound { kind: "turn", id: id.to_string() });
+        }
+        Ok(())
+    }
+
+    /// The state the session's last completed turn left (the empty state before any).
+    pub async fn latest_agent_state(&self, session_id: &str) -> Result<AgentState> {
+        let row = sqlx::query(
+            "SELECT state FROM turns WHERE session_id = $1 AND status = 'completed' AND state IS NOT NULL \
+             ORDER BY finished_us DESC, created_us DESC LIMIT 1",
+        )
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            None => Ok(AgentState::default()),
+            Some(row) => {
+                let text: String = row.try_get("state")?;
+                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    what: format!("agent state of session `{session_id}`"),
+                    source: e,
+                })
+            }
+        }
+    }
+
+    /// Turns that are pending, or running with an expired lease: work a worker may take.
+    pub async fn claimable_turns(&self) -> Result<Vec<TurnRecord>> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT {COLUMNS} FROM turns WHERE status = 'pending' OR (status = 'running' AND lease_until_us < $1) \
+             ORDER BY created_us"
+        )))
+        .bind(now_us())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(decode).collect()
+    }
+}

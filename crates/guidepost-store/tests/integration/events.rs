@@ -1,0 +1,114 @@
+use std::time::Duration;
+
+use guidepost_core::{EventKind, EventSource};
+use guidepost_store::{EventFilter, NewEventRecord, Store, StoreError};
+use serde_json::json;
+
+use super::sessions::session;
+use crate::store_test;
+
+fn message(trace: &str, text: &str) -> NewEventRecord {
+    NewEventRecord {
+        source: EventSource::Customer,
+        kind: EventKind::Message,
+        trace_id: trace.into(),
+        data: json!({"message": text, "participant": {"display_name": "Customer"}}),
+        metadata: Default::default(),
+    }
+}
+
+store_test!(offsets_stay_dense_and_unique_under_concurrent_appends, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let store = store.clone();
+        tasks
+            .push(tokio::spawn(async move { store.append_event("s", message(&format!("t{i}"), "hi")).await.unwrap() }));
+    }
+    let mut offsets = Vec::new();
+    for t in tasks {
+        offsets.push(t.await.unwrap().offset);
+    }
+    offsets.sort_unstable();
+    assert_eq!(offsets, (0..40).collect::<Vec<u64>>());
+    let listed = store.list_events("s", &EventFilter::default()).await.unwrap();
+    assert_eq!(listed.iter().map(|e| e.offset).collect::<Vec<_>>(), (0..40).collect::<Vec<u64>>());
+});
+
+store_test!(the_database_refuses_a_duplicate_offset, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_event("s", message("t", "hi")).await.unwrap();
+    let duplicate = sqlx::query(
+        "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
+         VALUES ('other', 's', 0, 'customer', 'message', 0, 't', '{}', '{}', 0)",
+    )
+    .execute(store.pool())
+    .await;
+    assert!(duplicate.is_err(), "a second event at offset 0 must be refused");
+});
+
+store_test!(appending_to_an_unknown_session_is_not_found, |store: Store| async move {
+    let result = store.append_event("missing", message("t", "hi")).await;
+    assert!(matches!(result, Err(StoreError::NotFound { kind: "session", .. })), "{result:?}");
+});
+
+store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    let first = store.append_event("s", message("t1", "one")).await.unwrap();
+    let status = NewEventRecord {
+        source: EventSource::AiAgent,
+        kind: EventKind::Status,
+        trace_id: "t1".into(),
+        data: json!({"status": "ready", "data": {}}),
+        metadata: Default::default(),
+    };
+    store.append_events("s", vec![status, message("t2", "two")], None).await.unwrap();
+
+    let only_status = EventFilter { kinds: vec![EventKind::Status], ..Default::default() };
+    assert_eq!(store.list_events("s", &only_status).await.unwrap().len(), 1);
+    let from_customer = EventFilter { source: Some(EventSource::Customer), ..Default::default() };
+    assert_eq!(store.list_events("s", &from_customer).await.unwrap().len(), 2);
+    let of_t1 = EventFilter { trace_id: Some("t1".into()), ..Default::default() };
+    assert_eq!(store.list_events("s", &of_t1).await.unwrap().len(), 2);
+    let from_2 = EventFilter { min_offset: 2, ..Default::default() };
+    assert_eq!(store.list_events("s", &from_2).await.unwrap()[0].offset, 2);
+
+    let mut woken = store.hub().subscribe("s");
+    let waiter =
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    store.update_event_data("s", &first.id, &json!({"message": "one, edited"})).await.unwrap();
+    assert!(waiter.await.unwrap(), "a waiter wakes when an event changes");
+    let read = store.get_event("s", &first.id).await.unwrap().unwrap();
+    assert_eq!(read.data["message"], "one, edited");
+
+    let with_meta = store
+        .update_event_metadata("s", &first.id, |m| {
+            m.insert("seen".into(), json!(true));
+        })
+        .await
+        .unwrap();
+    assert_eq!(with_meta.metadata["seen"], json!(true));
+
+    assert_eq!(store.delete_events("s", 1).await.unwrap(), 2);
+    assert_eq!(store.list_events("s", &EventFilter::default()).await.unwrap().len(), 1);
+    let all = EventFilter { include_deleted: true, ..Default::default() };
+    assert_eq!(store.list_events("s", &all).await.unwrap().len(), 3);
+    let deleted = store.list_events("s", &all).await.unwrap().pop().unwrap();
+    assert!(store.get_event("s", &deleted.id).await.unwrap().unwrap().deleted);
+    let next = store.append_event("s", message("t3", "three")).await.unwrap();
+    assert_eq!(next.offset, 3, "offsets of deleted events are never reused");
+    assert!(matches!(store.update_event_data("s", "nope", &json!({})).await, Err(StoreError::NotFound { .. })));
+});
+
+store_test!(deleting_a_session_deletes_its_events, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_event("s", message("t", "hi")).await.unwrap();
+    store.delete_session("s").await.unwrap();
+    let left: i64 = sqlx::Row::try_get(
+        &sqlx::query("SELECT COUNT(*) AS n FROM events WHERE session_id = 's'").fetch_one(store.pool()).await.unwrap(),
+        "n",
+    )
+    .unwrap();
+    assert_eq!(left, 0);
+});

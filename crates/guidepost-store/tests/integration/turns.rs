@@ -1,0 +1,61 @@
+use guidepost_core::{AgentState, EventKind, EventSource};
+use guidepost_store::turns::NewTurn;
+use guidepost_store::{NewEventRecord, Store, TurnState};
+use serde_json::json;
+
+use super::sessions::session;
+use crate::store_test;
+
+fn customer_message(trace: &str) -> NewEventRecord {
+    NewEventRecord {
+        source: EventSource::Customer,
+        kind: EventKind::Message,
+        trace_id: trace.into(),
+        data: json!({"message": "hi"}),
+        metadata: Default::default(),
+    }
+}
+
+store_test!(a_turn_is_claimed_once_renewed_finished_and_leaves_its_state, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    let turn = store.get_turn("t1").await.unwrap().unwrap();
+    assert_eq!((turn.status, turn.trigger_offset), (TurnState::Pending, 0));
+    assert_eq!(store.claimable_turns().await.unwrap().len(), 1);
+
+    let (a, b) = tokio::join!(store.claim_turn("t1", "worker-a", 30_000), store.claim_turn("t1", "worker-b", 30_000));
+    assert!(a.unwrap() ^ b.unwrap(), "exactly one worker claims the turn");
+    assert!(store.claimable_turns().await.unwrap().is_empty());
+    let owner = if store.renew_turn("t1", "worker-a", 30_000).await.unwrap() { "worker-a" } else { "worker-b" };
+    assert!(store.renew_turn("t1", owner, 30_000).await.unwrap());
+
+    assert_eq!(store.latest_agent_state("s").await.unwrap(), AgentState::default());
+    let state = AgentState { trace_id: "t1".into(), applied_guideline_ids: vec!["greet".into()], ..Default::default() };
+    store
+        .finish_turn("t1", TurnState::Completed, Some(&state), Some(&json!({"matched": ["greet"]})), None)
+        .await
+        .unwrap();
+    let done = store.get_turn("t1").await.unwrap().unwrap();
+    assert_eq!((done.status, done.attempts), (TurnState::Completed, 1));
+    assert_eq!(done.trace.unwrap()["matched"][0], "greet");
+    assert_eq!(store.latest_agent_state("s").await.unwrap(), state);
+    assert!(!store.renew_turn("t1", owner, 30_000).await.unwrap(), "a finished turn has no lease");
+});
+
+store_test!(an_expired_lease_lets_another_worker_take_the_turn, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    assert!(store.claim_turn("t1", "dead", -1).await.unwrap());
+    assert_eq!(store.claimable_turns().await.unwrap().len(), 1, "the lease already expired");
+    assert!(store.claim_turn("t1", "alive", 30_000).await.unwrap());
+    assert!(!store.renew_turn("t1", "dead", 30_000).await.unwrap(), "the first worker lost its lease");
+    assert_eq!(store.get_turn("t1").await.unwrap().unwrap().attempts, 2);
+});
+
+store_test!(failed_and_cancelled_turns_leave_no_state, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    store.finish_turn("t1", TurnState::Failed, None, None, Some("model down")).await.unwrap();
+    assert_eq!(store.latest_agent_state("s").await.unwrap(), AgentState::default());
+    assert_eq!(store.list_turns("s").await.unwrap()[0].error.as_deref(), Some("model down"));
+});

@@ -6,6 +6,7 @@ mod check;
 mod discover;
 mod graph;
 mod models;
+mod serve;
 mod simulate;
 
 use std::path::PathBuf;
@@ -92,6 +93,57 @@ enum Command {
         /// Draw the projected node guidelines.
         #[arg(long)]
         projection: bool,
+    },
+    /// Serve agents over the Parlant-compatible REST API.
+    ///
+    /// Imports the definitions found under PATH... into the store (stable ids: a restart
+    /// updates them, nothing is duplicated; what the files no longer define is removed),
+    /// then serves every agent in the store on port 8800. The store is a SQLite file under
+    /// --data-dir by default, memory with --ephemeral, or --database-url (PostgreSQL to
+    /// run several replicas). Models as for `chat`. Prints `listening on http://...` once
+    /// ready; Ctrl-C or SIGTERM stops it gracefully.
+    Serve {
+        /// Definition files or directories to import (none: serve what the store holds).
+        #[arg(value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1", env = "GUIDEPOST_HOST")]
+        host: String,
+        /// Port (0 picks a free one).
+        #[arg(long, default_value_t = 8800, env = "GUIDEPOST_PORT")]
+        port: u16,
+        /// Database URL: sqlite://PATH or postgres://USER@HOST/DB.
+        #[arg(long, env = "GUIDEPOST_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Folder of the embedded SQLite store.
+        #[arg(long, default_value = ".guidepost", env = "GUIDEPOST_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Keep everything in memory (gone when the server stops).
+        #[arg(long, conflicts_with = "database_url")]
+        ephemeral: bool,
+        /// Model for every task, e.g. `openai:gpt-4.1`.
+        #[arg(long)]
+        model: Option<String>,
+        /// Embedding model.
+        #[arg(long)]
+        embedder: Option<String>,
+        /// CPU threads for local models.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Allow browsers from this origin only (repeatable; default: any origin).
+        #[arg(long = "cors-origin", value_name = "ORIGIN")]
+        cors_origins: Vec<String>,
+    },
+    /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
+    Export {
+        /// The agent's id.
+        agent: String,
+        /// Database URL.
+        #[arg(long, env = "GUIDEPOST_DATABASE_URL")]
+        database_url: Option<String>,
+        /// Folder of the embedded SQLite store.
+        #[arg(long, default_value = ".guidepost", env = "GUIDEPOST_DATA_DIR")]
+        data_dir: PathBuf,
     },
     /// Chat with an agent in the terminal.
     ///
@@ -201,6 +253,40 @@ fn main() -> ExitCode {
             let options = chat::ChatOptions { path, agent, model, embedder, threads, messages, quiet };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(chat::run(options)),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Serve {
+            paths,
+            host,
+            port,
+            database_url,
+            data_dir,
+            ephemeral,
+            model,
+            embedder,
+            threads,
+            cors_origins,
+        } => {
+            let options = serve::ServeOptions {
+                paths,
+                host,
+                port,
+                store: serve::StoreOptions { database_url, data_dir, ephemeral },
+                model,
+                embedder,
+                threads,
+                cors_origins,
+            };
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(serve::run(options)),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Export { agent, database_url, data_dir } => {
+            let store = serve::StoreOptions { database_url, data_dir, ephemeral: false };
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(serve::export(&agent, store)),
                 Err(e) => Err(e.into()),
             }
         }

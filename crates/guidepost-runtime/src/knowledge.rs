@@ -51,12 +51,15 @@ pub enum Scope {
     Global,
 }
 
-/// Where variable values live.
+/// Where variable values live. A store that fails to read answers `None` (the
+/// definition's default is used) and logs why; one that fails to write logs why (the
+/// value is used for this turn and refreshed again on the next).
+#[async_trait::async_trait]
 pub trait VariableStore: Send + Sync {
     /// The value of `variable` for `scope`.
-    fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue>;
+    async fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue>;
     /// Sets the value of `variable` for `scope`.
-    fn set(&self, variable: &str, scope: Scope, value: StoredValue);
+    async fn set(&self, variable: &str, scope: Scope, value: StoredValue);
 }
 
 /// Variable values in memory.
@@ -65,12 +68,13 @@ pub struct MemoryVariables {
     values: Mutex<HashMap<(String, Scope), StoredValue>>,
 }
 
+#[async_trait::async_trait]
 impl VariableStore for MemoryVariables {
-    fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue> {
+    async fn get(&self, variable: &str, scope: &Scope) -> Option<StoredValue> {
         self.values.lock().unwrap_or_else(PoisonError::into_inner).get(&(variable.to_string(), scope.clone())).cloned()
     }
 
-    fn set(&self, variable: &str, scope: Scope, value: StoredValue) {
+    async fn set(&self, variable: &str, scope: Scope, value: StoredValue) {
         self.values.lock().unwrap_or_else(PoisonError::into_inner).insert((variable.to_string(), scope), value);
     }
 }
@@ -84,11 +88,16 @@ pub struct CustomerRef {
     pub tags: Vec<String>,
 }
 
-fn lookup(store: &dyn VariableStore, variable: &ContextVariable, customer: &CustomerRef) -> Option<StoredValue> {
-    store
-        .get(&variable.id, &Scope::Customer(customer.id.clone()))
-        .or_else(|| customer.tags.iter().find_map(|t| store.get(&variable.id, &Scope::Tag(t.clone()))))
-        .or_else(|| store.get(&variable.id, &Scope::Global))
+async fn lookup(store: &dyn VariableStore, variable: &ContextVariable, customer: &CustomerRef) -> Option<StoredValue> {
+    if let Some(v) = store.get(&variable.id, &Scope::Customer(customer.id.clone())).await {
+        return Some(v);
+    }
+    for tag in &customer.tags {
+        if let Some(v) = store.get(&variable.id, &Scope::Tag(tag.clone())).await {
+            return Some(v);
+        }
+    }
+    store.get(&variable.id, &Scope::Global).await
 }
 
 /// Loads the values of every variable: customer value, else a value for one of the
@@ -106,7 +115,7 @@ pub async fn load_variables(
     let now = clock.now();
     let mut out = IndexMap::new();
     for variable in &definition.variables {
-        let stored = lookup(store, variable, customer);
+        let stored = lookup(store, variable, customer).await;
         let stale = match (&variable.tool, &stored, variable.freshness) {
             (Some(_), None, _) => true,
             (Some(_), Some(s), Some(fresh)) => {
@@ -119,11 +128,13 @@ pub async fn load_variables(
             let record = tools.call(tool, serde_json::Map::new(), ctx, None).await;
             match record.outcome {
                 ToolOutcome::Ok(result) => {
-                    store.set(
-                        &variable.id,
-                        Scope::Customer(customer.id.clone()),
-                        StoredValue { value: result.data.clone(), updated: now },
-                    );
+                    store
+                        .set(
+                            &variable.id,
+                            Scope::Customer(customer.id.clone()),
+                            StoredValue { value: result.data.clone(), updated: now },
+                        )
+                        .await;
                     value = Some(result.data);
                 }
                 ToolOutcome::Error { message, .. } => {

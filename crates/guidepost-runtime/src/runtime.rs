@@ -261,6 +261,67 @@ impl AgentRuntime {
         TurnOutcome { status, messages, state: new_state, trace }
     }
 
+    /// Sends one message that carries out `instructions` (actions an operator wrote), with
+    /// no guideline matching and no tools: the reply is composed from the instructions,
+    /// the conversation and the agent's identity, and emitted under `input.trace_id`,
+    /// followed by the `ready` status. The agent state is left as it was.
+    pub async fn utter(&self, input: TurnInput, instructions: &[String], sink: &dyn EventSink) -> TurnOutcome {
+        let started = Instant::now();
+        let ledger = UsageLedger::new(format!("utterance {}", input.trace_id));
+        let mut trace = TurnTrace { trace_id: input.trace_id.clone(), ..TurnTrace::default() };
+        let mut state = ResponseState {
+            journey_paths: input.previous_state.journey_paths.clone(),
+            previous_journey_paths: input.previous_state.journey_paths.clone(),
+            ..ResponseState::default()
+        };
+        state.ordinary_matches = instructions
+            .iter()
+            .enumerate()
+            .map(|(i, action)| guidepost_engine::GuidelineMatch {
+                guideline_id: format!("utterance:{i}"),
+                kind: MatchKind::Guideline,
+                condition: "The agent was asked to say this now".into(),
+                action: Some(action.clone()),
+                tools: Vec::new(),
+                score: 10,
+                rationale: "requested through the API".into(),
+            })
+            .collect();
+        state.prepared_to_respond = true;
+        let ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
+        let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
+        sink.emit(NewEvent::status(&input.trace_id, Status::Typing, json!({}))).await;
+        let result = self
+            .emit_reply(
+                &input,
+                sink,
+                &CancellationToken::new(),
+                &EmittingLatch::default(),
+                &ledger,
+                &state,
+                &mut trace,
+                &conversation,
+            )
+            .await;
+        trace.usage = ledger.totals();
+        trace.duration_ms = started.elapsed().as_millis() as u64;
+        let (status, messages) = match result {
+            Ok(messages) => (TurnStatus::Completed, messages.unwrap_or_default()),
+            Err(error) => {
+                sink.emit(NewEvent::status(&input.trace_id, Status::Error, json!({"exception": error}))).await;
+                trace.error = Some(error);
+                (TurnStatus::Failed, Vec::new())
+            }
+        };
+        sink.emit(NewEvent::status(
+            &input.trace_id,
+            Status::Ready,
+            json!({"stage": "completed", "matched_guidelines": [], "matched_journeys": [], "matched_journey_states": []}),
+        ))
+        .await;
+        TurnOutcome { status, messages, state: input.previous_state, trace }
+    }
+
     /// The state for the next turn: journey paths, and the guidelines whose actions were
     /// carried out, added to those applied earlier. A matched, tracked guideline with an
     /// action counts as carried out, except a tool-enabled one whose tools did not run (a

@@ -1,1 +1,250 @@
-//! The Guidepost HTTP server (in progress).
+//! The Guidepost HTTP server: agents served over the Parlant-compatible REST API.
+//!
+//! The routes, JSON fields, enum strings, status codes and event semantics are those of
+//! the Parlant 3.3 API, so its official clients and chat widget work unchanged; Guidepost's
+//! extensions (journey states and transitions, definition import and export, turn traces,
+//! usage, `/openapi.json`, `/metrics`) sit beside them. Everything is kept in a
+//! [`guidepost_store::Store`]; turns run through [`guidepost_runtime::AgentRuntime`] on each
+//! agent's current definition.
+//!
+//! A customer message is followed from its route to the stored reply like this:
+//! [`routes::events::create`] stores it with its turn row and hands the turn to the
+//! [`turns::TurnScheduler`], which claims it, runs the agent's runtime from the
+//! [`pool::AgentPool`] and appends the turn's events through [`adapters::StoreSink`]; clients
+//! long-polling [`routes::events::list`] wake on each commit.
+//!
+//! ```no_run
+//! # async fn run() -> anyhow::Result<()> {
+//! use guidepost_server::Server;
+//! # let models: guidepost_runtime::RuntimeModels = todo!();
+//! let store = guidepost_store::Store::open("sqlite://.guidepost/guidepost.db").await?;
+//! let server = Server::new(store, models, Default::default());
+//! server.start().await?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8800").await?;
+//! server.run(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod adapters;
+pub mod dto;
+pub mod error;
+pub mod extract;
+pub mod metrics;
+pub mod openapi;
+pub mod pool;
+pub mod routes;
+pub mod state;
+pub mod turns;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use guidepost_runtime::{RuntimeConfig, RuntimeModels};
+use guidepost_store::Store;
+use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
+
+use crate::adapters::StoreEmbeddings;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::pool::AgentPool;
+use crate::routes::*;
+use crate::state::AppState;
+use crate::turns::TurnScheduler;
+
+pub use error::{ApiError as Error, FieldError};
+
+/// Largest request body accepted (413 above).
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
+/// Which origins may call the API from a browser.
+#[derive(Debug, Clone, Default)]
+pub enum Cors {
+    /// Any origin (its own origin is echoed back, with credentials allowed): the default,
+    /// as the reference server does.
+    #[default]
+    Any,
+    /// Only these origins.
+    Origins(Vec<String>),
+}
+
+/// The server: its shared state and its routes.
+pub struct Server {
+    state: Arc<AppState>,
+    cors: Cors,
+}
+
+impl Server {
+    /// A server on `store`, running agents with `models`. The embedder's vectors are cached
+    /// in the store.
+    pub fn new(store: Store, mut models: RuntimeModels, config: RuntimeConfig) -> Self {
+        if let Some(embedder) = models.embedder.take() {
+            models.embedder = Some(Arc::new(StoreEmbeddings::new(embedder, store.clone())));
+        }
+        let metrics = Arc::new(Metrics::default());
+        let pool = Arc::new(AgentPool::new(store.clone(), models, config));
+        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone());
+        let state = Arc::new(AppState { store, pool, turns, metrics, evaluations: Default::default() });
+        Self { state, cors: Cors::Any }
+    }
+
+    /// With this CORS policy.
+    pub fn with_cors(mut self, cors: Cors) -> Self {
+        self.cors = cors;
+        self
+    }
+
+    /// The shared state.
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Prepares the store (the `guest` customer) and resumes turns a previous process left
+    /// unfinished; from then on, turns whose lease expires are taken again.
+    pub async fn start(&self) -> Result<(), guidepost_store::StoreError> {
+        customers::ensure_guest(&self.state.store).await?;
+        self.state.turns.recover().await;
+        let turns = self.state.turns.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(turns::LEASE).await;
+                if turns.is_shut_down() {
+                    return;
+                }
+                turns.recover().await;
+            }
+        });
+        Ok(())
+    }
+
+    /// Serves on `listener` until `shutdown` completes; then stops taking turns, hands
+    /// back those still preparing, lets those replying finish (up to 10 s) and closes the
+    /// store.
+    pub async fn run(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let app = self.router();
+        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        self.state.turns.shutdown(Duration::from_secs(10)).await;
+        self.state.store.close().await;
+        served
+    }
+
+    /// Every route, with CORS, body limits and request metrics.
+    pub fn router(&self) -> Router {
+        let cors = match &self.cors {
+            Cors::Any => CorsLayer::new().allow_origin(AllowOrigin::mirror_request()).allow_credentials(true),
+            Cors::Origins(origins) => CorsLayer::new().allow_origin(AllowOrigin::list(
+                origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect::<Vec<_>>(),
+            )),
+        }
+        .allow_headers(AllowHeaders::mirror_request())
+        .allow_methods(AllowMethods::mirror_request())
+        .max_age(Duration::from_secs(600));
+        let metrics = self.state.metrics.clone();
+        api_routes()
+            .route_layer(axum::middleware::from_fn(move |req: Request, next: Next| {
+                let metrics = metrics.clone();
+                async move { count(metrics, req, next).await }
+            }))
+            .fallback(not_found)
+            .method_not_allowed_fallback(method_not_allowed)
+            .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+            .layer(cors)
+            .with_state(self.state.clone())
+    }
+}
+
+fn api_routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/metrics", get(health::metrics))
+        .route("/openapi.json", get(openapi::serve))
+        .route("/agents", post(agents::create).get(agents::list))
+        .route("/agents/{agent_id}", get(agents::read).patch(agents::update).delete(agents::delete))
+        .route("/agents/{agent_id}/definition", get(agents::export).put(agents::import))
+        .route("/sessions", post(sessions::create).get(sessions::list).delete(sessions::delete_many))
+        .route("/sessions/{session_id}", get(sessions::read).patch(sessions::update).delete(sessions::delete))
+        .route("/sessions/{session_id}/events", post(events::create).get(events::list).delete(events::delete_many))
+        .route("/sessions/{session_id}/events/{event_id}", get(events::read).patch(events::update))
+        .route("/sessions/{session_id}/turns", get(sessions::turns))
+        .route("/sessions/{session_id}/turns/{trace_id}", get(sessions::turn))
+        .route("/sessions/{session_id}/usage", get(sessions::usage))
+        .route("/services", get(services::list))
+        .route("/services/{name}", put(services::put).get(services::read).delete(services::delete))
+        .route("/tags", post(tags::create).get(tags::list))
+        .route("/tags/{tag_id}", get(tags::read).patch(tags::update).delete(tags::delete))
+        .route("/terms", post(terms::create).get(terms::list))
+        .route("/terms/{term_id}", get(terms::read).patch(terms::update).delete(terms::delete))
+        .route("/customers", post(customers::create).get(customers::list))
+        .route("/customers/{customer_id}", get(customers::read).patch(customers::update).delete(customers::delete))
+        .route("/canned_responses", post(canned_responses::create).get(canned_responses::list))
+        .route(
+            "/canned_responses/{canned_response_id}",
+            get(canned_responses::read).patch(canned_responses::update).delete(canned_responses::delete),
+        )
+        .route("/context-variables", post(variables::create).get(variables::list).delete(variables::delete_many))
+        .route(
+            "/context-variables/{variable_id}",
+            get(variables::read).patch(variables::update).delete(variables::delete),
+        )
+        .route(
+            "/context-variables/{variable_id}/{key}",
+            get(variables::read_value).put(variables::set_value).delete(variables::delete_value),
+        )
+        .route("/guidelines", post(guidelines::create).get(guidelines::list))
+        .route("/guidelines/{guideline_id}", get(guidelines::read).patch(guidelines::update).delete(guidelines::delete))
+        .route("/relationships", post(relationships::create).get(relationships::list))
+        .route("/relationships/{relationship_id}", get(relationships::read).delete(relationships::delete))
+        .route("/journeys", post(journeys::create).get(journeys::list))
+        .route("/journeys/{journey_id}", get(journeys::read).patch(journeys::update).delete(journeys::delete))
+        .route("/journeys/{journey_id}/mermaid", get(journeys::mermaid))
+        .route("/journeys/{journey_id}/states", get(journeys::list_states).post(journeys::create_state))
+        .route(
+            "/journeys/{journey_id}/states/{state_id}",
+            get(journeys::read_state).put(journeys::replace_state).delete(journeys::delete_state),
+        )
+        .route("/journeys/{journey_id}/transitions", get(journeys::list_transitions).post(journeys::create_transition))
+        .route("/journeys/{journey_id}/transitions/{transition_id}", axum::routing::delete(journeys::delete_transition))
+        .route("/evaluations", post(evaluations::create))
+        .route("/evaluations/{evaluation_id}", get(evaluations::read))
+        .route("/capabilities", post(capabilities::create).get(capabilities::list))
+        .route(
+            "/capabilities/{capability_id}",
+            get(capabilities::read).patch(capabilities::update).delete(capabilities::delete),
+        )
+}
+
+async fn not_found() -> Response {
+    (StatusCode::NOT_FOUND, axum::Json(serde_json::json!({"detail": "Not Found"}))).into_response()
+}
+
+async fn method_not_allowed() -> Response {
+    (StatusCode::METHOD_NOT_ALLOWED, axum::Json(serde_json::json!({"detail": "Method Not Allowed"}))).into_response()
+}
+
+async fn count(metrics: Arc<Metrics>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route =
+        req.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let response = next.run(req).await;
+    if method != Method::OPTIONS {
+        metrics.request(method.as_str(), &route, response.status().as_u16(), started.elapsed());
+    }
+    response
+}
+
+/// An [`ApiError`] as a response (for code outside the handlers).
+pub fn error_response(error: ApiError) -> Response {
+    error.into_response()
+}

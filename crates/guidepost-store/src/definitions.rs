@@ -398,6 +398,33 @@ impl Store {
         Ok(localize(definition, agent_id))
     }
 
+    /// Deletes the agent and every entity its definition files defined (entities created
+    /// through the API stay: they may be shared).
+    pub async fn delete_agent(&self, agent_id: &str) -> Result<()> {
+        let origin = Origin::File(agent_id.to_string());
+        let mut writes = vec![Write::delete::<Agent>(agent_id)];
+        macro_rules! sweep {
+            ($($ty:ty),*) => {$(
+                for r in self.list_from::<$ty>(&origin).await? {
+                    writes.push(Write::delete::<$ty>(&r.id));
+                }
+            )*};
+        }
+        sweep!(
+            Tag,
+            Guideline,
+            Journey,
+            Relationship,
+            Tool,
+            ToolService,
+            ContextVariable,
+            Term,
+            Capability,
+            CannedResponse
+        );
+        self.apply(writes).await
+    }
+
     /// Ids of the agents.
     pub async fn agent_ids(&self) -> Result<Vec<String>> {
         Ok(self.list::<Agent>().await?.into_iter().map(|r| r.id).collect())

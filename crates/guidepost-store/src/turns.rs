@@ -190,6 +190,20 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Gives a claimed turn back (the process is stopping before the turn replied): it
+    /// is pending again, for the next worker to claim.
+    pub async fn hand_back_turn(&self, id: &str, owner: &str) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE turns SET status = 'pending', lease_owner = NULL, lease_until_us = NULL \
+             WHERE id = $1 AND lease_owner = $2 AND status = 'running'",
+        )
+        .bind(id)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Records how the turn ended, with the state it left and its trace.
     pub async fn finish_turn(
         &self,

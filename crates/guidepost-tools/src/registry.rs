@@ -108,6 +108,17 @@ impl ToolRegistry {
         Ok(registry)
     }
 
+    /// A registry for these services alone (nothing declared, nothing contacted yet): to
+    /// list what they offer with [`ToolRegistry::discover_tools`].
+    pub fn for_services(services: &[ToolService]) -> Result<Self> {
+        let mut registry = Self::new();
+        for service in services {
+            let provider = provider_for(service)?;
+            registry.add_service(&service.name, service.kind, provider, service.timeout_ms.map(Duration::from_millis));
+        }
+        Ok(registry)
+    }
+
     /// Sets the timeout used when neither the call nor its service sets one.
     pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
         self.default_timeout = timeout;

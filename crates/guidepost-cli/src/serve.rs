@@ -1,0 +1,165 @@
+//! `guidepost serve`: the agents over the Parlant-compatible REST API, and
+//! `guidepost export`: an agent's stored definition back as YAML.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use guidepost_runtime::RuntimeConfig;
+use guidepost_server::{Cors, Server};
+use guidepost_store::Store;
+
+use crate::discover::discover;
+
+/// Where the store is.
+pub struct StoreOptions {
+    /// A database URL (`sqlite://...`, `postgres://...`).
+    pub database_url: Option<String>,
+    /// The folder of the embedded SQLite file.
+    pub data_dir: PathBuf,
+    /// In memory: nothing survives the process.
+    pub ephemeral: bool,
+}
+
+impl StoreOptions {
+    /// Opens the store these options name.
+    pub async fn open(&self) -> Result<(Store, String)> {
+        if let Some(url) = &self.database_url {
+            let store =
+                Store::open(url).await.with_context(|| format!("opening {}", guidepost_store::db::redact(url)))?;
+            return Ok((store, guidepost_store::db::redact(url)));
+        }
+        if self.ephemeral {
+            return Ok((
+                Store::ephemeral().await.context("opening an in-memory store")?,
+                "memory (--ephemeral)".into(),
+            ));
+        }
+        let path = self.data_dir.join("guidepost.db");
+        let store = Store::open_sqlite_file(&path).await.with_context(|| format!("opening {}", path.display()))?;
+        Ok((store, path.display().to_string()))
+    }
+}
+
+/// Options of `guidepost serve`.
+pub struct ServeOptions {
+    pub paths: Vec<PathBuf>,
+    pub host: String,
+    pub port: u16,
+    pub store: StoreOptions,
+    pub model: Option<String>,
+    pub embedder: Option<String>,
+    pub threads: Option<usize>,
+    pub cors_origins: Vec<String>,
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+    eprintln!("shutting down: no new turns; turns already replying finish, the others resume on the next start");
+}
+
+pub async fn run(options: ServeOptions) -> Result<ExitCode> {
+    let started = Instant::now();
+    let mut definitions = Vec::new();
+    let found = discover(&options.paths)?;
+    let mut failed = false;
+    for agent in &found {
+        let loaded = agent.load();
+        match loaded.definition {
+            Some(d) if !loaded.has_errors() => definitions.push(d),
+            _ => {
+                failed = true;
+                for d in &loaded.diagnostics {
+                    let source = agent.sources.iter().find(|s| s.name == d.file).map(|s| s.text.as_str());
+                    eprintln!("{}", d.render(source));
+                }
+                eprintln!("error: {} does not load", agent.origin.display());
+            }
+        }
+    }
+    if failed {
+        bail!("fix the definitions above (guidepost check shows the same), then start again");
+    }
+    let (store, location) = options.store.open().await?;
+    for definition in &definitions {
+        let report = store
+            .import_definition(definition)
+            .await
+            .with_context(|| format!("importing agent `{}`", definition.agent.id))?;
+        eprintln!(
+            "agent {}: {} created, {} updated, {} unchanged, {} removed",
+            report.agent_id, report.created, report.updated, report.unchanged, report.removed
+        );
+        for id in &report.replaced_edits {
+            eprintln!(
+                "  note: `{id}` was changed over the API since the last start; the definition file's version replaces it"
+            );
+        }
+    }
+    let stack = crate::models::stack(options.model.as_deref(), options.embedder.as_deref(), options.threads)?;
+    let models = crate::models::runtime_models(&stack);
+    let model_id = models.generation.model_id().to_string();
+    let cors = if options.cors_origins.is_empty() { Cors::Any } else { Cors::Origins(options.cors_origins.clone()) };
+    let server = Server::new(store.clone(), models, RuntimeConfig::default()).with_cors(cors);
+    server.start().await.context("preparing the store")?;
+    let addr: SocketAddr = format!("{}:{}", options.host, options.port)
+        .parse()
+        .with_context(|| format!("`{}:{}` is not an address to listen on", options.host, options.port))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot listen on {addr} (is another server running there? pick another with --port)")
+    })?;
+    let bound = listener.local_addr()?;
+    let agents = store.agent_ids().await?;
+    eprintln!(
+        "store: {location} ({}); model: {model_id}; agents: {}",
+        store.backend().name(),
+        if agents.is_empty() { "none yet (create one over the API)".to_string() } else { agents.join(", ") }
+    );
+    if guidepost_llm::is_local_model(&model_id) {
+        eprintln!(
+            "the local model loads on the first message (tens of seconds on two cores); set GUIDEPOST_MODEL for a hosted one"
+        );
+    }
+    eprintln!("ready in {:.2} s", started.elapsed().as_secs_f64());
+    println!("listening on http://{bound}");
+    server.run(listener, shutdown_signal()).await.context("serving")?;
+    drop(stack);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `guidepost export AGENT`: the agent's definition as the store holds it, as YAML.
+pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
+    let (store, location) = store.open().await?;
+    let definition = match store.export_definition(agent).await {
+        Ok(d) => d,
+        Err(guidepost_store::StoreError::NotFound { .. }) => {
+            let known = store.agent_ids().await?;
+            bail!(
+                "no agent `{agent}` in {location} (agents: {})",
+                if known.is_empty() { "none".into() } else { known.join(", ") }
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print!("{}", guidepost_core::definition::to_yaml(&definition)?);
+    Ok(ExitCode::SUCCESS)
+}

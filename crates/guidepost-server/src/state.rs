@@ -1,0 +1,49 @@
+//! What every handler shares.
+
+use std::sync::Arc;
+
+use guidepost_core::{Agent, Journey, Tag};
+use guidepost_store::Store;
+
+use crate::error::{ApiError, ApiResult};
+use crate::metrics::Metrics;
+use crate::pool::AgentPool;
+use crate::turns::TurnScheduler;
+
+/// The server's shared state.
+pub struct AppState {
+    /// Where everything is kept.
+    pub store: Store,
+    /// The agents' runtimes.
+    pub pool: Arc<AgentPool>,
+    /// The turns.
+    pub turns: Arc<TurnScheduler>,
+    /// Counters.
+    pub metrics: Arc<Metrics>,
+    /// Evaluations running in this process.
+    pub evaluations: crate::routes::evaluations::RunningEvaluations,
+}
+
+/// The state as handlers receive it.
+pub type State = axum::extract::State<Arc<AppState>>;
+
+impl AppState {
+    /// Checks that every tag id names a tag: a declared one, `agent:<id>` of an existing
+    /// agent or `journey:<id>` of an existing journey. An unknown one is a 404, as on the
+    /// reference server.
+    pub async fn check_tags(&self, tags: &[String]) -> ApiResult<()> {
+        for tag in tags {
+            let exists = if let Some(agent) = tag.strip_prefix("agent:") {
+                self.store.get::<Agent>(agent).await?.is_some()
+            } else if let Some(journey) = tag.strip_prefix("journey:") {
+                self.store.get::<Journey>(journey).await?.is_some()
+            } else {
+                self.store.get::<Tag>(tag).await?.is_some()
+            };
+            if !exists {
+                return Err(ApiError::NotFound { kind: "tag", id: tag.clone() });
+            }
+        }
+        Ok(())
+    }
+}

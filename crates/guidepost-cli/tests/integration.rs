@@ -7,6 +7,8 @@ mod check;
 mod graph;
 #[path = "integration/help.rs"]
 mod help;
+#[path = "integration/serve.rs"]
+mod serve;
 
 use std::path::PathBuf;
 

@@ -31,6 +31,37 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     }
 }
 
+/// A body taken as it is (a definition file, say), with the same rejections as [`Body`].
+#[derive(Debug, Clone)]
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        Bytes::from_request(req, state).await.map(RawBody).map_err(|rejection| {
+            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::TooLarge(crate::MAX_BODY_BYTES)
+            } else {
+                ApiError::invalid(FieldError::new(vec![json!("body")], "body_unreadable", rejection.body_text()))
+            }
+        })
+    }
+}
+
+impl RawBody {
+    /// The body as UTF-8 text, or a 422 naming the first byte that is not.
+    pub fn text(self) -> ApiResult<String> {
+        String::from_utf8(self.0.to_vec()).map_err(|e| {
+            ApiError::invalid(FieldError::new(
+                vec![json!("body")],
+                "unicode_error",
+                format!("the body is not UTF-8 text (invalid byte at offset {})", e.utf8_error().valid_up_to()),
+            ))
+        })
+    }
+}
+
 /// Parses a JSON body, locating every problem in FastAPI's terms.
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {

@@ -205,6 +205,22 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
             out
         }
         "template_choice" => json!({"template_id": "none", "fit": "low"}),
+        "GuidelineEvaluation" => {
+            // A rule whose action asks the customer for something depends on the customer.
+            let action =
+                prompt.lines().find_map(|l| l.trim().strip_prefix("- Action (what the agent does): ")).unwrap_or("");
+            let asks = action.to_lowercase().contains("ask");
+            let mut out = json!({
+                "continuous": false,
+                "is_customer_dependent": asks,
+                "customer_action": if asks { Value::String("The customer gives what was asked for".into()) } else { Value::Null },
+                "agent_action": action,
+            });
+            if schema.pointer("/properties/proposed_action").is_some() {
+                out["proposed_action"] = json!("Look it up with the tool and tell the customer what it returned");
+            }
+            out
+        }
         _ => json!({}),
     }
 }

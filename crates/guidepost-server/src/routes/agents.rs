@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::dto::{CompositionModeDto, OutputModeDto, TagsUpdate, non_empty};
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::extract::{Body, Params};
+use crate::extract::{Body, Params, RawBody};
 use crate::routes::{created, no_content};
 use crate::state::State;
 
@@ -207,8 +207,9 @@ pub async fn import(
     state: State,
     Path(agent_id): Path<String>,
     headers: HeaderMap,
-    body: String,
+    body: RawBody,
 ) -> ApiResult<Response> {
+    let body = body.text()?;
     let json = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("json"));
     let name = if json { "definition.json" } else { "definition.yaml" };
     let loaded = load_agent(&[SourceFile::new(name, body)]);

@@ -350,7 +350,11 @@ async fn build_state(state: &crate::state::AppState, id: String, p: &JourneyStat
         StateKindDto::Chat => match p.action.as_deref().filter(|a| !a.trim().is_empty()) {
             Some(action) => StateKind::Chat { action: action.to_string() },
             None => {
-                return Err(ApiError::invalid(FieldError::body(&["action"], "missing", "a chat state needs an action")));
+                return Err(ApiError::invalid(FieldError::body(
+                    &["action"],
+                    "missing",
+                    "a chat state needs an action",
+                )));
             }
         },
         StateKindDto::Tool => match p.tools.as_ref().filter(|t| !t.is_empty()) {

@@ -18,6 +18,14 @@ store_test!(variable_values_by_key, |store: Store| async move {
 });
 
 store_test!(embeddings_are_cached_and_searched, |store: Store| async move {
+    if store.backend() == guidepost_store::Backend::Postgres {
+        let available = sqlx::query("SELECT 1 AS one FROM pg_available_extensions WHERE name = 'vector'")
+            .fetch_optional(store.pool())
+            .await
+            .unwrap()
+            .is_some();
+        assert_eq!(store.has_vector_search(), available, "pgvector is used exactly when the server has it");
+    }
     let texts = ["refund".to_string(), "weather".to_string(), "password".to_string()];
     let vectors = [vec![1.0f32, 0.0, 0.0], vec![0.0, 1.0, 0.0], vec![0.7, 0.7, 0.0]];
     for (t, v) in texts.iter().zip(&vectors) {

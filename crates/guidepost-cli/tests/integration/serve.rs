@@ -1,0 +1,277 @@
+//! `guidepost serve` as a user runs it: the real binary, a fake OpenAI-compatible model
+//! server in another process, and the official Parlant clients (Python and TypeScript)
+//! and chat widget (in Debian's headless Chromium) driving it unchanged.
+//!
+//! The client tests need what `scripts/fetch-clients.sh` installs (`scripts/test.sh` runs
+//! it and sets `GUIDEPOST_REQUIRE_CLIENTS=1`, which makes a missing client a failure).
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::repo_root;
+
+/// A child process killed when dropped.
+struct Running {
+    child: Child,
+    url: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Running {
+    fn stderr_so_far(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("guidepost")
+}
+
+/// Starts `command` and waits for a stdout line starting with `marker`; the rest of that
+/// line is the process's address.
+fn start(mut command: Command, marker: &str) -> Running {
+    command.current_dir(repo_root()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (etx, erx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = etx.send(line);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => {
+                if let Some(rest) = line.strip_prefix(marker) {
+                    return Running { child, url: rest.trim().to_string(), stderr: erx };
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let err: Vec<String> = erx.try_iter().collect();
+                panic!("no `{marker}` line within 60 s; stderr:\n{}", err.join("\n"));
+            }
+        }
+    }
+}
+
+fn fake_model() -> Running {
+    let mut cmd = Command::new(bin());
+    cmd.args(["fake-llm", "--port", "0"]);
+    let mut fake = start(cmd, "listening ");
+    fake.url = format!("http://127.0.0.1:{}", fake.url);
+    fake
+}
+
+fn serve(fake: &Running, args: &[&str]) -> Running {
+    let mut cmd = Command::new(bin());
+    cmd.args(["serve", "examples/agents", "--port", "0"])
+        .args(args)
+        .env("GUIDEPOST_MODEL", format!("openai-compatible:{}/v1#gpt-4.1", fake.url))
+        .env("GUIDEPOST_EMBEDDER", format!("openai-compatible:{}/v1#fake-embed", fake.url))
+        .env_remove("GUIDEPOST_DATABASE_URL");
+    start(cmd, "listening on ")
+}
+
+fn client_required() -> bool {
+    std::env::var("GUIDEPOST_REQUIRE_CLIENTS").as_deref() == Ok("1")
+}
+
+/// Runs a conformance script; its output is shown when it fails.
+fn run_script(mut command: Command, what: &str, server: &Running) {
+    command.current_dir(repo_root()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    let mut out = String::new();
+    let mut err = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let _ = stderr.read_to_string(&mut err);
+        err
+    });
+    let _ = stdout.read_to_string(&mut out);
+    let err = reader.join().unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "{what} failed ({status}):\n--- stdout\n{out}\n--- stderr\n{err}\n--- server log\n{}",
+        server.stderr_so_far()
+    );
+}
+
+fn python_client() -> Option<PathBuf> {
+    match std::env::var("GUIDEPOST_PYTHON_CLIENT") {
+        Ok(dir) if Path::new(&dir).join("parlant").exists() => Some(PathBuf::from(dir)),
+        _ => {
+            assert!(
+                !client_required(),
+                "GUIDEPOST_PYTHON_CLIENT is not set: run `eval \"$(scripts/fetch-clients.sh)\"`"
+            );
+            eprintln!("skipped: the Python client is not installed (scripts/fetch-clients.sh)");
+            None
+        }
+    }
+}
+
+fn node_clients() -> Option<PathBuf> {
+    let dir = repo_root().join("crates/guidepost-server/tests/clients/node");
+    if dir.join("node_modules/parlant-client").exists() && dir.join("widget/dist/index.js").exists() {
+        return Some(dir);
+    }
+    assert!(!client_required(), "the node clients are not installed: run scripts/fetch-clients.sh");
+    eprintln!("skipped: the node clients are not installed (scripts/fetch-clients.sh)");
+    None
+}
+
+fn python_flow(server: &Running, dir: &Path) {
+    let mut cmd = Command::new("python3");
+    cmd.args(["-s", "crates/guidepost-server/tests/clients/python/flow.py"])
+        .env("GUIDEPOST_URL", &server.url)
+        .env("PYTHONPATH", dir)
+        .env_remove("FLOW_TOLERATE_REFERENCE_QUIRKS");
+    run_script(cmd, "the Python client flow", server);
+}
+
+#[test]
+fn the_python_client_drives_a_full_flow() {
+    let Some(dir) = python_client() else { return };
+    let fake = fake_model();
+    let server = serve(&fake, &["--ephemeral"]);
+    python_flow(&server, &dir);
+}
+
+#[test]
+fn the_python_client_drives_a_full_flow_on_postgres() {
+    let Some(dir) = python_client() else { return };
+    let Some(url) = std::env::var("GUIDEPOST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+        assert!(
+            std::env::var("GUIDEPOST_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+            "GUIDEPOST_TEST_DATABASE_URL is not set"
+        );
+        eprintln!("skipped: GUIDEPOST_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let fake = fake_model();
+    let server = serve(&fake, &["--database-url", &url]);
+    python_flow(&server, &dir);
+}
+
+#[test]
+fn the_typescript_client_holds_a_conversation() {
+    let Some(dir) = node_clients() else { return };
+    let fake = fake_model();
+    let server = serve(&fake, &["--ephemeral"]);
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("conversation.mjs")).env("GUIDEPOST_URL", &server.url);
+    run_script(cmd, "the TypeScript client conversation", &server);
+}
+
+#[test]
+fn the_chat_widget_works_in_headless_chromium() {
+    let Some(dir) = node_clients() else { return };
+    let fake = fake_model();
+    let server = serve(&fake, &["--ephemeral"]);
+    let shot = std::env::temp_dir().join(format!("guidepost-widget-{}.png", std::process::id()));
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("widget.mjs")).env("GUIDEPOST_URL", &server.url).env("SCREENSHOT", &shot);
+    run_script(cmd, "the chat widget in Chromium", &server);
+    assert!(std::fs::metadata(&shot).map(|m| m.len() > 10_000).unwrap_or(false), "a screenshot was taken");
+}
+
+async fn get(url: &str) -> serde_json::Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+async fn wait_for_reply(base: &str, session: &str) -> serde_json::Value {
+    for _ in 0..30 {
+        let events =
+            get(&format!("{base}/sessions/{session}/events?kinds=message&source=ai_agent&wait_for_data=5")).await;
+        if events.as_array().is_some_and(|e| !e.is_empty()) {
+            return events;
+        }
+    }
+    panic!("no reply in session {session}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = data.path().to_str().unwrap().to_string();
+    let fake = fake_model();
+    let mut first = serve(&fake, &["--data-dir", &data_dir]);
+    let base = first.url.clone();
+    let http = reqwest::Client::new();
+    let agents = get(&format!("{base}/agents")).await;
+    assert_eq!(agents.as_array().unwrap().len(), 4, "{agents}");
+    let session: serde_json::Value = http
+        .post(format!("{base}/sessions"))
+        .json(&serde_json::json!({"agent_id": "taxi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = session["id"].as_str().unwrap().to_string();
+    http.post(format!("{base}/sessions/{sid}/events"))
+        .json(&serde_json::json!({"kind": "message", "source": "customer", "message": "I need a taxi"}))
+        .send()
+        .await
+        .unwrap();
+    wait_for_reply(&base, &sid).await;
+
+    // SIGTERM: a graceful stop.
+    let pid = first.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut stopped = None;
+    for _ in 0..150 {
+        if let Some(status) = first.child.try_wait().unwrap() {
+            stopped = Some(status);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = stopped.expect("the server stopped within 15 s of SIGTERM");
+    assert!(status.success(), "{status}");
+    assert!(first.stderr_so_far().contains("shutting down"));
+
+    let second = serve(&fake, &["--data-dir", &data_dir]);
+    let log = second.stderr_so_far();
+    assert!(log.contains("agent taxi: 0 created, 0 updated, 7 unchanged, 0 removed"), "{log}");
+    let events = get(&format!("{}/sessions/{sid}/events?wait_for_data=0", second.url)).await;
+    assert!(events.as_array().unwrap().len() >= 5, "the session survived the restart: {events}");
+    drop(second);
+
+    let out = Command::new(bin()).args(["export", "taxi", "--data-dir", &data_dir]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exported = data.path().join("taxi.yaml");
+    std::fs::write(&exported, &out.stdout).unwrap();
+    let check = Command::new(bin()).args(["check", exported.to_str().unwrap()]).output().unwrap();
+    assert!(
+        check.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let missing = Command::new(bin()).args(["export", "nobody", "--data-dir", &data_dir]).output().unwrap();
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("agents: banking, otto, taxi, weather"));
+}

@@ -1,0 +1,72 @@
+//! Our own OpenAPI document: generated from the code, served, and true to the router.
+
+use serde_json::Value;
+
+use super::support::TestServer;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_document_lists_every_route_and_every_route_exists() {
+    let server = TestServer::start().await;
+    let doc = server.ok("get", "/openapi.json", None).await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    let ops: Vec<(String, String, Value)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object().unwrap().iter().map(move |(m, op)| (m.clone(), path.clone(), op.clone()))
+        })
+        .collect();
+    assert!(ops.len() >= 72 + 12, "{} operations", ops.len());
+    for (method, path, op) in &ops {
+        let concrete = path.replace('{', "x").replace('}', "");
+        if op["operationId"] == "list_events" || op["operationId"] == "read_evaluation" {
+            continue;
+        }
+        let (status, body) =
+            server.call(method, &format!("{concrete}?wait_for_data=0&wait_for_completion=0"), None).await;
+        assert_ne!(
+            (status, body.clone()),
+            (404, serde_json::json!({"detail": "Not Found"})),
+            "{method} {path} is not routed"
+        );
+        assert_ne!(status, 405, "{method} {path} is not routed");
+        assert!(status < 500, "{method} {path} -> {status} {body}");
+        for (code, response) in op["responses"].as_object().unwrap() {
+            if let Some(schema) = response.pointer("/content/application~1json/schema/$ref").and_then(Value::as_str) {
+                let pointer = schema.trim_start_matches('#');
+                assert!(doc.pointer(pointer).is_some(), "{method} {path} {code}: dangling {schema}");
+            }
+        }
+    }
+    let (status, body) = server.call("get", "/no/such/route", None).await;
+    assert_eq!((status, body), (404, serde_json::json!({"detail": "Not Found"})));
+    let metrics = server.http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("guidepost_http_requests_total{method=\"GET\",route=\"/openapi.json\",status=\"200\"}"),
+        "{metrics}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_from_another_origin_may_call_the_api() {
+    let server = TestServer::start().await;
+    let resp = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url("/sessions/abc/events?min_offset=3&wait_for_data=60"))
+        .header("origin", "http://localhost:3000")
+        .header("access-control-request-method", "GET")
+        .header("access-control-request-headers", "x-fern-language,x-fern-runtime,x-fern-runtime-version,content-type")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let h = resp.headers();
+    assert_eq!(h["access-control-allow-origin"], "http://localhost:3000");
+    let allowed = h["access-control-allow-headers"].to_str().unwrap().to_lowercase();
+    assert!(allowed.contains("x-fern-runtime-version") && allowed.contains("content-type"), "{allowed}");
+    let resp = server.http.get(server.url("/agents")).header("origin", "http://localhost:3000").send().await.unwrap();
+    assert_eq!(resp.headers()["access-control-allow-origin"], "http://localhost:3000");
+    server.stop().await;
+}

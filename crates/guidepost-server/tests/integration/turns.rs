@@ -1,0 +1,219 @@
+//! Turns over HTTP: what starts one, what a newer message does to a running one, long
+//! polls and streams, resumption after a restart, traces and usage.
+
+use std::time::{Duration, Instant};
+
+use guidepost_core::{EventKind, EventSource};
+use guidepost_store::turns::NewTurn;
+use guidepost_store::{NewEventRecord, Store};
+use serde_json::json;
+
+use super::support::{TestServer, messages, ready};
+
+async fn postgres_store() -> Option<Store> {
+    let url = std::env::var("GUIDEPOST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+    let admin = Store::open_with(&url, 2).await.unwrap();
+    let name = format!("gp_server_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(admin.pool()).await.unwrap();
+    admin.close().await;
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b).to_string();
+    Some(Store::open(&format!("{base}/{name}")).await.unwrap())
+}
+
+async fn guideline_created_over_rest_applies_to_the_next_message(server: TestServer) {
+    let session = server.session("weather").await;
+    let first = server.turn(&session, "Should I bring umbrellas tomorrow?").await;
+    let before = ready(&first);
+    let created = server
+        .ok(
+            "post",
+            "/guidelines",
+            Some(json!({"condition": "The customer asks about umbrellas", "action": "Recommend a sturdy umbrella", "tags": ["agent:weather"]})),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap();
+    assert!(!before["matched_guidelines"].to_string().contains(id));
+    let events = server.turn(&session, "Which umbrellas do you like?").await;
+    let matched = ready(&events)["matched_guidelines"].to_string();
+    assert!(matched.contains(id), "the new guideline matched on the next message: {matched}");
+    assert_eq!(messages(&events).len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guideline_created_over_rest_applies_to_the_next_message() {
+    guideline_created_over_rest_applies_to_the_next_message(TestServer::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guideline_created_over_rest_applies_to_the_next_message_on_postgres() {
+    match postgres_store().await {
+        Some(store) => {
+            guideline_created_over_rest_applies_to_the_next_message(TestServer::start_with(store, Duration::ZERO).await)
+                .await
+        }
+        None => eprintln!("skipped: GUIDEPOST_TEST_DATABASE_URL is not set"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_message_replaces_a_turn_still_preparing_and_one_reply_answers_both() {
+    let server = TestServer::start_with(Store::ephemeral().await.unwrap(), Duration::from_millis(400)).await;
+    let session = server.session("taxi").await;
+    let body = |m: &str| Some(json!({"kind": "message", "source": "customer", "message": m}));
+    let first = server.ok("post", &format!("/sessions/{session}/events"), body("I need a taxi")).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second =
+        server.ok("post", &format!("/sessions/{session}/events"), body("from 12 Main Street to the airport")).await;
+    let second_events = server.wait_ready(&session, second["trace_id"].as_str().unwrap()).await;
+    let first_events = server.wait_ready(&session, first["trace_id"].as_str().unwrap()).await;
+    assert!(
+        first_events.iter().any(|e| e["data"]["status"] == "cancelled"),
+        "the first turn was cancelled: {first_events:?}"
+    );
+    assert!(messages(&first_events).is_empty());
+    assert_eq!(messages(&second_events).len(), 1, "one reply for both messages");
+    let turns = server.ok("get", &format!("/sessions/{session}/turns"), None).await;
+    let statuses: Vec<&str> = turns.as_array().unwrap().iter().map(|t| t["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["cancelled", "completed"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_greeting_lets_the_agent_speak_first() {
+    let server = TestServer::start().await;
+    let s = server.ok("post", "/sessions?allow_greeting=true", Some(json!({"agent_id": "taxi"}))).await;
+    let session = s["id"].as_str().unwrap();
+    let (status, events) =
+        server.call("get", &format!("/sessions/{session}/events?kinds=message&wait_for_data=30"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(events[0]["source"], "ai_agent", "{events}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_left_pending_by_a_stopped_server_runs_when_the_next_one_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("guidepost.db");
+    let store = Store::open_sqlite_file(&path).await.unwrap();
+    store.import_definition(&super::support::example("taxi")).await.unwrap();
+    let session = guidepost_core::Session {
+        id: "s1".into(),
+        agent_id: "taxi".into(),
+        customer_id: "guest".into(),
+        creation_utc: chrono::Utc::now(),
+        title: None,
+        mode: Default::default(),
+        consumption_offsets: Default::default(),
+        metadata: Default::default(),
+        labels: vec![],
+    };
+    store.create_session(&session).await.unwrap();
+    let message = NewEventRecord {
+        source: EventSource::Customer,
+        kind: EventKind::Message,
+        trace_id: "t1".into(),
+        data: json!({"message": "I need a taxi", "participant": {"display_name": "Guest"}}),
+        metadata: Default::default(),
+    };
+    store.append_events("s1", vec![message], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    // A worker that died mid-turn: claimed, lease already expired.
+    assert!(store.claim_turn("t1", "dead-worker", -1).await.unwrap());
+    store.close().await;
+
+    let server = TestServer::start_with(Store::open_sqlite_file(&path).await.unwrap(), Duration::ZERO).await;
+    let events = server.wait_ready("s1", "t1").await;
+    assert_eq!(messages(&events).len(), 1, "the resumed turn replied once: {events:?}");
+    let turn = server.ok("get", "/sessions/s1/turns/t1", None).await;
+    assert_eq!((turn["status"].as_str(), turn["attempts"].as_i64()), (Some("completed"), Some(2)));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_polls_wake_on_the_event_and_answer_504_when_idle() {
+    let server = TestServer::start().await;
+    let session = server.session("weather").await;
+    let (status, body) = server.call("get", &format!("/sessions/{session}/events?wait_for_data=1"), None).await;
+    assert_eq!((status, body), (504, json!({"detail": "Request timed out"})));
+    let (status, body) = server.call("get", &format!("/sessions/{session}/events?wait_for_data=0"), None).await;
+    assert_eq!((status, body), (200, json!([])));
+
+    let poll = {
+        let url = server.url(&format!("/sessions/{session}/events?min_offset=0&wait_for_data=30"));
+        let http = server.http.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let events: serde_json::Value = http.get(url).send().await.unwrap().json().await.unwrap();
+            (started.elapsed(), events)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server
+        .ok(
+            "post",
+            &format!("/sessions/{session}/events"),
+            Some(json!({"kind": "custom", "source": "customer_ui", "data": {"x": 1}})),
+        )
+        .await;
+    let (waited, events) = poll.await.unwrap();
+    assert_eq!(events[0]["data"], json!({"x": 1}));
+    assert!(waited < Duration::from_secs(5), "the poll woke on the event, not on its timeout ({waited:?})");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_streams_a_turn_as_data_lines() {
+    let server = TestServer::start().await;
+    let session = server.session("taxi").await;
+    server.turn(&session, "I need a taxi").await;
+    let resp = server
+        .http
+        .get(server.url(&format!("/sessions/{session}/events?sse=true&wait_for_data=1")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let text = resp.text().await.unwrap();
+    let events: Vec<serde_json::Value> =
+        text.lines().filter_map(|l| l.strip_prefix("data: ")).map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(events.len() >= 5, "{text}");
+    assert!(events.windows(2).all(|w| w[1]["offset"].as_u64() == w[0]["offset"].as_u64().map(|o| o + 1)));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
+    let server = TestServer::start().await;
+    let session = server.session("taxi").await;
+    let path = format!("/sessions/{session}/events");
+
+    let first = server.ok("post", &path, Some(json!({"kind": "message", "source": "ai_agent"}))).await;
+    assert_eq!((first["kind"].as_str(), first["source"].as_str()), (Some("status"), Some("ai_agent")));
+    server.wait_ready(&session, first["trace_id"].as_str().unwrap()).await;
+
+    let said = server
+        .ok("post", &path, Some(json!({"kind": "message", "source": "ai_agent", "guidelines": [{"action": "Tell the customer a driver is on the way", "rationale": "follow_up"}]})))
+        .await;
+    assert_eq!(said["kind"], "message");
+    assert!(!said["data"]["message"].as_str().unwrap().is_empty());
+
+    let (status, body) =
+        server.call("post", &path, Some(json!({"kind": "message", "source": "ai_agent", "message": "hi"}))).await;
+    assert_eq!(status, 422, "{body}");
+    let (status, body) =
+        server.call("post", &path, Some(json!({"kind": "message", "source": "human_agent", "message": "Hello"}))).await;
+    assert_eq!((status, body["detail"][0]["loc"][1].as_str()), (422, Some("participant")));
+
+    server.ok("patch", &format!("/sessions/{session}"), Some(json!({"mode": "manual"}))).await;
+    let before = server.ok("get", &format!("/sessions/{session}/turns"), None).await.as_array().unwrap().len();
+    server.ok("post", &path, Some(json!({"kind": "message", "source": "customer", "message": "Are you there?"}))).await;
+    server.ok("post", &path, Some(json!({"kind": "message", "source": "human_agent", "message": "Yes, Sam here.", "participant": {"display_name": "Sam"}}))).await;
+    let after = server.ok("get", &format!("/sessions/{session}/turns"), None).await.as_array().unwrap().len();
+    assert_eq!(before, after, "a session in manual mode starts no turns");
+
+    let usage = server.ok("get", &format!("/sessions/{session}/usage"), None).await;
+    assert!(usage["model_calls"].as_u64().unwrap() > 0 && usage["prompt_tokens"].as_u64().unwrap() > 0, "{usage}");
+    let turns = server.ok("get", &format!("/sessions/{session}/turns"), None).await;
+    assert!(turns[0]["trace"]["iterations"].is_array(), "{turns}");
+    server.stop().await;
+}

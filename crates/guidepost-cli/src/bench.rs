@@ -141,7 +141,13 @@ fn mean(values: impl Iterator<Item = f64>) -> f64 {
     if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
 }
 
-pub async fn run(agents: PathBuf, sizes: Vec<String>, latencies: Vec<u64>, out: Option<PathBuf>) -> Result<ExitCode> {
+pub async fn run(
+    agents: PathBuf,
+    sizes: Vec<String>,
+    latencies: Vec<u64>,
+    out: Option<PathBuf>,
+    over_http: bool,
+) -> Result<ExitCode> {
     let http = reqwest::Client::new();
     let mut report = String::from(
         "| size | latency | turn | model calls | embeddings | prompt tokens | waves | engine CPU ms | turn s |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -149,9 +155,26 @@ pub async fn run(agents: PathBuf, sizes: Vec<String>, latencies: Vec<u64>, out: 
     let mut summary = String::from(
         "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut served = String::from(
+        "| size | latency | startup s | RSS idle MiB | RSS after the session MiB | turn s over HTTP | turn s in process |\n|---|---|---|---|---|---|---|\n",
+    );
     for size in &sizes {
         for &latency in &latencies {
-            let turns = run_size(&agents.join(format!("{size}.json")), latency, &http).await?;
+            let path = agents.join(format!("{size}.json"));
+            let turns = run_size(&path, latency, &http).await?;
+            if over_http {
+                let fake = FakeServer::start(latency)?;
+                let figures = crate::bench_http::run(&path, &format!("http://127.0.0.1:{}", fake.port), &http).await?;
+                let _ = writeln!(
+                    served,
+                    "| {size} | {latency} ms | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} |",
+                    figures.startup.as_secs_f64(),
+                    figures.rss_idle_mb,
+                    figures.rss_after_mb,
+                    mean(figures.turns.iter().map(Duration::as_secs_f64)),
+                    mean(turns.iter().map(|t| t.wall.as_secs_f64())),
+                );
+            }
             for (i, t) in turns.iter().enumerate() {
                 let _ = writeln!(
                     report,
@@ -181,7 +204,13 @@ pub async fn run(agents: PathBuf, sizes: Vec<String>, latencies: Vec<u64>, out: 
             );
         }
     }
-    let text = format!("## Per turn (mean of the session's turns)\n\n{summary}\n## Every turn\n\n{report}");
+    let mut text = format!("## Per turn (mean of the session's turns)\n\n{summary}\n## Every turn\n\n{report}");
+    if over_http {
+        let _ = write!(
+            text,
+            "\n## Over HTTP (`guidepost serve`, in-memory store; turn = customer message posted to `ready` of its turn, mean)\n\n{served}"
+        );
+    }
     println!("{text}");
     if let Some(path) = out {
         std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;

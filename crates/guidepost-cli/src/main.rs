@@ -1,6 +1,7 @@
 //! The `guidepost` command.
 
 mod bench;
+mod bench_http;
 mod chat;
 mod check;
 mod discover;
@@ -211,6 +212,10 @@ enum Command {
         /// Also write the tables to this file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Skip the runs over HTTP (`guidepost serve` in a child process: startup, memory,
+        /// turn latency as a client sees it).
+        #[arg(long)]
+        no_http: bool,
     },
     /// A fake OpenAI-compatible model server for benchmarks (answers by fixed rules).
     #[command(hide = true)]
@@ -294,9 +299,9 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(simulate::run(*args, threads)),
             Err(e) => Err(e.into()),
         },
-        Command::Bench { agents, sizes, latency_ms, out } => {
+        Command::Bench { agents, sizes, latency_ms, out, no_http } => {
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out)),
+                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http)),
                 Err(e) => Err(e.into()),
             }
         }

@@ -34,13 +34,24 @@ impl EventSink for StoreSink {
             data: event.data,
             metadata: Default::default(),
         };
-        match self.store.append_event(&self.session_id, record).await {
-            Ok(stored) => stored.id,
-            Err(error) => {
-                tracing::error!(session = %self.session_id, %error, "an event of the turn could not be stored");
-                String::new()
+        // A busy or briefly unreachable database gets a few tries: losing a turn's `ready`
+        // or its message would leave the customer waiting.
+        let mut delay = std::time::Duration::from_millis(50);
+        for attempt in 1..=5 {
+            match self.store.append_event(&self.session_id, record.clone()).await {
+                Ok(stored) => return stored.id,
+                Err(error) if error.is_client_error() || attempt == 5 => {
+                    tracing::error!(session = %self.session_id, %error, "an event of the turn could not be stored");
+                    break;
+                }
+                Err(error) => {
+                    tracing::warn!(session = %self.session_id, %error, attempt, "storing an event failed; trying again");
+                    tokio::time::sleep(delay).await;
+                    delay *= 3;
+                }
             }
         }
+        String::new()
     }
 
     async fn update(&self, event_id: &str, data: Value) {

@@ -62,10 +62,47 @@ impl RawBody {
     }
 }
 
+/// How deeply a request body may nest arrays and objects. Stored documents wrap a body in
+/// two more levels, and every one must stay readable.
+pub const MAX_JSON_DEPTH: usize = 32;
+
+/// The deepest nesting of arrays and objects in a JSON text (strings are skipped).
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Parses a JSON body, locating every problem in FastAPI's terms.
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(FieldError::new(vec![json!("body")], "missing", "Field required")));
+    }
+    if nesting_depth(bytes) > MAX_JSON_DEPTH {
+        return Err(ApiError::invalid(FieldError::new(
+            vec![json!("body")],
+            "json_too_deep",
+            format!("the body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep"),
+        )));
     }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let result: Result<T, _> = serde_path_to_error::deserialize(&mut de);
@@ -304,6 +341,9 @@ mod tests {
         assert_eq!(error_of(r#"{"name": "#).kind, "json_invalid");
         assert_eq!(error_of("").kind, "missing");
         assert_eq!(error_of(r#"{"name": "x"} trailing"#).kind, "json_invalid");
+        let deep = format!("{{\"name\": \"x\", \"items\": {}{}}}", "[".repeat(40), "]".repeat(40));
+        assert_eq!(error_of(&deep).kind, "json_too_deep");
+        assert_eq!(nesting_depth(br#"{"a": "[[[[", "b": [1, {"c": []}]}"#), 4);
         let bad_utf8 = parse_body::<Thing>(b"{\"name\": \"\xff\"}");
         assert!(matches!(bad_utf8, Err(ApiError::Validation(e)) if e[0].kind == "json_invalid"));
     }

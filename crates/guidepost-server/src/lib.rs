@@ -91,7 +91,14 @@ impl Server {
         let metrics = Arc::new(Metrics::default());
         let pool = Arc::new(AgentPool::new(store.clone(), models, config));
         let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone());
-        let state = Arc::new(AppState { store, pool, turns, metrics, evaluations: Default::default() });
+        let state = Arc::new(AppState {
+            store,
+            pool,
+            turns,
+            metrics,
+            evaluations: Default::default(),
+            shutdown: tokio_util::sync::CancellationToken::new(),
+        });
         Self { state, cors: Cors::Any }
     }
 
@@ -110,6 +117,7 @@ impl Server {
     /// unfinished; from then on, turns whose lease expires are taken again.
     pub async fn start(&self) -> Result<(), guidepost_store::StoreError> {
         customers::ensure_guest(&self.state.store).await?;
+        evaluations::fail_orphans(&self.state).await?;
         self.state.turns.recover().await;
         let turns = self.state.turns.clone();
         tokio::spawn(async move {
@@ -133,8 +141,27 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.router();
-        let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-        self.state.turns.shutdown(Duration::from_secs(10)).await;
+        let token = self.state.shutdown.clone();
+        // Turns are handed back or finished while the HTTP side drains: long polls and
+        // streams end at once when the token is cancelled.
+        let turns = self.state.turns.clone();
+        let stopping = {
+            let token = token.clone();
+            tokio::spawn(async move {
+                token.cancelled().await;
+                turns.shutdown(Duration::from_secs(10)).await;
+            })
+        };
+        let signal = {
+            let token = token.clone();
+            async move {
+                shutdown.await;
+                token.cancel();
+            }
+        };
+        let served = axum::serve(listener, app).with_graceful_shutdown(signal).await;
+        token.cancel();
+        let _ = stopping.await;
         self.state.store.close().await;
         served
     }

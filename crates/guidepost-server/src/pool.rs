@@ -27,7 +27,14 @@ pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
 struct Cached {
     revision: i64,
     runtime: Arc<AgentRuntime>,
+    /// Whether every tool service answered when it was built.
+    complete: bool,
+    built: std::time::Instant,
 }
+
+/// How long a runtime built while a tool service did not answer is used before the
+/// services are listed again.
+pub const RETRY_DISCOVERY_AFTER: Duration = Duration::from_secs(60);
 
 /// The agents' runtimes.
 pub struct AgentPool {
@@ -55,47 +62,60 @@ impl AgentPool {
         let mut runtimes = self.runtimes.lock().await;
         if let Some(cached) = runtimes.get(agent_id)
             && cached.revision == revision
+            && (cached.complete || cached.built.elapsed() < RETRY_DISCOVERY_AFTER)
         {
             return Ok(cached.runtime.clone());
         }
         let definition = self.store.agent_definition(agent_id).await?;
-        let registry = self.registry(&definition).await?;
+        let (registry, complete) = self.registry(&definition).await?;
         let runtime = Arc::new(
             AgentRuntime::new(Arc::new(definition), self.models.clone(), registry, self.config.clone())
                 .with_variables(Arc::new(StoreVariables::new(self.store.clone()))),
         );
-        runtimes.insert(agent_id.to_string(), Cached { revision, runtime: runtime.clone() });
+        runtimes.insert(
+            agent_id.to_string(),
+            Cached { revision, runtime: runtime.clone(), complete, built: std::time::Instant::now() },
+        );
         Ok(runtime)
     }
 
     /// The tool registry for a definition's services and tools, with the tools of its
-    /// dynamic services listed (those that do not answer in time are left out and logged).
-    pub async fn registry(&self, definition: &AgentDefinition) -> ApiResult<Arc<ToolRegistry>> {
+    /// dynamic services listed (those that do not answer in time are left out and logged),
+    /// and whether every service answered.
+    pub async fn registry(&self, definition: &AgentDefinition) -> ApiResult<(Arc<ToolRegistry>, bool)> {
         let key = {
             let text = serde_json::to_string(&(&definition.services, &definition.tools)).unwrap_or_default();
             hex_digest(&text)
         };
         let mut registries = self.registries.lock().await;
         if let Some(registry) = registries.get(&key) {
-            return Ok(registry.clone());
+            return Ok((registry.clone(), true));
         }
         let mut registry = ToolRegistry::from_definition(definition).map_err(|e| {
             ApiError::Internal(format!("the tools of agent `{}` cannot be set up: {e}", definition.agent.id))
         })?;
-        match tokio::time::timeout(DISCOVERY_TIMEOUT, registry.discover_tools()).await {
+        // A registry whose services did not all answer is used for this runtime but not
+        // kept: the next definition change or turn after a restart lists them again.
+        let complete = match tokio::time::timeout(DISCOVERY_TIMEOUT, registry.discover_tools()).await {
             Ok(problems) => {
-                for problem in problems {
+                for problem in &problems {
                     tracing::warn!(agent = %definition.agent.id, %problem, "a tool service could not be listed");
                 }
+                problems.is_empty()
             }
-            Err(_) => tracing::warn!(
-                agent = %definition.agent.id,
-                "listing the tool services took longer than {DISCOVERY_TIMEOUT:?}; going on without them"
-            ),
-        }
+            Err(_) => {
+                tracing::warn!(
+                    agent = %definition.agent.id,
+                    "listing the tool services took longer than {DISCOVERY_TIMEOUT:?}; going on without them"
+                );
+                false
+            }
+        };
         let registry = Arc::new(registry);
-        registries.insert(key, registry.clone());
-        Ok(registry)
+        if complete {
+            registries.insert(key, registry.clone());
+        }
+        Ok((registry, complete))
     }
 
     /// Forgets every runtime (the next turn of each agent builds a fresh one).

@@ -22,12 +22,27 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Evaluations running in this process.
     pub evaluations: crate::routes::evaluations::RunningEvaluations,
+    /// Cancelled when the server stops: long polls and streams end at once.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 /// The state as handlers receive it.
 pub type State = axum::extract::State<Arc<AppState>>;
 
 impl AppState {
+    /// Waits for `changed` until `deadline`; `false` when the deadline passed or the
+    /// server is stopping (a long poll then answers as it would on its timeout).
+    pub async fn wait_for_change(
+        &self,
+        changed: &mut tokio::sync::watch::Receiver<u64>,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, changed.changed()) => matches!(r, Ok(Ok(()))),
+            () = self.shutdown.cancelled() => false,
+        }
+    }
+
     /// Checks that every tag id names a tag: a declared one, `agent:<id>` of an existing
     /// agent or `journey:<id>` of an existing journey. An unknown one is a 404, as on the
     /// reference server.

@@ -53,6 +53,8 @@ pub struct TurnScheduler {
     metrics: Arc<Metrics>,
     worker: String,
     slots: Mutex<HashMap<String, Slot>>,
+    /// Turns scheduled in this process and not yet over (the sweeper leaves them alone).
+    known: Mutex<std::collections::HashSet<String>>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
@@ -66,6 +68,7 @@ impl TurnScheduler {
             metrics,
             worker: format!("worker-{}", uuid::Uuid::new_v4().simple()),
             slots: Mutex::default(),
+            known: Mutex::default(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
         })
@@ -85,6 +88,9 @@ impl TurnScheduler {
     /// session that has not started emitting is cancelled; this one runs after it ended.
     pub async fn schedule(self: &Arc<Self>, session_id: &str, trace_id: &str) {
         if self.shutdown.is_cancelled() {
+            return;
+        }
+        if !self.known.lock().await.insert(trace_id.to_string()) {
             return;
         }
         let mut slots = self.slots.lock().await;
@@ -107,6 +113,7 @@ impl TurnScheduler {
             }
             this.run(&session, &trace, task_cancel, task_latch).await;
             this.release(&session, &trace).await;
+            this.known.lock().await.remove(&trace);
         });
         let done: Done = async move {
             let _ = handle.await;
@@ -137,10 +144,12 @@ impl TurnScheduler {
                 return 0;
             }
         };
+        let known = self.known.lock().await.clone();
         let mut newest: HashMap<String, String> = HashMap::new();
-        for turn in &turns {
+        for turn in turns.iter().filter(|t| !known.contains(&t.id)) {
             if let Some(older) = newest.insert(turn.session_id.clone(), turn.id.clone()) {
-                let _ = self.store.finish_turn(&older, TurnState::Cancelled, None, None, None).await;
+                let sink = StoreSink::new(self.store.clone(), &turn.session_id);
+                self.close_unstarted(&turn.session_id, &older, &sink).await;
             }
         }
         for (session, trace) in &newest {
@@ -162,6 +171,9 @@ impl TurnScheduler {
 
     async fn run(self: &Arc<Self>, session_id: &str, trace_id: &str, cancel: CancellationToken, latch: EmittingLatch) {
         let sink = StoreSink::new(self.store.clone(), session_id);
+        if self.shutdown.is_cancelled() {
+            return;
+        }
         if cancel.is_cancelled() || self.superseded(session_id, trace_id).await {
             self.close_unstarted(session_id, trace_id, &sink).await;
             return;
@@ -174,10 +186,16 @@ impl TurnScheduler {
                 return;
             }
         }
-        let renewer = self.renew_while_running(trace_id);
+        let renewer = self.renew_while_running(trace_id).drop_guard();
         let started = std::time::Instant::now();
-        let result = self.process(session_id, trace_id, &sink, cancel, latch).await;
-        renewer.cancel();
+        let result = match std::panic::AssertUnwindSafe(self.process(session_id, trace_id, &sink, cancel, latch))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(_) => Processed::NotRun("the turn stopped on an internal error".into()),
+        };
+        drop(renewer);
         let (status, outcome) = match result {
             Processed::Done(outcome) => (
                 match outcome.status {
@@ -291,10 +309,18 @@ impl TurnScheduler {
             previous_state,
             trace_id: trace_id.to_string(),
         };
-        let processing = runtime.process(input, sink, cancel, latch.clone());
+        let mut processing = std::pin::pin!(runtime.process(input, sink, cancel, latch.clone()));
         tokio::select! {
-            outcome = processing => Processed::Done(Box::new(outcome)),
-            _ = self.shutdown.cancelled(), if !latch.is_set() => Processed::HandedBack,
+            outcome = &mut processing => Processed::Done(Box::new(outcome)),
+            _ = self.shutdown.cancelled() => {
+                // A reply already being emitted is finished; a turn still preparing is
+                // handed back, to run again from its start on the next process.
+                if latch.is_set() {
+                    Processed::Done(Box::new(processing.await))
+                } else {
+                    Processed::HandedBack
+                }
+            }
         }
     }
 

@@ -85,17 +85,27 @@ pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool,
     let options = AnyConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl(redact(url)))?;
     let pool_options = AnyPoolOptions::new().acquire_timeout(Duration::from_secs(30));
     let pool_options = match backend {
-        Backend::Sqlite => pool_options.max_connections(1).min_connections(1),
+        // The one connection is kept for the life of the pool: an in-memory database lives
+        // only as long as its connection. Every connection gets the pragmas: WAL lets
+        // readers of other processes (a backup, `sqlite3`) work beside the server, foreign
+        // keys make deleting a session delete its events and turns.
+        Backend::Sqlite => {
+            pool_options.max_connections(1).min_connections(1).max_lifetime(None).idle_timeout(None).after_connect(
+                |conn, _| {
+                    Box::pin(async move {
+                        for pragma in
+                            ["PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON", "PRAGMA busy_timeout = 10000"]
+                        {
+                            sqlx::Executor::execute(&mut *conn, pragma).await?;
+                        }
+                        Ok(())
+                    })
+                },
+            )
+        }
         Backend::Postgres => pool_options.max_connections(max_connections.max(2)),
     };
     let pool = pool_options.connect_with(options).await?;
-    if backend == Backend::Sqlite {
-        // WAL lets readers of other processes (a backup, `sqlite3`) work beside the
-        // server; foreign keys make deleting a session delete its events and turns.
-        for pragma in ["PRAGMA journal_mode = WAL", "PRAGMA foreign_keys = ON", "PRAGMA busy_timeout = 10000"] {
-            sqlx::query(pragma).execute(&pool).await?;
-        }
-    }
     Ok((pool, backend))
 }
 

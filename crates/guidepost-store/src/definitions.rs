@@ -354,6 +354,7 @@ impl Store {
             .list::<Relationship>()
             .await?
             .into_iter()
+            .filter(|r| mine(&r.origin))
             .map(|r| r.entity)
             .filter(|r| present(&r.source) && present(&r.target))
             .collect();
@@ -479,87 +480,123 @@ impl Scope {
     }
 }
 
-/// Strips `<agent>.` from ids and references (where that leaves no clash), and makes ids
-/// given through the API valid definition ids.
+/// Ids of one kind of entity, mapped from the store's form to the authoring form.
+struct IdMap {
+    map: HashMap<String, String>,
+}
+
+impl IdMap {
+    /// Strips `<agent>.` where that leaves no clash within the kind, and makes ids given
+    /// through the API valid definition ids (`_` for what ids may not hold, a numeric
+    /// suffix where two would meet).
+    fn new<'a>(ids: impl Iterator<Item = &'a String>, prefix: &str) -> Self {
+        let ids: Vec<&String> = ids.collect();
+        let clean = |id: &str| -> String {
+            let c: String =
+                id.chars().map(|c| if c.is_whitespace() || c == ':' || c == '/' { '_' } else { c }).collect();
+            if c.is_empty() { "_".into() } else { c }
+        };
+        let mut used: HashSet<String> = HashSet::new();
+        let mut map = HashMap::new();
+        // Ids that need no change keep it, whatever order they come in.
+        for id in &ids {
+            if !id.starts_with(prefix) && clean(id) == **id {
+                used.insert((*id).clone());
+                map.insert((*id).clone(), (*id).clone());
+            }
+        }
+        for id in ids {
+            if map.contains_key(id) {
+                continue;
+            }
+            let mut candidate = clean(id.strip_prefix(prefix).unwrap_or(id));
+            if used.contains(&candidate) {
+                let base = candidate.clone();
+                let mut n = 2;
+                while used.contains(&candidate) {
+                    candidate = format!("{base}_{n}");
+                    n += 1;
+                }
+            }
+            used.insert(candidate.clone());
+            map.insert(id.clone(), candidate);
+        }
+        Self { map }
+    }
+
+    fn get(&self, id: &str) -> String {
+        self.map.get(id).cloned().unwrap_or_else(|| id.to_string())
+    }
+
+    fn all(&self, ids: &[String]) -> Vec<String> {
+        ids.iter().map(|i| self.get(i)).collect()
+    }
+}
+
+/// Strips `<agent>.` from ids and references (kind by kind, where that leaves no clash),
+/// and makes ids given through the API valid definition ids.
 fn localize(mut d: AgentDefinition, agent_id: &str) -> AgentDefinition {
     let prefix = format!("{agent_id}.");
-    let mut all: Vec<String> = Vec::new();
-    all.extend(d.guidelines.iter().map(|g| g.id.clone()));
-    all.extend(d.journeys.iter().flat_map(|j| j.conditions.iter().map(|c| c.id.clone())));
-    all.extend(d.journeys.iter().map(|j| j.id.clone()));
-    all.extend(d.tags.iter().map(|t| t.id.clone()));
-    all.extend(d.relationships.iter().map(|r| r.id.clone()));
-    all.extend(d.variables.iter().map(|v| v.id.clone()));
-    all.extend(d.terms.iter().map(|t| t.id.clone()));
-    all.extend(d.capabilities.iter().map(|c| c.id.clone()));
-    all.extend(d.canned_responses.iter().map(|c| c.id.clone()));
-    let taken: HashSet<String> = all.iter().cloned().collect();
-    let mut map: HashMap<String, String> = HashMap::new();
-    let mut used: HashSet<String> = HashSet::new();
-    for id in &all {
-        let short = id.strip_prefix(&prefix).unwrap_or(id);
-        let mut clean: String =
-            short.chars().map(|c| if c.is_whitespace() || c == ':' || c == '/' { '_' } else { c }).collect();
-        if clean.is_empty() {
-            clean = "_".into();
-        }
-        if clean != *id && (taken.contains(&clean) || used.contains(&clean)) {
-            clean = id.chars().map(|c| if c.is_whitespace() || c == ':' || c == '/' { '_' } else { c }).collect();
-        }
-        used.insert(clean.clone());
-        map.insert(id.clone(), clean);
-    }
-    let m = |id: &str| map.get(id).cloned().unwrap_or_else(|| id.to_string());
-    let ms = |ids: &[String]| ids.iter().map(|i| m(i)).collect::<Vec<_>>();
-    let me = |e: &Endpoint| match e {
-        Endpoint::Guideline(id) => Endpoint::Guideline(m(id)),
-        Endpoint::Journey(id) => Endpoint::Journey(m(id)),
-        Endpoint::Tag { tag, mode } => Endpoint::Tag { tag: m(tag), mode: *mode },
+    let guidelines = IdMap::new(
+        d.guidelines.iter().map(|g| &g.id).chain(d.journeys.iter().flat_map(|j| j.conditions.iter().map(|c| &c.id))),
+        &prefix,
+    );
+    let journeys = IdMap::new(d.journeys.iter().map(|j| &j.id), &prefix);
+    let tags = IdMap::new(d.tags.iter().map(|t| &t.id), &prefix);
+    let relationships = IdMap::new(d.relationships.iter().map(|r| &r.id), &prefix);
+    let variables = IdMap::new(d.variables.iter().map(|v| &v.id), &prefix);
+    let terms = IdMap::new(d.terms.iter().map(|t| &t.id), &prefix);
+    let capabilities = IdMap::new(d.capabilities.iter().map(|c| &c.id), &prefix);
+    let canned = IdMap::new(d.canned_responses.iter().map(|c| &c.id), &prefix);
+    let endpoint = |e: &Endpoint| match e {
+        Endpoint::Guideline(id) => Endpoint::Guideline(guidelines.get(id)),
+        Endpoint::Journey(id) => Endpoint::Journey(journeys.get(id)),
+        Endpoint::Tag { tag, mode } => Endpoint::Tag { tag: tags.get(tag), mode: *mode },
         Endpoint::Tool(t) => Endpoint::Tool(t.clone()),
     };
-    d.agent.tags = ms(&d.agent.tags);
+    d.agent.tags = tags.all(&d.agent.tags);
     for t in &mut d.tags {
-        t.id = m(&t.id);
+        t.id = tags.get(&t.id);
     }
     for g in &mut d.guidelines {
-        g.id = m(&g.id);
-        g.tags = ms(&g.tags);
-        g.journey = g.journey.as_deref().map(m);
-        g.canned_responses = ms(&g.canned_responses);
+        g.id = guidelines.get(&g.id);
+        g.tags = tags.all(&g.tags);
+        g.journey = g.journey.as_deref().map(|j| journeys.get(j));
+        g.canned_responses = canned.all(&g.canned_responses);
     }
     for j in &mut d.journeys {
-        j.id = m(&j.id);
-        j.tags = ms(&j.tags);
+        j.id = journeys.get(&j.id);
+        j.tags = tags.all(&j.tags);
         for c in &mut j.conditions {
-            c.id = m(&c.id);
+            c.id = guidelines.get(&c.id);
         }
         for s in &mut j.states {
-            s.canned_responses = ms(&s.canned_responses);
+            s.canned_responses = canned.all(&s.canned_responses);
             if let StateKind::Journey { journey } = &mut s.kind {
-                *journey = m(journey);
+                *journey = journeys.get(journey);
             }
         }
     }
     for r in &mut d.relationships {
-        r.id = m(&r.id);
-        r.source = me(&r.source);
-        r.target = me(&r.target);
+        r.id = relationships.get(&r.id);
+        r.source = endpoint(&r.source);
+        r.target = endpoint(&r.target);
     }
     for v in &mut d.variables {
-        v.id = m(&v.id);
-        v.tags = ms(&v.tags);
+        v.id = variables.get(&v.id);
+        v.tags = tags.all(&v.tags);
     }
     for t in &mut d.terms {
-        t.id = m(&t.id);
-        t.tags = ms(&t.tags);
+        t.id = terms.get(&t.id);
+        t.tags = tags.all(&t.tags);
     }
     for c in &mut d.capabilities {
-        c.id = m(&c.id);
-        c.tags = ms(&c.tags);
+        c.id = capabilities.get(&c.id);
+        c.tags = tags.all(&c.tags);
     }
     for c in &mut d.canned_responses {
-        c.id = m(&c.id);
-        c.tags = ms(&c.tags);
+        c.id = canned.get(&c.id);
+        c.tags = tags.all(&c.tags);
     }
     d
 }

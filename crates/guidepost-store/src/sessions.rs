@@ -95,12 +95,12 @@ impl Store {
         };
         let sql = format!(
             "SELECT id, version, data, created_us FROM sessions \
-             WHERE ($1 = '' OR agent_id = $1) AND ($2 = '' OR customer_id = $2) \
+             WHERE (CAST($1 AS TEXT) IS NULL OR agent_id = $1) AND (CAST($2 AS TEXT) IS NULL OR customer_id = $2) \
              ORDER BY created_us {order}, id {order}"
         );
         let rows = sqlx::query(AssertSqlSafe(sql))
-            .bind(filter.agent_id.clone().unwrap_or_default())
-            .bind(filter.customer_id.clone().unwrap_or_default())
+            .bind(filter.agent_id.clone())
+            .bind(filter.customer_id.clone())
             .fetch_all(&self.pool)
             .await?;
         let mut out = Vec::with_capacity(rows.len());

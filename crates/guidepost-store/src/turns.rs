@@ -237,9 +237,14 @@ impl Store {
 
     /// The state the session's last completed turn left (the empty state before any).
     pub async fn latest_agent_state(&self, session_id: &str) -> Result<AgentState> {
+        // A turn whose customer message was deleted no longer counts: deleting the end of a
+        // conversation takes the agent back to where it stood before it.
         let row = sqlx::query(
-            "SELECT state FROM turns WHERE session_id = $1 AND status = 'completed' AND state IS NOT NULL \
-             ORDER BY finished_us DESC, created_us DESC LIMIT 1",
+            "SELECT t.state AS state FROM turns t LEFT JOIN events e ON e.session_id = t.session_id \
+             AND e.\"offset\" = t.trigger_offset \
+             WHERE t.session_id = $1 AND t.status = 'completed' AND t.state IS NOT NULL \
+             AND (e.id IS NULL OR e.deleted = 0) \
+             ORDER BY t.finished_us DESC, t.created_us DESC LIMIT 1",
         )
         .bind(session_id)
         .fetch_optional(&self.pool)

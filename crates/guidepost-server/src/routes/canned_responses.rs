@@ -61,7 +61,7 @@ impl From<&Record<CannedResponse>> for CannedResponseDto {
         let c = &r.entity;
         Self {
             id: r.id.clone(),
-            creation_utc: r.created.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: r.created.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             value: c.template.clone(),
             fields: c
                 .fields
@@ -141,7 +141,8 @@ pub async fn create(state: State, Body(params): Body<CannedResponseCreationParam
     Ok(created(CannedResponseDto::from(&record)))
 }
 
-/// `GET /canned_responses?tags=a&tags=b`: those carrying every listed tag.
+/// `GET /canned_responses?tags=a&tags=b`: those carrying any of the listed tags (all
+/// without a filter).
 pub async fn list(state: State, params: Params) -> ApiResult<Json<Vec<CannedResponseDto>>> {
     let tags = params.list("tags");
     let all = state.store.list::<CannedResponse>().await?;

@@ -38,7 +38,7 @@ impl From<&Record<Customer>> for CustomerDto {
     fn from(r: &Record<Customer>) -> Self {
         Self {
             id: r.id.clone(),
-            creation_utc: r.created.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: r.created.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             name: r.entity.name.clone(),
             metadata: r.entity.metadata.clone(),
             tags: r.entity.tags.clone(),

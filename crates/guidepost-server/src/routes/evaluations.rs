@@ -224,19 +224,28 @@ fn checksum(p: &PayloadDto) -> String {
     Sha256::digest(text.as_bytes()).iter().take(16).map(|b| format!("{b:02x}")).collect()
 }
 
+async fn set_status(state: &AppState, id: &str, change: impl FnMut(&mut EvaluationDto)) {
+    let mut change = change;
+    if let Err(error) = state
+        .store
+        .update::<Evaluation>(id, |r| {
+            change(&mut r.entity.dto);
+            Ok(())
+        })
+        .await
+    {
+        tracing::error!(%error, evaluation = %id, "could not store the evaluation's progress");
+    }
+}
+
 async fn run(state: Arc<AppState>, id: String, done: watch::Sender<bool>) {
     let model = state.pool.models().matching.clone();
-    let Ok(mut record) = state.store.require::<Evaluation>(&id).await else { return };
-    record.entity.dto.status = "running".into();
-    let total = record.entity.dto.invoices.len().max(1) as f64;
-    if let Ok(w) = Write::replace(&record)
-        && state.store.apply(vec![w]).await.is_ok()
-    {
-        record.version += 1;
-    }
-    for i in 0..record.entity.dto.invoices.len() {
-        let payload = record.entity.dto.invoices[i].payload.clone();
-        let invoice = &mut record.entity.dto.invoices[i];
+    let Ok(record) = state.store.require::<Evaluation>(&id).await else { return };
+    set_status(&state, &id, |d| d.status = "running".into()).await;
+    let mut invoices = record.entity.dto.invoices.clone();
+    let total = invoices.len().max(1) as f64;
+    for (i, invoice) in invoices.iter_mut().enumerate() {
+        let payload = invoice.payload.clone();
         invoice.checksum = checksum(&payload);
         let Some(p) = payload.guideline.as_ref() else {
             invoice.error = Some("a guideline payload needs `guideline`".into());
@@ -276,20 +285,32 @@ async fn run(state: Arc<AppState>, id: String, done: watch::Sender<bool>) {
         }
         invoice.approved = true;
         invoice.data = Some(json!({"guideline": data}));
-        record.entity.dto.progress = ((i + 1) as f64 / total * 100.0).round();
+        let progress = ((i + 1) as f64 / total * 100.0).round();
+        set_status(&state, &id, |d| d.progress = progress).await;
     }
-    record.entity.dto.status = "completed".into();
-    record.entity.dto.progress = 100.0;
-    match Write::replace(&record) {
-        Ok(w) => {
-            if let Err(error) = state.store.apply(vec![w]).await {
-                tracing::error!(%error, evaluation = %id, "could not store the evaluation's result");
-            }
-        }
-        Err(error) => tracing::error!(%error, evaluation = %id, "could not encode the evaluation's result"),
-    }
+    set_status(&state, &id, |d| {
+        d.invoices.clone_from(&invoices);
+        d.status = "completed".into();
+        d.progress = 100.0;
+    })
+    .await;
     let _ = done.send(true);
     state.evaluations.0.lock().await.remove(&id);
+}
+
+/// Evaluations a stopped process left unfinished are marked failed (their client can
+/// create them again).
+pub async fn fail_orphans(state: &AppState) -> guidepost_store::Result<()> {
+    for record in state.store.list::<Evaluation>().await? {
+        if matches!(record.entity.dto.status.as_str(), "pending" | "running") {
+            set_status(state, &record.id, |d| {
+                d.status = "failed".into();
+                d.error = Some("the server stopped before the evaluation finished; create it again".into());
+            })
+            .await;
+        }
+    }
+    Ok(())
 }
 
 /// `POST /evaluations`
@@ -322,7 +343,7 @@ pub async fn create(state: State, Body(params): Body<EvaluationCreationParams>) 
         id: id.clone(),
         status: "pending".into(),
         progress: 0.0,
-        creation_utc: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+        creation_utc: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
         error: None,
         invoices: params
             .payloads

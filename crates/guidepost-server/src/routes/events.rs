@@ -123,7 +123,7 @@ impl From<&Event> for EventDto {
             source: wire(e.source).unwrap_or(EventSourceDto::System),
             kind: wire(e.kind).unwrap_or(EventKindDto::Custom),
             offset: e.offset,
-            creation_utc: e.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: e.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             trace_id: e.trace_id.clone(),
             correlation_id: e.trace_id.clone(),
             data: e.data.clone(),
@@ -225,13 +225,18 @@ pub async fn create(
     match (body.kind, body.source) {
         (EventKindDto::Message, EventSourceDto::Customer) => {
             let text = body.message.clone().ok_or_else(|| invalid("message", "a customer message needs `message`"))?;
-            let name = match &body.participant {
-                Some(p) => p.display_name.clone(),
-                None => {
-                    state.store.get::<Customer>(&session.customer_id).await?.map(|c| c.entity.name).unwrap_or_default()
-                }
+            let (participant_id, name) = match &body.participant {
+                Some(p) => (p.id.clone().unwrap_or_else(|| session.customer_id.clone()), p.display_name.clone()),
+                None => (
+                    session.customer_id.clone(),
+                    state
+                        .store
+                        .get::<Customer>(&session.customer_id)
+                        .await?
+                        .map_or_else(|| session.customer_id.clone(), |c| c.entity.name),
+                ),
             };
-            let data = json!({"message": text, "participant": {"id": session.customer_id, "display_name": name}});
+            let data = json!({"message": text, "participant": {"id": participant_id, "display_name": name}, "flagged": false, "tags": []});
             let starts = session.mode == SessionMode::Auto;
             let turn = starts.then(|| NewTurn { id: trace.clone() });
             let mut events = state
@@ -262,12 +267,12 @@ pub async fn create(
                         kinds: vec![EventKind::Status],
                         ..Default::default()
                     };
-                    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
                     loop {
                         if let Some(first) = state.store.list_events(&session_id, &filter).await?.first() {
                             return Ok(created(EventDto::from(first)));
                         }
-                        if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                        if !state.wait_for_change(&mut rx, deadline).await {
                             return Err(ApiError::Timeout);
                         }
                     }
@@ -351,7 +356,10 @@ async fn utter(
     };
     let actions: Vec<String> = guidelines.iter().map(|g| g.action.clone()).collect();
     let sink = StoreSink::new(state.store.clone(), &session.id);
-    let outcome = runtime.utter(input, &actions, &sink).await;
+    // In a task of its own: a client that goes away does not stop the message half-sent.
+    let outcome = tokio::spawn(async move { runtime.utter(input, &actions, &sink).await })
+        .await
+        .map_err(|e| ApiError::Internal(format!("the utterance task failed: {e}")))?;
     if let Some(error) = outcome.trace.error {
         return Err(ApiError::Unavailable(format!("the agent could not write the message: {error}")));
     }
@@ -408,7 +416,7 @@ pub async fn list(state: State, Path(session_id): Path<String>, params: Params) 
         if !events.is_empty() || wait == 0 {
             return Ok(Json(events.iter().map(EventDto::from).collect::<Vec<_>>()).into_response());
         }
-        if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+        if !state.wait_for_change(&mut rx, deadline).await {
             state.store.require_session(&session_id).await?;
             return Err(ApiError::Timeout);
         }
@@ -440,7 +448,7 @@ fn stream(
                 continue;
             }
             let deadline = tokio::time::Instant::now() + Duration::from_secs(wait.max(1));
-            if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+            if !state.wait_for_change(&mut rx, deadline).await {
                 break;
             }
         }
@@ -494,7 +502,7 @@ pub async fn read(
                     break;
                 }
                 let deadline = tokio::time::Instant::now() + Duration::from_secs(wait.max(1));
-                if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+                if !st.wait_for_change(&mut rx, deadline).await {
                     break;
                 }
             }
@@ -511,7 +519,7 @@ pub async fn read(
         if complete(&e) {
             return Ok(Json(EventDto::from(&e)).into_response());
         }
-        if tokio::time::timeout_at(deadline, rx.changed()).await.is_err() {
+        if !state.wait_for_change(&mut rx, deadline).await {
             return Err(ApiError::Timeout);
         }
     }

@@ -9,7 +9,8 @@ use serde_json::json;
 
 use crate::state::State;
 
-/// `GET /healthz`: the event loop's responsiveness and the database's.
+/// `GET /healthz`: the event loop's responsiveness and the database's, in the reference's
+/// vocabulary (`healthy`/`unhealthy`); 503 when the database does not answer.
 pub async fn healthz(state: State) -> Response {
     let started = Instant::now();
     tokio::task::yield_now().await;
@@ -19,11 +20,11 @@ pub async fn healthz(state: State) -> Response {
     let db_ms = db_started.elapsed().as_secs_f64() * 1000.0;
     let healthy = db.is_ok();
     let body = json!({
-        "status": if healthy { "ok" } else { "error" },
+        "status": if healthy && loop_ms < 500.0 { "healthy" } else { "unhealthy" },
         "checks": {
-            "event_loop": {"status": "ok", "latency_ms": loop_ms},
+            "event_loop": {"status": if loop_ms < 500.0 { "healthy" } else { "unhealthy" }, "latency_ms": loop_ms},
             "database": {
-                "status": if healthy { "ok" } else { "error" },
+                "status": if healthy { "healthy" } else { "unhealthy" },
                 "latency_ms": db_ms,
                 "backend": state.store.backend().name(),
                 "error": db.err().map(|e| e.to_string()),

@@ -225,7 +225,13 @@ pub async fn update(
     for gid in &removed {
         j.conditions.retain(|c| c.id != *gid);
         if let Some(mut g) = state.store.get::<Guideline>(gid).await? {
-            if g.extra.get(CONDITION_OF).and_then(Value::as_str) == Some(id.as_str()) {
+            let elsewhere = state
+                .store
+                .list::<Journey>()
+                .await?
+                .iter()
+                .any(|other| other.id != id && other.entity.conditions.iter().any(|c| c.id == *gid));
+            if g.extra.get(CONDITION_OF).and_then(Value::as_str) == Some(id.as_str()) && !elsewhere {
                 writes.push(Write::delete::<Guideline>(gid));
             } else {
                 g.entity.tags.retain(|t| *t != journey_tag(&id));
@@ -238,18 +244,38 @@ pub async fn update(
     Ok(Json(dto(&state.store.require::<Journey>(&id).await?.entity)))
 }
 
-/// `DELETE /journeys/{journey_id}`: with its condition guidelines, the guidelines scoped
-/// to it and the relationships it takes part in.
+/// `DELETE /journeys/{journey_id}`: with the condition guidelines created for it and the
+/// guidelines scoped only to it (guidelines with other tags, or that another journey
+/// starts on, lose the journey's tag instead), and the relationships it takes part in. A
+/// journey another journey runs inline cannot be deleted (409).
 pub async fn delete(state: State, Path(id): Path<String>) -> ApiResult<Response> {
-    let journey = state.store.require::<Journey>(&id).await?;
+    state.store.require::<Journey>(&id).await?;
+    let journeys = state.store.list::<Journey>().await?;
+    let runners: Vec<&str> = journeys
+        .iter()
+        .filter(|j| j.id != id && j.entity.sub_journeys().any(|s| s == id))
+        .map(|j| j.id.as_str())
+        .collect();
+    if !runners.is_empty() {
+        return Err(ApiError::Conflict(format!(
+            "journey `{id}` is run inline by {}: change those first",
+            runners.join(", ")
+        )));
+    }
     let mut writes = vec![Write::delete::<Journey>(&id)];
     let tag = journey_tag(&id);
-    for g in state.store.list::<Guideline>().await? {
+    for mut g in state.store.list::<Guideline>().await? {
+        let starts_another = journeys.iter().any(|j| j.id != id && j.entity.conditions.iter().any(|c| c.id == g.id));
         let created_for_it = g.extra.get(CONDITION_OF).and_then(Value::as_str) == Some(id.as_str());
-        if created_for_it
-            || g.entity.tags.contains(&tag)
-            || journey.entity.conditions.iter().any(|c| c.id == g.id && created_for_it)
-        {
+        let tagged = g.entity.tags.contains(&tag);
+        if !created_for_it && !tagged {
+            continue;
+        }
+        let other_tags = g.entity.tags.iter().any(|t| *t != tag);
+        if starts_another || (other_tags && !created_for_it) {
+            g.entity.tags.retain(|t| *t != tag);
+            writes.push(Write::replace(&g)?);
+        } else {
             writes.push(Write::delete::<Guideline>(&g.id));
         }
     }
@@ -345,7 +371,31 @@ pub struct JourneyStateParams {
     pub composition_mode: Option<CompositionModeDto>,
 }
 
-async fn build_state(state: &crate::state::AppState, id: String, p: &JourneyStateParams) -> ApiResult<JourneyState> {
+/// Whether running `from` inline would, through its journey states, run `target` again.
+async fn runs_inline(state: &crate::state::AppState, from: &str, target: &str) -> ApiResult<bool> {
+    let all = state.store.list::<Journey>().await?;
+    let mut stack = vec![from.to_string()];
+    let mut seen = std::collections::HashSet::new();
+    while let Some(id) = stack.pop() {
+        if id == target {
+            return Ok(true);
+        }
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        if let Some(j) = all.iter().find(|r| r.id == id) {
+            stack.extend(j.entity.sub_journeys().map(str::to_string));
+        }
+    }
+    Ok(false)
+}
+
+async fn build_state(
+    state: &crate::state::AppState,
+    journey_id: &str,
+    id: String,
+    p: &JourneyStateParams,
+) -> ApiResult<JourneyState> {
     let kind = match p.kind {
         StateKindDto::Chat => match p.action.as_deref().filter(|a| !a.trim().is_empty()) {
             Some(action) => StateKind::Chat { action: action.to_string() },
@@ -367,6 +417,16 @@ async fn build_state(state: &crate::state::AppState, id: String, p: &JourneyStat
         StateKindDto::Journey => match &p.journey {
             Some(j) => {
                 state.store.require::<Journey>(j).await?;
+                if runs_inline(state, j, journey_id).await? {
+                    return Err(ApiError::invalid(
+                        FieldError::body(
+                            &["journey"],
+                            "value_error",
+                            format!("journey `{j}` runs `{journey_id}` inline (directly or through others): that would never end"),
+                        )
+                        .with_input(json!(j)),
+                    ));
+                }
                 StateKind::Journey { journey: j.clone() }
             }
             None => {
@@ -412,7 +472,7 @@ pub async fn create_state(
             .with_input(json!(sid)),
         ));
     }
-    let new_state = build_state(&state, sid.clone(), &params).await?;
+    let new_state = build_state(&state, &id, sid.clone(), &params).await?;
     let record = state
         .store
         .update::<Journey>(&id, |r| {
@@ -439,7 +499,7 @@ pub async fn replace_state(
     Path((id, sid)): Path<(String, String)>,
     Body(params): Body<JourneyStateParams>,
 ) -> ApiResult<Json<JourneyStateDto>> {
-    let new_state = build_state(&state, sid.clone(), &params).await?;
+    let new_state = build_state(&state, &id, sid.clone(), &params).await?;
     let record = state
         .store
         .update::<Journey>(&id, |r| match r.entity.states.iter_mut().find(|s| s.id == sid) {

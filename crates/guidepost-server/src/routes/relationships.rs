@@ -98,7 +98,7 @@ impl ToolDto {
     /// The wire form of a tool.
     pub fn of(tool: &Tool, created: chrono::DateTime<chrono::Utc>) -> Self {
         Self {
-            creation_utc: created.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: created.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             name: tool.id.name.clone(),
             description: tool.description.clone().unwrap_or_default(),
             parameters: tool
@@ -195,7 +195,7 @@ async fn tool_dto(state: &AppState, id: &ToolId) -> ApiResult<ToolDto> {
     Ok(match found {
         Some(r) => ToolDto::of(&r.entity, r.created),
         None => ToolDto {
-            creation_utc: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             name: id.name.clone(),
             description: String::new(),
             parameters: IndexMap::new(),

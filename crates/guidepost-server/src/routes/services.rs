@@ -141,9 +141,19 @@ pub async fn put(
         }
         ServiceKindDto::Mcp => (ServiceKind::Mcp, params.mcp.ok_or_else(|| missing("mcp"))?.url, None),
     };
-    if url.trim().is_empty() {
+    let web = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+    if let Some(source) = &spec
+        && !web(source)
+    {
         return Err(ApiError::invalid(
-            FieldError::body(&[], "value_error", "the service needs a url").with_input(json!(url)),
+            FieldError::body(&["openapi", "source"], "value_error", "the OpenAPI document must be an http(s) URL")
+                .with_input(json!(source)),
+        ));
+    }
+    if !web(&url) {
+        return Err(ApiError::invalid(
+            FieldError::body(&[], "value_error", "the service URL must start with http:// or https://")
+                .with_input(json!(url)),
         ));
     }
     let service = ToolService {

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use guidepost_core::session::{GUEST_CUSTOMER, SessionMode};
-use guidepost_core::{Agent, Customer, Session};
+use guidepost_core::{Agent, Session};
 use guidepost_store::turns::NewTurn;
 use guidepost_store::{SessionFilter, TurnRecord};
 use indexmap::IndexMap;
@@ -66,7 +66,7 @@ impl From<&Session> for SessionDto {
             id: s.id.clone(),
             agent_id: s.agent_id.clone(),
             customer_id: s.customer_id.clone(),
-            creation_utc: s.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            creation_utc: s.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             title: s.title.clone(),
             mode: match s.mode {
                 SessionMode::Auto => SessionModeDto::Auto,
@@ -120,10 +120,12 @@ pub async fn create(state: State, params: Params, Body(body): Body<SessionCreati
     let greet = params.boolean("allow_greeting")?.unwrap_or(false);
     state.store.require::<Agent>(&body.agent_id).await?;
     let customer_id = body.customer_id.clone().unwrap_or_else(|| GUEST_CUSTOMER.to_string());
+    // As on the reference server, a customer id the store does not know is kept as given
+    // (applications pass their own user ids); the agent addresses such a customer by id only.
     if customer_id == GUEST_CUSTOMER {
         ensure_guest(&state.store).await?;
     }
-    state.store.require::<Customer>(&customer_id).await?;
+    guidepost_store::definitions::check_api_id(&customer_id)?;
     let session = Session {
         id: guidepost_store::ids::new_id(),
         agent_id: body.agent_id,
@@ -133,7 +135,7 @@ pub async fn create(state: State, params: Params, Body(body): Body<SessionCreati
         mode: SessionMode::Auto,
         consumption_offsets: IndexMap::new(),
         metadata: body.metadata.unwrap_or_default(),
-        labels: body.labels.unwrap_or_default(),
+        labels: dedup(body.labels.unwrap_or_default()),
     };
     state.store.create_session(&session).await?;
     if greet {
@@ -142,6 +144,16 @@ pub async fn create(state: State, params: Params, Body(body): Body<SessionCreati
         state.turns.schedule(&session.id, &trace).await;
     }
     Ok(created(SessionDto::from(&session)))
+}
+
+fn dedup(labels: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(labels.len());
+    for l in labels {
+        if !out.contains(&l) {
+            out.push(l);
+        }
+    }
+    out
 }
 
 fn filter(params: &Params) -> SessionFilter {
@@ -195,7 +207,7 @@ pub async fn update(
         state.store.require::<Agent>(agent).await?;
     }
     if let Some(customer) = &params.customer_id {
-        state.store.require::<Customer>(customer).await?;
+        guidepost_store::definitions::check_api_id(customer)?;
     }
     let session = state
         .store
@@ -263,7 +275,7 @@ pub struct TurnDto {
 }
 
 fn time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+    t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 impl From<&TurnRecord> for TurnDto {

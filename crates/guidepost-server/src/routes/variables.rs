@@ -70,7 +70,7 @@ impl From<&VariableValue> for ContextVariableValueDto {
     fn from(v: &VariableValue) -> Self {
         Self {
             id: v.id.clone(),
-            last_modified: v.last_modified.to_rfc3339_opts(chrono::SecondsFormat::Micros, false),
+            last_modified: v.last_modified.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
             data: v.data.clone(),
         }
     }

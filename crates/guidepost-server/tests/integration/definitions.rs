@@ -68,6 +68,9 @@ async fn a_journey_built_over_rest_is_walked_in_the_next_conversation() {
     server.ok("post", states, Some(json!({"id": "confirm", "kind": "chat", "action": "Confirm the booking"}))).await;
     let (status, body) = server.call("post", states, Some(json!({"id": "bad", "kind": "chat"}))).await;
     assert_eq!((status, body["detail"][0]["loc"][1].as_str()), (422, Some("action")));
+    let (status, body) =
+        server.call("post", states, Some(json!({"id": "again", "kind": "journey", "journey": "booking"}))).await;
+    assert_eq!(status, 422, "a journey cannot run itself inline: {body}");
     let transitions = "/journeys/booking/transitions";
     server.ok("post", transitions, Some(json!({"from": "initial", "to": "ask_size"}))).await;
     server

@@ -211,6 +211,8 @@ async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
     let after = server.ok("get", &format!("/sessions/{session}/turns"), None).await.as_array().unwrap().len();
     assert_eq!(before, after, "a session in manual mode starts no turns");
 
+    let own = server.ok("post", "/sessions", Some(json!({"agent_id": "taxi", "customer_id": "user-4711"}))).await;
+    assert_eq!(own["customer_id"], "user-4711", "an application's own customer id is kept as given");
     let usage = server.ok("get", &format!("/sessions/{session}/usage"), None).await;
     assert!(usage["model_calls"].as_u64().unwrap() > 0 && usage["prompt_tokens"].as_u64().unwrap() > 0, "{usage}");
     let turns = server.ok("get", &format!("/sessions/{session}/turns"), None).await;

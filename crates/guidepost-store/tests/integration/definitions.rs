@@ -121,3 +121,10 @@ store_test!(scope_follows_tags, |store: Store| async move {
     assert!(matches!(store.agent_definition("nobody").await, Err(StoreError::NotFound { kind: "agent", .. })));
     assert!(store.get::<Agent>("a").await.unwrap().is_some());
 });
+
+store_test!(ids_shared_across_kinds_export_as_they_were_written, |store: Store| async move {
+    let yaml = "agent: { id: a, name: A }\ntags: [billing]\nguidelines:\n  - { id: billing, condition: The customer asks about a bill, action: Explain it, tags: [billing] }\njourneys:\n  - id: billing\n    title: Billing\n    conditions: [The customer disputes a charge]\n    start: ask\n    states:\n      - { id: ask, chat: Ask which charge, next: end }\n";
+    let a = load_yaml("a.yaml", yaml);
+    store.import_definition(&a).await.unwrap();
+    assert_eq!(store.export_definition("a").await.unwrap(), a);
+});

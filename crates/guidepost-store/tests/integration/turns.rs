@@ -59,3 +59,26 @@ store_test!(failed_and_cancelled_turns_leave_no_state, |store: Store| async move
     assert_eq!(store.latest_agent_state("s").await.unwrap(), AgentState::default());
     assert_eq!(store.list_turns("s").await.unwrap()[0].error.as_deref(), Some("model down"));
 });
+
+store_test!(deleting_a_turns_message_takes_the_agent_back_to_the_state_before_it, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    let state =
+        |t: &str| AgentState { trace_id: t.into(), applied_guideline_ids: vec![t.into()], ..Default::default() };
+    for t in ["t1", "t2"] {
+        store.append_events("s", vec![customer_message(t)], Some(NewTurn { id: t.into() })).await.unwrap();
+        store.finish_turn(t, TurnState::Completed, Some(&state(t)), None, None).await.unwrap();
+    }
+    assert_eq!(store.latest_agent_state("s").await.unwrap(), state("t2"));
+    store.delete_events("s", 1).await.unwrap();
+    assert_eq!(store.latest_agent_state("s").await.unwrap(), state("t1"));
+});
+
+store_test!(a_turn_handed_back_is_pending_again, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    assert!(store.claim_turn("t1", "w", 30_000).await.unwrap());
+    assert!(!store.hand_back_turn("t1", "someone else").await.unwrap());
+    assert!(store.hand_back_turn("t1", "w").await.unwrap());
+    assert_eq!(store.get_turn("t1").await.unwrap().unwrap().status, TurnState::Pending);
+    assert_eq!(store.claimable_turns().await.unwrap().len(), 1);
+});

@@ -29,8 +29,8 @@ pub struct ContextVariable {
     /// Tool that produces the value.
     pub tool: Option<crate::tool::ToolId>,
     /// How long a tool-produced value stays fresh.
-    #[serde(with = "duration_secs_opt")]
-    pub freshness: Option<Duration>,
+    #[serde(default)]
+    pub freshness: Option<Freshness>,
     /// Global default value.
     pub value: Option<serde_json::Value>,
     /// Tag ids.
@@ -125,25 +125,84 @@ pub fn format_duration(duration: Duration) -> String {
     }
 }
 
-mod duration_secs_opt {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
+/// How long a tool-produced value stays fresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    /// For this long after it was set (`90s`, `15m`, `2h`, `1d`).
+    For(Duration),
+    /// Until the schedule's first tick after it was set (a cron schedule, as the
+    /// reference API's `freshness_rules`).
+    Until(crate::cron::CronSchedule),
+}
 
-    pub fn serialize<S: Serializer>(value: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match value {
-            Some(d) => s.serialize_some(&d.as_secs()),
-            None => s.serialize_none(),
+impl Freshness {
+    /// Reads a duration (`15m`) or else a cron schedule (`0 * * * *`).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(d) = parse_duration(text) {
+            return Ok(Self::For(d));
+        }
+        crate::cron::CronSchedule::parse(text)
+            .map(Self::Until)
+            .map_err(|e| format!("`{text}` is neither a duration (`30s`, `15m`, `1h`, `1d`) nor a cron schedule: {e}"))
+    }
+
+    /// Whether a value set at `set` is stale at `now`.
+    pub fn is_stale(&self, set: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> bool {
+        match self {
+            Self::For(d) => chrono::Duration::from_std(*d).map(|d| set + d <= now).unwrap_or(true),
+            Self::Until(schedule) => schedule.next_after(set).is_some_and(|next| next <= now),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        Ok(Option::<u64>::deserialize(d)?.map(Duration::from_secs))
+    /// The freshness as written in definition files.
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::For(d) => format_duration(*d),
+            Self::Until(s) => s.as_str().to_string(),
+        }
+    }
+}
+
+impl Serialize for Freshness {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_text())
+    }
+}
+
+impl<'de> Deserialize<'de> for Freshness {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Seconds(u64),
+            Text(String),
+        }
+        match Wire::deserialize(d)? {
+            Wire::Seconds(n) => Ok(Self::For(Duration::from_secs(n))),
+            Wire::Text(t) => Self::parse(&t).map_err(serde::de::Error::custom),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn freshness_is_a_duration_or_a_schedule() {
+        use chrono::TimeZone;
+        let set = chrono::Utc.with_ymd_and_hms(2026, 11, 25, 14, 30, 0).unwrap();
+        let hourly = Freshness::parse("0 * * * *").unwrap();
+        assert!(!hourly.is_stale(set, set + chrono::Duration::minutes(29)));
+        assert!(hourly.is_stale(set, set + chrono::Duration::minutes(30)));
+        let quarter = Freshness::parse("15m").unwrap();
+        assert!(!quarter.is_stale(set, set + chrono::Duration::minutes(14)));
+        assert!(quarter.is_stale(set, set + chrono::Duration::minutes(15)));
+        assert!(Freshness::parse("soon").unwrap_err().contains("neither a duration"));
+        let json = serde_json::to_string(&Some(hourly.clone())).unwrap();
+        assert_eq!(serde_json::from_str::<Option<Freshness>>(&json).unwrap(), Some(hourly));
+        assert_eq!(serde_json::from_str::<Freshness>("900").unwrap(), quarter);
+    }
 
     #[test]
     fn durations_round_trip() {

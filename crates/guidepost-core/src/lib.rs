@@ -36,6 +36,7 @@
 
 pub mod agent;
 pub mod builder;
+pub mod cron;
 pub mod definition;
 pub mod graph;
 pub mod guideline;

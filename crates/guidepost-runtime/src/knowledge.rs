@@ -116,11 +116,9 @@ pub async fn load_variables(
     let mut out = IndexMap::new();
     for variable in &definition.variables {
         let stored = lookup(store, variable, customer).await;
-        let stale = match (&variable.tool, &stored, variable.freshness) {
+        let stale = match (&variable.tool, &stored, &variable.freshness) {
             (Some(_), None, _) => true,
-            (Some(_), Some(s), Some(fresh)) => {
-                chrono::Duration::from_std(fresh).map(|f| s.updated + f <= now).unwrap_or(true)
-            }
+            (Some(_), Some(s), Some(fresh)) => fresh.is_stale(s.updated, now),
             _ => false,
         };
         let mut value = stored.map(|s| s.value).or_else(|| variable.value.clone());

@@ -7,7 +7,6 @@ use crate::agent::{DEFAULT_MAX_ENGINE_ITERATIONS, OutputMode};
 use crate::definition::file::*;
 use crate::guideline::{Criticality, Guideline};
 use crate::journey::{Journey, START_STATE, StateKind, Transition};
-use crate::knowledge::format_duration;
 use crate::model::AgentDefinition;
 use crate::relationship::{Endpoint, TagMode};
 use crate::tool::{FIXTURE_SERVICE, FixtureOutcome, Tool};
@@ -76,7 +75,7 @@ pub fn export(definition: &AgentDefinition) -> AgentFile {
                 id: (v.id != v.name).then(|| v.id.clone()),
                 description: v.description.clone(),
                 tool: v.tool.as_ref().map(ToString::to_string),
-                freshness: v.freshness.map(format_duration),
+                freshness: v.freshness.as_ref().map(crate::knowledge::Freshness::to_text),
                 value: v.value.clone(),
                 tags: v.tags.clone(),
             })

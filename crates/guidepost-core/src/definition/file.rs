@@ -509,7 +509,8 @@ pub struct VariableDecl {
     /// Tool that produces the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
-    /// How long a tool-produced value stays fresh (`30s`, `15m`, `1h`, `1d`).
+    /// How long a tool-produced value stays fresh: a duration (`30s`, `15m`, `1h`, `1d`) or a
+    /// cron schedule (`0 * * * *`: until the next full hour after it was set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub freshness: Option<String>,
     /// Global default value.

@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::Path;
 use axum::response::Response;
 use guidepost_core::ContextVariable;
-use guidepost_core::knowledge::parse_duration;
+use guidepost_core::knowledge::Freshness;
 use guidepost_store::values::VariableValue;
 use guidepost_store::{Record, Write};
 use indexmap::IndexMap;
@@ -19,8 +19,6 @@ use crate::extract::{Body, Params};
 use crate::routes::{created, no_content};
 use crate::state::State;
 
-const FRESHNESS: &str = "freshness_rules";
-
 /// A context variable.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 pub struct ContextVariableDto {
@@ -32,7 +30,8 @@ pub struct ContextVariableDto {
     pub description: Option<String>,
     /// The tool that produces the value.
     pub tool_id: Option<ToolIdDto>,
-    /// How long a tool-produced value stays fresh (`90s`, `15m`, `2h`, `1d`).
+    /// How long a tool-produced value stays fresh: a cron schedule (`0 * * * *`) or a
+    /// duration (`90s`, `15m`, `2h`, `1d`).
     pub freshness_rules: Option<String>,
     /// Tag ids.
     pub tags: Vec<String>,
@@ -45,12 +44,7 @@ fn dto(r: &Record<ContextVariable>) -> ContextVariableDto {
         name: v.name.clone(),
         description: v.description.clone(),
         tool_id: v.tool.as_ref().map(Into::into),
-        freshness_rules: r
-            .extra
-            .get(FRESHNESS)
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| v.freshness.map(guidepost_core::knowledge::format_duration)),
+        freshness_rules: v.freshness.as_ref().map(Freshness::to_text),
         tags: v.tags.clone(),
     }
 }
@@ -94,7 +88,7 @@ pub struct ContextVariableCreationParams {
     pub description: Option<String>,
     /// The tool that produces the value.
     pub tool_id: Option<ToolIdDto>,
-    /// How long a tool-produced value stays fresh (`90s`, `15m`, `2h`, `1d`).
+    /// How long a tool-produced value stays fresh: a cron schedule or a duration.
     pub freshness_rules: Option<String>,
     /// Tag ids.
     pub tags: Option<Vec<String>>,
@@ -122,16 +116,9 @@ pub struct ContextVariableValueParams {
     pub data: Value,
 }
 
-fn freshness(rule: &str) -> ApiResult<std::time::Duration> {
-    parse_duration(rule).ok_or_else(|| {
-        ApiError::invalid(
-            FieldError::body(
-                &["freshness_rules"],
-                "value_error",
-                "write the freshness as a duration: 90s, 15m, 2h or 1d (cron rules are not supported)",
-            )
-            .with_input(json!(rule)),
-        )
+fn freshness(rule: &str) -> ApiResult<Freshness> {
+    Freshness::parse(rule).map_err(|message| {
+        ApiError::invalid(FieldError::body(&["freshness_rules"], "value_error", message).with_input(json!(rule)))
     })
 }
 
@@ -151,11 +138,7 @@ pub async fn create(state: State, Body(params): Body<ContextVariableCreationPara
         value: None,
         tags,
     };
-    let mut extra = serde_json::Map::new();
-    if let Some(rule) = params.freshness_rules {
-        extra.insert(FRESHNESS.into(), Value::String(rule));
-    }
-    let record = Record::new(id, v).with_extra(extra);
+    let record = Record::new(id, v);
     state.store.apply(vec![Write::insert(&record)?]).await?;
     Ok(created(dto(&record)))
 }
@@ -215,9 +198,8 @@ pub async fn update(
             if let Some(t) = &params.tool_id {
                 r.entity.tool = Some(t.into());
             }
-            if let (Some(rule), Some(d)) = (&params.freshness_rules, fresh) {
-                r.entity.freshness = Some(d);
-                r.extra.insert(FRESHNESS.into(), Value::String(rule.clone()));
+            if let Some(f) = &fresh {
+                r.entity.freshness = Some(f.clone());
             }
             if let Some(u) = &params.tags {
                 u.apply(&mut r.entity.tags);

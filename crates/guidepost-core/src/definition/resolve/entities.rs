@@ -9,7 +9,7 @@ use super::{Loc, Namespace, Resolver};
 use crate::definition::file::{FixtureOutcomeDecl, GuidelineDecl, ParameterDecl, ParameterDetails, TagDecl};
 use crate::guideline::Guideline;
 use crate::ids::{derive_id, slug};
-use crate::knowledge::{CannedField, CannedResponse, Capability, ContextVariable, Tag, Term, parse_duration};
+use crate::knowledge::{CannedField, CannedResponse, Capability, ContextVariable, Tag, Term};
 use crate::tool::{
     FIXTURE_SERVICE, Fixture, FixtureCase, FixtureOutcome, NATIVE_SERVICE, ParameterType, Tool, ToolId, ToolParameter,
 };
@@ -347,15 +347,18 @@ impl<'a> Resolver<'a> {
                     decl.tool.as_ref().and_then(|t| self.tool_ref(t, &Loc { file: i, path: format!("{base}.tool") }));
                 let freshness = decl.freshness.as_ref().and_then(|text| {
                     let loc = Loc { file: i, path: format!("{base}.freshness") };
-                    let parsed = parse_duration(text);
-                    if parsed.is_none() {
-                        self.error(
-                            "invalid-value",
-                            &loc,
-                            format!("`{text}` is not a duration"),
-                            Some("write a number and a unit: `30s`, `15m`, `1h`, `1d`".into()),
-                        );
-                    }
+                    let parsed = match crate::knowledge::Freshness::parse(text) {
+                        Ok(f) => Some(f),
+                        Err(message) => {
+                            self.error(
+                                "invalid-value",
+                                &loc,
+                                message,
+                                Some("write a number and a unit (`30s`, `15m`, `1h`, `1d`) or a cron schedule (`0 * * * *`)".into()),
+                            );
+                            None
+                        }
+                    };
                     if decl.tool.is_none() {
                         self.warning(
                             "unused-setting",

@@ -250,6 +250,20 @@ impl Store {
         Ok(plan.report)
     }
 
+    /// The entities of a kind the scope sees, with the system tags taken off.
+    async fn in_scope<T: Entity>(&self, scope: &Scope, tags: impl Fn(&mut T) -> &mut Vec<String>) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        for record in self.list::<T>().await? {
+            let mut entity = record.entity;
+            let t = tags(&mut entity);
+            if scope.sees(t) {
+                *t = scope.declared(t);
+                out.push(entity);
+            }
+        }
+        Ok(out)
+    }
+
     /// The definition agent `agent_id` runs on now: its identity and every entity in its
     /// scope, with the store's system tags turned back into the definition's structure.
     pub async fn agent_definition(&self, agent_id: &str) -> Result<AgentDefinition> {
@@ -298,34 +312,10 @@ impl Store {
             g.tags = scope.declared(&g.tags);
             guidelines.push(g);
         }
-        let variables: Vec<ContextVariable> = self
-            .list::<ContextVariable>()
-            .await?
-            .into_iter()
-            .filter(|r| scope.sees(&r.entity.tags))
-            .map(|r| ContextVariable { tags: scope.declared(&r.entity.tags), ..r.entity })
-            .collect();
-        let terms: Vec<Term> = self
-            .list::<Term>()
-            .await?
-            .into_iter()
-            .filter(|r| scope.sees(&r.entity.tags))
-            .map(|r| Term { tags: scope.declared(&r.entity.tags), ..r.entity })
-            .collect();
-        let capabilities: Vec<Capability> = self
-            .list::<Capability>()
-            .await?
-            .into_iter()
-            .filter(|r| scope.sees(&r.entity.tags))
-            .map(|r| Capability { tags: scope.declared(&r.entity.tags), ..r.entity })
-            .collect();
-        let canned_responses: Vec<CannedResponse> = self
-            .list::<CannedResponse>()
-            .await?
-            .into_iter()
-            .filter(|r| scope.sees(&r.entity.tags))
-            .map(|r| CannedResponse { tags: scope.declared(&r.entity.tags), ..r.entity })
-            .collect();
+        let variables: Vec<ContextVariable> = self.in_scope(&scope, |v: &mut ContextVariable| &mut v.tags).await?;
+        let terms: Vec<Term> = self.in_scope(&scope, |t: &mut Term| &mut t.tags).await?;
+        let capabilities: Vec<Capability> = self.in_scope(&scope, |c: &mut Capability| &mut c.tags).await?;
+        let canned_responses: Vec<CannedResponse> = self.in_scope(&scope, |c: &mut CannedResponse| &mut c.tags).await?;
         let canned_ids: HashSet<&str> = canned_responses.iter().map(|c| c.id.as_str()).collect();
         for g in &mut guidelines {
             g.canned_responses.retain(|c| canned_ids.contains(c.as_str()));

@@ -223,6 +223,24 @@ pub(crate) struct RawDoc {
     data: String,
 }
 
+impl RawDoc {
+    /// `INSERT`s the document, with `on_conflict` appended to the statement.
+    async fn insert(&self, on_conflict: &'static str, tx: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+        let sql = format!(
+            "INSERT INTO documents (collection, id, created_us, origin, version, data) VALUES ($1, $2, $3, $4, 1, $5){on_conflict}"
+        );
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(self.collection.name())
+            .bind(&self.id)
+            .bind(self.created_us)
+            .bind(&self.origin)
+            .bind(&self.data)
+            .execute(&mut *tx)
+            .await
+            .map(|_| ())
+    }
+}
+
 /// One write of a batch applied with [`crate::Store::apply`].
 #[derive(Debug, Clone)]
 pub struct Write(WriteOp);
@@ -271,16 +289,7 @@ impl Write {
     pub(crate) async fn apply(self, tx: &mut sqlx::AnyConnection) -> Result<()> {
         match self.0 {
             WriteOp::Insert(doc) => {
-                let result = sqlx::query(
-                    "INSERT INTO documents (collection, id, created_us, origin, version, data) VALUES ($1, $2, $3, $4, 1, $5)",
-                )
-                .bind(doc.collection.name())
-                .bind(&doc.id)
-                .bind(doc.created_us)
-                .bind(&doc.origin)
-                .bind(&doc.data)
-                .execute(&mut *tx)
-                .await;
+                let result = doc.insert("", tx).await;
                 match result {
                     Err(e) if StoreError::is_unique_violation(&e) => {
                         Err(StoreError::AlreadyExists { kind: doc.collection.noun(), id: doc.id })
@@ -316,17 +325,11 @@ impl Write {
                 })
             }
             WriteOp::Upsert(doc) => {
-                sqlx::query(
-                    "INSERT INTO documents (collection, id, created_us, origin, version, data) VALUES ($1, $2, $3, $4, 1, $5) \
-                     ON CONFLICT (collection, id) DO UPDATE SET origin = excluded.origin, data = excluded.data, \
+                doc.insert(
+                    " ON CONFLICT (collection, id) DO UPDATE SET origin = excluded.origin, data = excluded.data, \
                      version = documents.version + 1",
+                    tx,
                 )
-                .bind(doc.collection.name())
-                .bind(&doc.id)
-                .bind(doc.created_us)
-                .bind(&doc.origin)
-                .bind(&doc.data)
-                .execute(&mut *tx)
                 .await?;
                 Ok(())
             }

@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod pool;
 pub mod routes;
+pub mod sink;
 pub mod state;
 pub mod turns;
 
@@ -60,6 +61,7 @@ use crate::state::AppState;
 use crate::turns::TurnScheduler;
 
 pub use error::{ApiError as Error, FieldError};
+pub use turns::TurnSettings;
 
 /// Largest request body accepted (413 above).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -84,13 +86,23 @@ pub struct Server {
 impl Server {
     /// A server on `store`, running agents with `models`. The embedder's vectors are cached
     /// in the store.
-    pub fn new(store: Store, mut models: RuntimeModels, config: RuntimeConfig) -> Self {
+    pub fn new(store: Store, models: RuntimeModels, config: RuntimeConfig) -> Self {
+        Self::with_settings(store, models, config, TurnSettings::default())
+    }
+
+    /// As [`Server::new`], with these turn settings (lease, turns in flight, timeout).
+    pub fn with_settings(
+        store: Store,
+        mut models: RuntimeModels,
+        config: RuntimeConfig,
+        settings: TurnSettings,
+    ) -> Self {
         if let Some(embedder) = models.embedder.take() {
             models.embedder = Some(Arc::new(StoreEmbeddings::new(embedder, store.clone())));
         }
         let metrics = Arc::new(Metrics::default());
         let pool = Arc::new(AgentPool::new(store.clone(), models, config));
-        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone());
+        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone(), settings);
         let state = Arc::new(AppState {
             store,
             pool,
@@ -122,7 +134,7 @@ impl Server {
         let turns = self.state.turns.clone();
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(turns::LEASE).await;
+                tokio::time::sleep(turns.lease() / 2).await;
                 if turns.is_shut_down() {
                     return;
                 }

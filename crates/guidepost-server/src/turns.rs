@@ -1,35 +1,53 @@
-//! [`TurnScheduler`]: runs the turns of every session, one at a time per session.
+//! [`TurnScheduler`]: runs the turns of every session, one at a time per session, across
+//! every process that shares the store.
 //!
-//! A customer message is committed with its turn row before any work starts. The turn is
-//! claimed through the store (a lease the worker renews while it runs), so a turn whose
-//! process died is taken again once its lease expires. A newer message cancels a turn that
-//! has not started emitting its reply; the newer turn answers both messages. When the
-//! server shuts down, turns still preparing are handed back (their rows return to
-//! `pending`) and turns already replying finish.
+//! A customer message is committed with its turn row before any work starts; storing it
+//! also asks the session's unfinished turns to stop. A worker claims a turn through the
+//! store (a lease it renews while the turn runs), and only while no other turn of the
+//! session holds a live lease; a turn whose process died is claimed again once its lease
+//! expires. The turn's reply, tool results and final statuses are committed together with
+//! its end, only if the worker still holds it, so every message gets exactly one reply.
+//! A running turn stops when the store says a newer message came (watched through the
+//! session's notifications, so it works across processes) unless it is already replying.
+//! At shutdown, turns still preparing are handed back and turns replying finish.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use guidepost_core::session::Status;
 use guidepost_core::{Customer, EventKind, EventSource};
-use guidepost_runtime::events::{EventSink, NewEvent};
 use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
+use guidepost_store::turns::{Claim, TurnEnd};
 use guidepost_store::{EventFilter, Store, TurnState};
 use serde_json::json;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::adapters::StoreSink;
 use crate::metrics::Metrics;
 use crate::pool::AgentPool;
+use crate::sink::{TurnSink, agent_status};
 
-/// How long a claim on a turn lasts without renewal.
-pub const LEASE: Duration = Duration::from_secs(30);
+/// How the scheduler runs turns.
+#[derive(Debug, Clone)]
+pub struct TurnSettings {
+    /// How long a claim on a turn lasts without renewal (renewed every third of it).
+    pub lease: Duration,
+    /// Turns running at once in this process; more wait their turn (back-pressure).
+    pub max_in_flight: usize,
+    /// A turn still preparing after this long is stopped and fails.
+    pub turn_timeout: Duration,
+}
+
+impl Default for TurnSettings {
+    fn default() -> Self {
+        Self { lease: Duration::from_secs(30), max_in_flight: 256, turn_timeout: Duration::from_secs(900) }
+    }
+}
 
 type Done = Shared<BoxFuture<'static, ()>>;
 
@@ -40,32 +58,38 @@ struct Running {
     done: Done,
 }
 
-#[derive(Default)]
-struct Slot {
-    latest: String,
-    running: Option<Running>,
-}
-
 /// Runs turns.
 pub struct TurnScheduler {
     store: Store,
     pool: Arc<AgentPool>,
     metrics: Arc<Metrics>,
+    settings: TurnSettings,
     worker: String,
-    slots: Mutex<HashMap<String, Slot>>,
+    slots: Mutex<HashMap<String, Running>>,
     /// Turns scheduled in this process and not yet over (the sweeper leaves them alone).
-    known: Mutex<std::collections::HashSet<String>>,
+    known: Mutex<HashSet<String>>,
+    in_flight: Arc<Semaphore>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
 }
 
+fn ready_completed(trace_id: &str) -> guidepost_store::NewEventRecord {
+    agent_status(
+        trace_id,
+        "ready",
+        json!({"stage": "completed", "matched_guidelines": [], "matched_journeys": [], "matched_journey_states": []}),
+    )
+}
+
 impl TurnScheduler {
     /// A scheduler over `store`, running agents from `pool`.
-    pub fn new(store: Store, pool: Arc<AgentPool>, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(store: Store, pool: Arc<AgentPool>, metrics: Arc<Metrics>, settings: TurnSettings) -> Arc<Self> {
         Arc::new(Self {
             store,
             pool,
             metrics,
+            in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+            settings,
             worker: format!("worker-{}", uuid::Uuid::new_v4().simple()),
             slots: Mutex::default(),
             known: Mutex::default(),
@@ -84,19 +108,20 @@ impl TurnScheduler {
         &self.worker
     }
 
-    /// Starts the turn `trace_id` of `session_id` (already stored as pending). A turn of the
-    /// session that has not started emitting is cancelled; this one runs after it ended.
+    /// The lease length.
+    pub fn lease(&self) -> Duration {
+        self.settings.lease
+    }
+
+    /// Runs the turn `trace_id` of `session_id` (already stored as pending). A turn of the
+    /// session this process runs that has not started emitting is cancelled at once (the
+    /// store's flag reaches other processes); this one runs when the session is free.
     pub async fn schedule(self: &Arc<Self>, session_id: &str, trace_id: &str) {
-        if self.shutdown.is_cancelled() {
-            return;
-        }
-        if !self.known.lock().await.insert(trace_id.to_string()) {
+        if self.shutdown.is_cancelled() || !self.known.lock().await.insert(trace_id.to_string()) {
             return;
         }
         let mut slots = self.slots.lock().await;
-        let slot = slots.entry(session_id.to_string()).or_default();
-        slot.latest = trace_id.to_string();
-        let previous = slot.running.take();
+        let previous = slots.remove(session_id);
         if let Some(p) = &previous
             && !p.latch.is_set()
         {
@@ -112,7 +137,11 @@ impl TurnScheduler {
                 p.done.await;
             }
             this.run(&session, &trace, task_cancel, task_latch).await;
-            this.release(&session, &trace).await;
+            let mut slots = this.slots.lock().await;
+            if slots.get(&session).is_some_and(|r| r.trace_id == trace) {
+                slots.remove(&session);
+            }
+            drop(slots);
             this.known.lock().await.remove(&trace);
         });
         let done: Done = async move {
@@ -120,22 +149,11 @@ impl TurnScheduler {
         }
         .boxed()
         .shared();
-        slot.running = Some(Running { trace_id: trace_id.to_string(), cancel, latch, done });
+        slots.insert(session_id.to_string(), Running { trace_id: trace_id.to_string(), cancel, latch, done });
     }
 
-    async fn release(&self, session_id: &str, trace_id: &str) {
-        let mut slots = self.slots.lock().await;
-        if slots.get(session_id).and_then(|s| s.running.as_ref()).is_some_and(|r| r.trace_id == trace_id) {
-            slots.remove(session_id);
-        }
-    }
-
-    async fn superseded(&self, session_id: &str, trace_id: &str) -> bool {
-        self.slots.lock().await.get(session_id).is_some_and(|s| s.latest != trace_id)
-    }
-
-    /// Turns that are pending or whose lease expired: scheduled again (the newest of each
-    /// session; older ones are closed as cancelled, the newest answers them all).
+    /// Schedules the turns that are pending or whose lease expired and that this process
+    /// does not already have: turns a stopped process left, or another replica queued.
     pub async fn recover(self: &Arc<Self>) -> usize {
         let turns = match self.store.claimable_turns().await {
             Ok(t) => t,
@@ -145,18 +163,13 @@ impl TurnScheduler {
             }
         };
         let known = self.known.lock().await.clone();
-        let mut newest: HashMap<String, String> = HashMap::new();
+        let mut scheduled = 0;
         for turn in turns.iter().filter(|t| !known.contains(&t.id)) {
-            if let Some(older) = newest.insert(turn.session_id.clone(), turn.id.clone()) {
-                let sink = StoreSink::new(self.store.clone(), &turn.session_id);
-                self.close_unstarted(&turn.session_id, &older, &sink).await;
-            }
+            tracing::info!(session = %turn.session_id, trace = %turn.id, "taking up a turn no worker holds");
+            self.schedule(&turn.session_id, &turn.id).await;
+            scheduled += 1;
         }
-        for (session, trace) in &newest {
-            tracing::info!(session, trace, "resuming a turn left unfinished");
-            self.schedule(session, trace).await;
-        }
-        newest.len()
+        scheduled
     }
 
     /// Stops taking turns, hands back those still preparing and waits (up to `grace`) for
@@ -169,42 +182,80 @@ impl TurnScheduler {
         }
     }
 
-    async fn run(self: &Arc<Self>, session_id: &str, trace_id: &str, cancel: CancellationToken, latch: EmittingLatch) {
-        let sink = StoreSink::new(self.store.clone(), session_id);
-        if self.shutdown.is_cancelled() {
-            return;
+    /// Closes a turn that will not run: with `cancelled` (or `error`) and `ready`, so a
+    /// client waiting on its trace is not left hanging. Only if it is still pending.
+    async fn close(&self, trace_id: &str, status: TurnState, error: Option<String>) {
+        let mut events = Vec::new();
+        match &error {
+            Some(e) => events.push(agent_status(trace_id, "error", json!({"exception": e}))),
+            None => events.push(agent_status(trace_id, "cancelled", json!({}))),
         }
-        if cancel.is_cancelled() || self.superseded(session_id, trace_id).await {
-            self.close_unstarted(session_id, trace_id, &sink).await;
-            return;
+        events.push(ready_completed(trace_id));
+        let end = TurnEnd { status: Some(status), events, error, ..TurnEnd::default() };
+        if let Err(error) = self.store.close_pending_turn(trace_id, end).await {
+            tracing::error!(%error, trace_id, "could not close a turn");
         }
-        match self.store.claim_turn(trace_id, &self.worker, LEASE.as_millis() as i64).await {
-            Ok(true) => {}
-            Ok(false) => return,
-            Err(error) => {
-                tracing::error!(%error, trace_id, "could not claim a turn");
-                return;
+    }
+
+    /// Waits until this worker holds the turn; `false` when the turn should not run here.
+    async fn claim(&self, session_id: &str, trace_id: &str, cancel: &CancellationToken) -> bool {
+        let mut changes = self.store.hub().subscribe(session_id);
+        loop {
+            if self.shutdown.is_cancelled() {
+                return false;
+            }
+            let newer = self.store.newer_turn_exists(trace_id).await.unwrap_or(false);
+            if cancel.is_cancelled() || newer {
+                self.close(trace_id, TurnState::Cancelled, None).await;
+                return false;
+            }
+            match self.store.try_claim_turn(trace_id, &self.worker, self.settings.lease.as_millis() as i64).await {
+                Ok(Claim::Claimed) => return true,
+                Ok(Claim::Gone) => return false,
+                Ok(Claim::Busy) => {}
+                Err(error) => tracing::warn!(%error, trace_id, "could not claim a turn; trying again"),
+            }
+            // The session's other turn ends with a commit, which wakes this; the timeout
+            // covers a holder that died (its lease expires).
+            let wait = tokio::time::sleep(self.settings.lease / 3);
+            tokio::select! {
+                _ = changes.changed() => {}
+                () = wait => {}
+                () = self.shutdown.cancelled() => return false,
+                () = cancel.cancelled() => {}
             }
         }
-        let renewer = self.renew_while_running(trace_id).drop_guard();
+    }
+
+    async fn run(self: &Arc<Self>, session_id: &str, trace_id: &str, cancel: CancellationToken, latch: EmittingLatch) {
+        let Ok(_permit) = self.in_flight.clone().acquire_owned().await else { return };
+        if !self.claim(session_id, trace_id, &cancel).await {
+            return;
+        }
+        let attempts = self.store.get_turn(trace_id).await.ok().flatten().map_or(1, |t| t.attempts);
+        let mut acknowledged = false;
+        if attempts > 1 {
+            self.forget_unfinished_stream(session_id, trace_id).await;
+            let filter = EventFilter {
+                trace_id: Some(trace_id.to_string()),
+                kinds: vec![EventKind::Status],
+                ..Default::default()
+            };
+            acknowledged = self.store.list_events(session_id, &filter).await.is_ok_and(|events| {
+                events.iter().any(|e| e.data.get("status").and_then(serde_json::Value::as_str) == Some("acknowledged"))
+            });
+        }
+        let sink = TurnSink::new(self.store.clone(), session_id, acknowledged);
+        let lost = Arc::new(AtomicBool::new(false));
+        let _renewer = self.renew_while_running(trace_id, cancel.clone(), lost.clone()).drop_guard();
+        let _watcher = self.watch_for_newer_messages(session_id, trace_id, cancel.clone()).drop_guard();
         let started = std::time::Instant::now();
-        let result = match std::panic::AssertUnwindSafe(self.process(session_id, trace_id, &sink, cancel, latch))
-            .catch_unwind()
-            .await
-        {
+        let processing = std::panic::AssertUnwindSafe(self.process(session_id, trace_id, &sink, cancel, latch));
+        let result = match processing.catch_unwind().await {
             Ok(result) => result,
             Err(_) => Processed::NotRun("the turn stopped on an internal error".into()),
         };
-        drop(renewer);
-        let (status, outcome) = match result {
-            Processed::Done(outcome) => (
-                match outcome.status {
-                    TurnStatus::Completed => TurnState::Completed,
-                    TurnStatus::Cancelled => TurnState::Cancelled,
-                    TurnStatus::Failed => TurnState::Failed,
-                },
-                Some(outcome),
-            ),
+        let end = match result {
             Processed::HandedBack => {
                 if let Err(error) = self.store.hand_back_turn(trace_id, &self.worker).await {
                     tracing::error!(%error, trace_id, "could not hand a turn back");
@@ -212,58 +263,106 @@ impl TurnScheduler {
                 return;
             }
             Processed::NotRun(error) => {
-                sink.emit(NewEvent::status(trace_id, Status::Error, json!({"exception": error}))).await;
-                sink.emit(NewEvent::status(trace_id, Status::Ready, json!({"stage": "completed", "matched_guidelines": [], "matched_journeys": [], "matched_journey_states": []}))).await;
-                let _ = self.store.finish_turn(trace_id, TurnState::Failed, None, None, Some(&error)).await;
-                self.metrics.turn_finished("failed", started.elapsed());
-                return;
+                let mut events = sink.take_held();
+                events.push(agent_status(trace_id, "error", json!({"exception": error})));
+                events.push(ready_completed(trace_id));
+                TurnEnd { status: Some(TurnState::Failed), events, error: Some(error), ..TurnEnd::default() }
+            }
+            Processed::Done(outcome) => {
+                let status = match outcome.status {
+                    TurnStatus::Completed => TurnState::Completed,
+                    TurnStatus::Cancelled => TurnState::Cancelled,
+                    TurnStatus::Failed => TurnState::Failed,
+                };
+                let usage = &outcome.trace.usage;
+                self.metrics.model_usage(usage.calls, usage.prompt_tokens, usage.completion_tokens);
+                if status == TurnState::Completed {
+                    self.add_labels(session_id, &outcome).await;
+                }
+                TurnEnd {
+                    status: Some(status),
+                    events: sink.take_held(),
+                    state: (status == TurnState::Completed).then(|| outcome.state.clone()),
+                    trace: serde_json::to_value(&outcome.trace).ok(),
+                    error: outcome.trace.error.clone(),
+                }
             }
         };
-        self.metrics.turn_finished(status.as_str(), started.elapsed());
-        if let Some(outcome) = outcome {
-            if let Some(usage) = Some(&outcome.trace.usage) {
-                self.metrics.model_usage(usage.calls, usage.prompt_tokens, usage.completion_tokens);
-            }
-            let trace = serde_json::to_value(&outcome.trace).ok();
-            let state = (status == TurnState::Completed).then_some(&outcome.state);
-            if let Err(error) =
-                self.store.finish_turn(trace_id, status, state, trace.as_ref(), outcome.trace.error.as_deref()).await
-            {
-                tracing::error!(%error, trace_id, "could not record the end of a turn");
-            }
-            if status == TurnState::Completed {
-                self.add_labels(session_id, &outcome).await;
+        let status = end.status.unwrap_or(TurnState::Failed);
+        match self.store.commit_turn(trace_id, &self.worker, end).await {
+            Ok(true) => self.metrics.turn_finished(status.as_str(), started.elapsed()),
+            Ok(false) => tracing::warn!(
+                trace_id,
+                lease_lost = lost.load(Ordering::SeqCst),
+                "this worker no longer holds the turn; its result is dropped (the holder answers)"
+            ),
+            Err(error) => tracing::error!(%error, trace_id, "could not commit the end of a turn; it runs again"),
+        }
+    }
+
+    /// A streamed reply a crashed attempt left half-written is withdrawn before the turn
+    /// runs again (soft deletion: offsets stay).
+    async fn forget_unfinished_stream(&self, session_id: &str, trace_id: &str) {
+        let filter =
+            EventFilter { trace_id: Some(trace_id.to_string()), kinds: vec![EventKind::Message], ..Default::default() };
+        let Ok(events) = self.store.list_events(session_id, &filter).await else { return };
+        for e in events.iter().filter(|e| e.source == EventSource::AiAgent) {
+            if let Err(error) = self.store.delete_event(session_id, &e.id).await {
+                tracing::warn!(%error, trace_id, "could not withdraw a half-streamed message");
             }
         }
     }
 
-    /// A turn replaced by a newer message before it started: closed with `cancelled` and
-    /// `ready`, so a client waiting on its trace is not left hanging.
-    async fn close_unstarted(&self, session_id: &str, trace_id: &str, sink: &StoreSink) {
-        sink.emit(NewEvent::status(trace_id, Status::Cancelled, json!({}))).await;
-        sink.emit(NewEvent::status(trace_id, Status::Ready, json!({"stage": "completed", "matched_guidelines": [], "matched_journeys": [], "matched_journey_states": []}))).await;
-        if let Err(error) = self.store.finish_turn(trace_id, TurnState::Cancelled, None, None, None).await {
-            tracing::error!(%error, session_id, trace_id, "could not close a replaced turn");
-        }
-    }
-
-    fn renew_while_running(&self, trace_id: &str) -> CancellationToken {
+    fn renew_while_running(
+        &self,
+        trace_id: &str,
+        cancel: CancellationToken,
+        lost: Arc<AtomicBool>,
+    ) -> CancellationToken {
         let stop = CancellationToken::new();
-        let (store, worker, trace, token) =
-            (self.store.clone(), self.worker.clone(), trace_id.to_string(), stop.clone());
+        let (store, worker, trace, token, lease) =
+            (self.store.clone(), self.worker.clone(), trace_id.to_string(), stop.clone(), self.settings.lease);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
-                    _ = token.cancelled() => return,
-                    _ = tokio::time::sleep(LEASE / 3) => {}
+                    () = token.cancelled() => return,
+                    () = tokio::time::sleep(lease / 3) => {}
                 }
-                match store.renew_turn(&trace, &worker, LEASE.as_millis() as i64).await {
+                match store.renew_turn(&trace, &worker, lease.as_millis() as i64).await {
                     Ok(true) => {}
                     Ok(false) => {
-                        tracing::warn!(trace, "lost the lease of a running turn");
+                        tracing::warn!(trace, "lost the lease of a running turn; stopping it");
+                        lost.store(true, Ordering::SeqCst);
+                        cancel.cancel();
                         return;
                     }
                     Err(error) => tracing::warn!(%error, trace, "could not renew a turn's lease"),
+                }
+            }
+        });
+        stop
+    }
+
+    /// Cancels the turn (unless it is replying) when the store says a newer message came,
+    /// whichever process stored it.
+    fn watch_for_newer_messages(
+        &self,
+        session_id: &str,
+        trace_id: &str,
+        cancel: CancellationToken,
+    ) -> CancellationToken {
+        let stop = CancellationToken::new();
+        let mut changes = self.store.hub().subscribe(session_id);
+        let (store, trace, token) = (self.store.clone(), trace_id.to_string(), stop.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    changed = changes.changed() => if changed.is_err() { return },
+                }
+                if store.turn_cancel_requested(&trace).await.unwrap_or(false) {
+                    cancel.cancel();
+                    return;
                 }
             }
         });
@@ -274,7 +373,7 @@ impl TurnScheduler {
         &self,
         session_id: &str,
         trace_id: &str,
-        sink: &StoreSink,
+        sink: &TurnSink,
         cancel: CancellationToken,
         latch: EmittingLatch,
     ) -> Processed {
@@ -309,10 +408,24 @@ impl TurnScheduler {
             previous_state,
             trace_id: trace_id.to_string(),
         };
+        let timeout = self.settings.turn_timeout;
+        let timer = {
+            let (cancel, latch) = (cancel.clone(), latch.clone());
+            let fired = Arc::new(AtomicBool::new(false));
+            let f = fired.clone();
+            let task = tokio::spawn(async move {
+                tokio::time::sleep(timeout).await;
+                if !latch.is_set() {
+                    f.store(true, Ordering::SeqCst);
+                    cancel.cancel();
+                }
+            });
+            (task, fired)
+        };
         let mut processing = std::pin::pin!(runtime.process(input, sink, cancel, latch.clone()));
-        tokio::select! {
+        let result = tokio::select! {
             outcome = &mut processing => Processed::Done(Box::new(outcome)),
-            _ = self.shutdown.cancelled() => {
+            () = self.shutdown.cancelled() => {
                 // A reply already being emitted is finished; a turn still preparing is
                 // handed back, to run again from its start on the next process.
                 if latch.is_set() {
@@ -321,6 +434,13 @@ impl TurnScheduler {
                     Processed::HandedBack
                 }
             }
+        };
+        timer.0.abort();
+        match result {
+            Processed::Done(outcome) if timer.1.load(Ordering::SeqCst) && outcome.status == TurnStatus::Cancelled => {
+                Processed::NotRun(format!("the turn took longer than {timeout:?} and was stopped"))
+            }
+            other => other,
         }
     }
 

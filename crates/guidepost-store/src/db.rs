@@ -65,12 +65,20 @@ struct Migration {
     postgres: &'static str,
 }
 
-const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "initial schema",
-    sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
-    postgres: include_str!("../migrations/postgres/0001_init.sql"),
-}];
+const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "initial schema",
+        sqlite: include_str!("../migrations/sqlite/0001_init.sql"),
+        postgres: include_str!("../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        description: "turn cancellation through the database",
+        sqlite: include_str!("../migrations/sqlite/0002_turn_cancellation.sql"),
+        postgres: include_str!("../migrations/postgres/0002_turn_cancellation.sql"),
+    },
+];
 
 /// The version of the newest migration this build knows.
 pub fn schema_version() -> i64 {

@@ -81,6 +81,66 @@ fn decode(row: &AnyRow) -> Result<Event> {
     })
 }
 
+async fn insert_events(
+    tx: &mut sqlx::AnyConnection,
+    session_id: &str,
+    first: i64,
+    events: Vec<NewEventRecord>,
+) -> Result<Vec<Event>> {
+    let mut stored = Vec::with_capacity(events.len());
+    for (offset, event) in (first..).zip(events) {
+        let e = Event {
+            id: new_id(),
+            source: event.source,
+            kind: event.kind,
+            offset: u64::try_from(offset).unwrap_or(0),
+            creation_utc: time_from_us(now_us()),
+            trace_id: event.trace_id,
+            data: event.data,
+            metadata: event.metadata,
+            deleted: false,
+        };
+        sqlx::query(
+            "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
+        )
+        .bind(&e.id)
+        .bind(session_id)
+        .bind(offset)
+        .bind(wire(e.source))
+        .bind(wire(e.kind))
+        .bind(e.creation_utc.timestamp_micros())
+        .bind(&e.trace_id)
+        .bind(e.data.to_string())
+        .bind(serde_json::to_string(&e.metadata).unwrap_or_else(|_| "{}".into()))
+        .execute(&mut *tx)
+        .await?;
+        stored.push(e);
+    }
+    Ok(stored)
+}
+
+/// Appends events to a session inside the caller's transaction (offsets from the
+/// session's counter, which this locks).
+pub(crate) async fn append_in(
+    tx: &mut sqlx::AnyConnection,
+    session_id: &str,
+    events: Vec<NewEventRecord>,
+) -> Result<Vec<Event>> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let row = sqlx::query("UPDATE sessions SET next_offset = next_offset + $1 WHERE id = $2 RETURNING next_offset")
+        .bind(count)
+        .bind(session_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| StoreError::NotFound { kind: "session", id: session_id.to_string() })?;
+    let next: i64 = row.try_get("next_offset")?;
+    insert_events(tx, session_id, next - count, events).await
+}
+
 const COLUMNS: &str = "id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted";
 
 impl Store {
@@ -111,40 +171,12 @@ impl Store {
         };
         let next: i64 = row.try_get("next_offset")?;
         let first = next - count;
-        let mut stored = Vec::with_capacity(events.len());
-        for (offset, event) in (first..).zip(events) {
-            let e = Event {
-                id: new_id(),
-                source: event.source,
-                kind: event.kind,
-                offset: u64::try_from(offset).unwrap_or(0),
-                creation_utc: time_from_us(now_us()),
-                trace_id: event.trace_id,
-                data: event.data,
-                metadata: event.metadata,
-                deleted: false,
-            };
-            sqlx::query(
-                "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
-            )
-            .bind(&e.id)
-            .bind(session_id)
-            .bind(offset)
-            .bind(wire(e.source))
-            .bind(wire(e.kind))
-            .bind(e.creation_utc.timestamp_micros())
-            .bind(&e.trace_id)
-            .bind(e.data.to_string())
-            .bind(serde_json::to_string(&e.metadata).unwrap_or_else(|_| "{}".into()))
-            .execute(&mut *tx)
-            .await?;
-            stored.push(e);
-        }
+        let stored = insert_events(&mut tx, session_id, first, events).await?;
         if let Some(turn) = turn {
             let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.offset).unwrap_or(0));
             turn.insert(session_id, trigger, &mut tx).await?;
         }
+        self.announce(&mut tx, session_id).await?;
         tx.commit().await?;
         self.hub.notify(session_id);
         Ok(stored)
@@ -190,7 +222,7 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "event", id: event_id.to_string() });
         }
-        self.hub.notify(session_id);
+        self.changed(session_id).await;
         Ok(())
     }
 
@@ -218,9 +250,21 @@ impl Store {
             .bind(event_id)
             .execute(&mut *tx)
             .await?;
+        self.announce(&mut tx, session_id).await?;
         tx.commit().await?;
         self.hub.notify(session_id);
         Ok(event)
+    }
+
+    /// Soft-deletes one event (a reply withdrawn before its turn runs again).
+    pub async fn delete_event(&self, session_id: &str, event_id: &str) -> Result<()> {
+        sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND id = $2")
+            .bind(session_id)
+            .bind(event_id)
+            .execute(&self.pool)
+            .await?;
+        self.changed(session_id).await;
+        Ok(())
     }
 
     /// Soft-deletes the session's events from `min_offset` on; returns how many.
@@ -231,7 +275,7 @@ impl Store {
                 .bind(i64::try_from(min_offset).unwrap_or(i64::MAX))
                 .execute(&self.pool)
                 .await?;
-        self.hub.notify(session_id);
+        self.changed(session_id).await;
         Ok(done.rows_affected())
     }
 }

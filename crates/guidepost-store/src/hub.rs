@@ -34,6 +34,16 @@ impl SessionHub {
         }
     }
 
+    /// Wakes every waiter (after a gap in cross-process notifications, when any session may
+    /// have changed).
+    pub fn notify_all(&self) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|_, s| s.receiver_count() > 0);
+        for sender in sessions.values() {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
     /// Sessions with live waiters.
     pub fn watched(&self) -> usize {
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);

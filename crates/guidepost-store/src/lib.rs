@@ -76,7 +76,11 @@ impl Store {
         let (pool, backend) = db::connect(&url, max_connections).await?;
         db::migrate(&pool, backend).await?;
         let vector_search = backend == Backend::Postgres && db::enable_pgvector(&pool).await;
-        Ok(Self { pool, backend, hub: Arc::new(SessionHub::default()), vector_search })
+        let hub = Arc::new(SessionHub::default());
+        if backend == Backend::Postgres {
+            listen(&url, hub.clone()).await?;
+        }
+        Ok(Self { pool, backend, hub, vector_search })
     }
 
     /// A SQLite file at `path` (created, with its folder, if missing).
@@ -252,6 +256,58 @@ impl Store {
     pub async fn delete<T: Entity>(&self, id: &str) -> Result<()> {
         self.require::<T>(id).await?;
         self.apply(vec![Write::delete::<T>(id)]).await
+    }
+}
+
+/// The channel every process of a PostgreSQL store listens on; the payload is a session id.
+pub const NOTIFY_CHANNEL: &str = "guidepost_sessions";
+
+/// Relays the database's notifications to the hub, so long polls and streams in this
+/// process wake on events other processes commit. After a lost connection every waiter is
+/// woken (they re-read; nothing is missed).
+async fn listen(url: &str, hub: Arc<SessionHub>) -> Result<()> {
+    let mut listener = sqlx::postgres::PgListener::connect(url).await?;
+    listener.listen(NOTIFY_CHANNEL).await?;
+    tokio::spawn(async move {
+        loop {
+            match listener.try_recv().await {
+                Ok(Some(n)) => hub.notify(n.payload()),
+                Ok(None) => {
+                    tracing::warn!("the notification connection to PostgreSQL was lost and restored");
+                    hub.notify_all();
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "waiting for PostgreSQL notifications failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                    hub.notify_all();
+                }
+            }
+        }
+    });
+    Ok(())
+}
+
+impl Store {
+    /// Within a transaction: on PostgreSQL, tells every process (at commit) that the
+    /// session's events or turns changed.
+    pub(crate) async fn announce(&self, tx: &mut sqlx::AnyConnection, session_id: &str) -> Result<()> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(session_id).execute(&mut *tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Wakes this process's waiters on the session and, on PostgreSQL, every other
+    /// process's (for changes made outside a transaction).
+    pub(crate) async fn changed(&self, session_id: &str) {
+        self.hub.notify(session_id);
+        if self.backend == Backend::Postgres {
+            let sent =
+                sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(session_id).execute(&self.pool).await;
+            if let Err(error) = sent {
+                tracing::warn!(%error, session_id, "could not notify the other processes of a change");
+            }
+        }
     }
 }
 

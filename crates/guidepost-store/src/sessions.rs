@@ -185,6 +185,7 @@ impl Store {
         if done.rows_affected() == 0 {
             return Err(not_found(id));
         }
+        self.announce(&mut tx, id).await?;
         tx.commit().await?;
         self.hub.notify(id);
         Ok(())

@@ -69,6 +69,13 @@ impl NewTurn {
         trigger_offset: i64,
         tx: &mut sqlx::AnyConnection,
     ) -> Result<()> {
+        // The newer message supersedes the session's unfinished turns: a pending one will
+        // not start, a running one stops unless it is already replying (the process that
+        // runs it watches this flag).
+        sqlx::query("UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')")
+            .bind(session_id)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query(
             "INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) VALUES ($1, $2, 'pending', $3, $4, 0)",
         )
@@ -80,6 +87,33 @@ impl NewTurn {
         .await?;
         Ok(())
     }
+}
+
+/// What [`Store::try_claim_turn`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// The caller holds the turn now.
+    Claimed,
+    /// Another turn of the session holds a live lease: try again when it ends.
+    Busy,
+    /// The turn is over, unknown, or held by another worker's live lease.
+    Gone,
+}
+
+/// How a turn ended, with the events that say so (its reply, tool results, final
+/// statuses), committed together.
+#[derive(Debug, Clone, Default)]
+pub struct TurnEnd {
+    /// The final status (completed when not given).
+    pub status: Option<TurnState>,
+    /// Events to append with it.
+    pub events: Vec<crate::events::NewEventRecord>,
+    /// The agent state it leaves (completed turns).
+    pub state: Option<AgentState>,
+    /// Its trace.
+    pub trace: Option<Value>,
+    /// Why it failed.
+    pub error: Option<String>,
 }
 
 /// A stored turn.
@@ -162,7 +196,35 @@ impl Store {
     /// Claims the turn for `owner` until `lease_ms` from now, if it is pending or its lease
     /// expired. Returns whether this caller got it.
     pub async fn claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<bool> {
+        Ok(self.try_claim_turn(id, owner, lease_ms).await? == Claim::Claimed)
+    }
+
+    /// Claims the turn for `owner` until `lease_ms` from now, unless another turn of its
+    /// session holds a live lease (one turn at a time per session, across processes: the
+    /// session row is locked while deciding). See [`Claim`].
+    pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
         let now = now_us();
+        let mut tx = self.pool.begin().await?;
+        let Some(row) =
+            sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
+        else {
+            return Ok(Claim::Gone);
+        };
+        let session_id: String = row.try_get("session_id")?;
+        // Serializes claims on the session: the row lock on PostgreSQL, the write lock on SQLite.
+        sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
+        let busy = sqlx::query(
+            "SELECT 1 AS one FROM turns WHERE session_id = $1 AND id <> $2 AND status = 'running' AND lease_until_us >= $3",
+        )
+        .bind(&session_id)
+        .bind(id)
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        if busy {
+            return Ok(Claim::Busy);
+        }
         let done = sqlx::query(
             "UPDATE turns SET status = 'running', lease_owner = $1, lease_until_us = $2, started_us = $3, \
              attempts = attempts + 1 \
@@ -172,9 +234,93 @@ impl Store {
         .bind(now + lease_ms * 1000)
         .bind(now)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(Claim::Gone);
+        }
+        tx.commit().await?;
+        Ok(Claim::Claimed)
+    }
+
+    /// Whether a newer message asked this turn to stop (or the turn is gone).
+    pub async fn turn_cancel_requested(&self, id: &str) -> Result<bool> {
+        let row =
+            sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        Ok(match row {
+            Some(r) => r.try_get::<i64, _>("cancel_requested")? != 0,
+            None => true,
+        })
+    }
+
+    /// Ends a turn `owner` holds: appends its events and records its end in one
+    /// transaction, only if `owner` still holds the lease. Returns false (and writes
+    /// nothing) when the lease was lost: another worker runs the turn again.
+    pub async fn commit_turn(&self, id: &str, owner: &str, end: TurnEnd) -> Result<bool> {
+        self.end_turn(id, Some(owner), end).await
+    }
+
+    /// Closes a turn nobody claimed (replaced by a newer message before it started):
+    /// appends its events and records its end, only if it is still pending.
+    pub async fn close_pending_turn(&self, id: &str, end: TurnEnd) -> Result<bool> {
+        self.end_turn(id, None, end).await
+    }
+
+    async fn end_turn(&self, id: &str, owner: Option<&str>, end: TurnEnd) -> Result<bool> {
+        let what = format!("turn `{id}`");
+        let state = end
+            .state
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
+        let mut tx = self.pool.begin().await?;
+        let Some(row) =
+            sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
+        else {
+            return Ok(false);
+        };
+        let session_id: String = row.try_get("session_id")?;
+        // Lock the session first (as appending does), so ending and appending never deadlock.
+        sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
+        let guard = match owner {
+            Some(_) => "status = 'running' AND lease_owner = $7",
+            None => "status = 'pending' AND CAST($7 AS TEXT) IS NULL",
+        };
+        let sql = format!(
+            "UPDATE turns SET status = $1, finished_us = $2, state = $3, trace = $4, error = $5, lease_owner = NULL, \
+             lease_until_us = NULL WHERE id = $6 AND {guard}"
+        );
+        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind(end.status.unwrap_or(TurnState::Completed).as_str())
+            .bind(now_us())
+            .bind(state)
+            .bind(end.trace.as_ref().map(Value::to_string))
+            .bind(end.error.clone())
+            .bind(id)
+            .bind(owner.map(str::to_string))
+            .execute(&mut *tx)
+            .await?;
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        crate::events::append_in(&mut tx, &session_id, end.events).await?;
+        self.announce(&mut tx, &session_id).await?;
+        tx.commit().await?;
+        self.hub.notify(&session_id);
+        Ok(true)
+    }
+
+    /// Whether the session has a turn stored after this one (a newer message came).
+    pub async fn newer_turn_exists(&self, id: &str) -> Result<bool> {
+        let row = sqlx::query(
+            "SELECT 1 AS one FROM turns t, turns me WHERE me.id = $1 AND t.session_id = me.session_id AND t.id <> me.id \
+             AND (t.created_us > me.created_us OR (t.created_us = me.created_us AND t.trigger_offset > me.trigger_offset))",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 
     /// Extends the lease of a turn `owner` holds. Returns false when the lease was lost.

@@ -112,3 +112,19 @@ store_test!(deleting_a_session_deletes_its_events, |store: Store| async move {
     .unwrap();
     assert_eq!(left, 0);
 });
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_process_on_postgres_wakes_on_the_events_this_one_commits() {
+    let Some(db) = crate::integration::support::postgres().await else { return };
+    let other = Store::open_with(&db.url, 2).await.unwrap();
+    db.store.create_session(&session("s", "a", "guest")).await.unwrap();
+    let mut woken = other.hub().subscribe("s");
+    let waiter =
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(10), woken.changed()).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    db.store.append_event("s", message("t", "hi")).await.unwrap();
+    assert!(waiter.await.unwrap(), "the other store's waiter woke through LISTEN/NOTIFY");
+    assert_eq!(other.list_events("s", &EventFilter::default()).await.unwrap().len(), 1);
+    other.close().await;
+    db.drop().await;
+}

@@ -31,6 +31,7 @@ pub async fn sqlite() -> Store {
 /// A database of its own on the test PostgreSQL server.
 pub struct PgDatabase {
     pub store: Store,
+    pub url: String,
     admin: Store,
     name: String,
 }
@@ -68,8 +69,9 @@ pub async fn postgres() -> Option<PgDatabase> {
         .await
         .expect("create database");
     let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
-    let store = Store::open_with(&format!("{base}/{name}"), 8).await.expect("the test database opens");
-    Some(PgDatabase { store, admin, name })
+    let url = format!("{base}/{name}");
+    let store = Store::open_with(&url, 8).await.expect("the test database opens");
+    Some(PgDatabase { store, url, admin, name })
 }
 
 pub fn example(name: &str) -> guidepost_core::AgentDefinition {

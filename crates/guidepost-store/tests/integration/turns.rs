@@ -1,5 +1,5 @@
 use guidepost_core::{AgentState, EventKind, EventSource};
-use guidepost_store::turns::NewTurn;
+use guidepost_store::turns::{Claim, NewTurn, TurnEnd};
 use guidepost_store::{NewEventRecord, Store, TurnState};
 use serde_json::json;
 
@@ -81,4 +81,63 @@ store_test!(a_turn_handed_back_is_pending_again, |store: Store| async move {
     assert!(store.hand_back_turn("t1", "w").await.unwrap());
     assert_eq!(store.get_turn("t1").await.unwrap().unwrap().status, TurnState::Pending);
     assert_eq!(store.claimable_turns().await.unwrap().len(), 1);
+});
+
+store_test!(one_turn_at_a_time_per_session_and_only_its_holder_commits_it, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    assert_eq!(store.try_claim_turn("t1", "w1", 30_000).await.unwrap(), Claim::Claimed);
+    assert!(!store.turn_cancel_requested("t1").await.unwrap());
+    store.append_events("s", vec![customer_message("t2")], Some(NewTurn { id: "t2".into() })).await.unwrap();
+    assert!(store.turn_cancel_requested("t1").await.unwrap(), "a newer message asks the running turn to stop");
+    assert!(store.newer_turn_exists("t1").await.unwrap());
+    assert!(!store.newer_turn_exists("t2").await.unwrap());
+    assert_eq!(store.try_claim_turn("t2", "w2", 30_000).await.unwrap(), Claim::Busy, "t1 holds the session");
+
+    let reply = |t: &str| TurnEnd {
+        status: Some(TurnState::Completed),
+        events: vec![NewEventRecord {
+            source: EventSource::AiAgent,
+            kind: EventKind::Message,
+            trace_id: t.into(),
+            data: json!({"message": "done"}),
+            metadata: Default::default(),
+        }],
+        state: Some(AgentState { trace_id: t.into(), ..Default::default() }),
+        ..TurnEnd::default()
+    };
+    assert!(!store.commit_turn("t1", "not-the-holder", reply("t1")).await.unwrap(), "only the holder commits");
+    assert_eq!(store.list_events("s", &Default::default()).await.unwrap().len(), 2, "a refused commit writes nothing");
+    assert!(store.commit_turn("t1", "w1", reply("t1")).await.unwrap());
+    assert!(!store.commit_turn("t1", "w1", reply("t1")).await.unwrap(), "a turn is committed once");
+    let offsets: Vec<u64> =
+        store.list_events("s", &Default::default()).await.unwrap().iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, [0, 1, 2]);
+
+    assert_eq!(store.try_claim_turn("t2", "w2", 30_000).await.unwrap(), Claim::Claimed, "the session is free again");
+    assert!(
+        !store.close_pending_turn("t2", TurnEnd::default()).await.unwrap(),
+        "a claimed turn is not closed as pending"
+    );
+    assert_eq!(store.try_claim_turn("missing", "w2", 30_000).await.unwrap(), Claim::Gone);
+});
+
+store_test!(concurrent_claims_on_one_session_let_one_turn_run, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    for t in ["t1", "t2", "t3", "t4"] {
+        store.append_events("s", vec![customer_message(t)], Some(NewTurn { id: t.into() })).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for (i, t) in ["t1", "t2", "t3", "t4"].iter().enumerate() {
+        let store = store.clone();
+        let t = t.to_string();
+        tasks.push(tokio::spawn(async move { store.try_claim_turn(&t, &format!("w{i}"), 30_000).await.unwrap() }));
+    }
+    let mut claimed = 0;
+    for task in tasks {
+        if task.await.unwrap() == Claim::Claimed {
+            claimed += 1;
+        }
+    }
+    assert_eq!(claimed, 1, "exactly one turn of the session runs at a time");
 });

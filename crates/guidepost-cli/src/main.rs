@@ -134,6 +134,16 @@ enum Command {
         /// Allow browsers from this origin only (repeatable; default: any origin).
         #[arg(long = "cors-origin", value_name = "ORIGIN")]
         cors_origins: Vec<String>,
+        /// How long a claim on a running turn lasts without renewal: a turn whose process
+        /// died is taken up again this long after its last renewal.
+        #[arg(long, default_value_t = 30, env = "GUIDEPOST_TURN_LEASE_SECS")]
+        turn_lease_secs: u64,
+        /// Turns running at once in this process; more wait (back-pressure).
+        #[arg(long, default_value_t = 256, env = "GUIDEPOST_MAX_TURNS_IN_FLIGHT")]
+        max_turns_in_flight: usize,
+        /// A turn still preparing after this long is stopped and fails.
+        #[arg(long, default_value_t = 900, env = "GUIDEPOST_TURN_TIMEOUT_SECS")]
+        turn_timeout_secs: u64,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -272,6 +282,9 @@ fn main() -> ExitCode {
             embedder,
             threads,
             cors_origins,
+            turn_lease_secs,
+            max_turns_in_flight,
+            turn_timeout_secs,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -282,6 +295,11 @@ fn main() -> ExitCode {
                 embedder,
                 threads,
                 cors_origins,
+                turns: guidepost_server::TurnSettings {
+                    lease: std::time::Duration::from_secs(turn_lease_secs.max(1)),
+                    max_in_flight: max_turns_in_flight.max(1),
+                    turn_timeout: std::time::Duration::from_secs(turn_timeout_secs.max(1)),
+                },
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),

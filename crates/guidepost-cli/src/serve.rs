@@ -53,6 +53,7 @@ pub struct ServeOptions {
     pub embedder: Option<String>,
     pub threads: Option<usize>,
     pub cors_origins: Vec<String>,
+    pub turns: guidepost_server::TurnSettings,
 }
 
 async fn shutdown_signal() {
@@ -119,7 +120,8 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     let models = crate::models::runtime_models(&stack);
     let model_id = models.generation.model_id().to_string();
     let cors = if options.cors_origins.is_empty() { Cors::Any } else { Cors::Origins(options.cors_origins.clone()) };
-    let server = Server::new(store.clone(), models, RuntimeConfig::default()).with_cors(cors);
+    let server =
+        Server::with_settings(store.clone(), models, RuntimeConfig::default(), options.turns.clone()).with_cors(cors);
     server.start().await.context("preparing the store")?;
     let addr: SocketAddr = format!("{}:{}", options.host, options.port)
         .parse()

@@ -3,6 +3,8 @@
 
 #[path = "integration/check.rs"]
 mod check;
+#[path = "integration/durability.rs"]
+mod durability;
 #[path = "integration/graph.rs"]
 mod graph;
 #[path = "integration/help.rs"]

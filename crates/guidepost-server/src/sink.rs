@@ -7,6 +7,7 @@
 //! the turn: a process that dies mid-turn leaves no half reply, and the worker that runs
 //! the turn again writes it once.
 
+use std::collections::HashSet;
 use std::sync::{Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -23,20 +24,25 @@ const HELD: &str = "held:";
 pub struct TurnSink {
     live: StoreSink,
     held: Mutex<Vec<NewEventRecord>>,
-    skip_acknowledged: bool,
+    shown: Mutex<HashSet<(String, Option<String>)>>,
 }
 
 impl TurnSink {
-    /// A sink for a turn of `session_id`. A turn run again after a crash does not repeat
-    /// its `acknowledged` status.
-    pub fn new(store: Store, session_id: &str, rerun: bool) -> Self {
-        Self { live: StoreSink::new(store, session_id), held: Mutex::new(Vec::new()), skip_acknowledged: rerun }
+    /// A sink for a turn of `session_id`. `shown` are the progress statuses (status and
+    /// stage) an earlier attempt of the turn already emitted: a turn run again after a
+    /// crash does not repeat them.
+    pub fn new(store: Store, session_id: &str, shown: HashSet<(String, Option<String>)>) -> Self {
+        Self { live: StoreSink::new(store, session_id), held: Mutex::new(Vec::new()), shown: Mutex::new(shown) }
     }
 
     /// The events held back, in order, to commit with the end of the turn.
     pub fn take_held(&self) -> Vec<NewEventRecord> {
         std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner))
     }
+}
+
+fn stage(event: &NewEvent) -> Option<String> {
+    event.data.get("data").and_then(|d| d.get("stage")).and_then(Value::as_str).map(str::to_string)
 }
 
 fn status(event: &NewEvent) -> Option<&str> {
@@ -47,8 +53,11 @@ fn status(event: &NewEvent) -> Option<&str> {
 impl EventSink for TurnSink {
     async fn emit(&self, event: NewEvent) -> String {
         let progress = matches!(status(&event), Some("acknowledged" | "processing" | "typing"));
-        if progress && self.skip_acknowledged && status(&event) == Some("acknowledged") {
-            return String::new();
+        if progress {
+            let key = (status(&event).unwrap_or_default().to_string(), stage(&event));
+            if !self.shown.lock().unwrap_or_else(PoisonError::into_inner).insert(key) {
+                return String::new();
+            }
         }
         let streamed = event.kind == EventKind::Message && event.data.get("chunks").is_some();
         if progress || streamed {

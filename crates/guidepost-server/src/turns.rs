@@ -233,7 +233,7 @@ impl TurnScheduler {
             return;
         }
         let attempts = self.store.get_turn(trace_id).await.ok().flatten().map_or(1, |t| t.attempts);
-        let mut acknowledged = false;
+        let mut shown = HashSet::new();
         if attempts > 1 {
             self.forget_unfinished_stream(session_id, trace_id).await;
             let filter = EventFilter {
@@ -241,11 +241,13 @@ impl TurnScheduler {
                 kinds: vec![EventKind::Status],
                 ..Default::default()
             };
-            acknowledged = self.store.list_events(session_id, &filter).await.is_ok_and(|events| {
-                events.iter().any(|e| e.data.get("status").and_then(serde_json::Value::as_str) == Some("acknowledged"))
-            });
+            for e in self.store.list_events(session_id, &filter).await.unwrap_or_default() {
+                if let Some((status, stage)) = guidepost_runtime::events::status_of(&e) {
+                    shown.insert((status, stage));
+                }
+            }
         }
-        let sink = TurnSink::new(self.store.clone(), session_id, acknowledged);
+        let sink = TurnSink::new(self.store.clone(), session_id, shown);
         let lost = Arc::new(AtomicBool::new(false));
         let _renewer = self.renew_while_running(trace_id, cancel.clone(), lost.clone()).drop_guard();
         let _watcher = self.watch_for_newer_messages(session_id, trace_id, cancel.clone()).drop_guard();

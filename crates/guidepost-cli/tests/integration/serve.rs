@@ -14,14 +14,14 @@ use std::time::Duration;
 use crate::repo_root;
 
 /// A child process killed when dropped.
-struct Running {
-    child: Child,
-    url: String,
+pub struct Running {
+    pub child: Child,
+    pub url: String,
     stderr: mpsc::Receiver<String>,
 }
 
 impl Running {
-    fn stderr_so_far(&self) -> String {
+    pub fn stderr_so_far(&self) -> String {
         self.stderr.try_iter().collect::<Vec<_>>().join("\n")
     }
 }
@@ -33,7 +33,7 @@ impl Drop for Running {
     }
 }
 
-fn bin() -> PathBuf {
+pub fn bin() -> PathBuf {
     assert_cmd::cargo::cargo_bin("guidepost")
 }
 
@@ -73,15 +73,19 @@ fn start(mut command: Command, marker: &str) -> Running {
     }
 }
 
-fn fake_model() -> Running {
+pub fn fake_model() -> Running {
+    fake_model_with_latency(0)
+}
+
+pub fn fake_model_with_latency(ms: u64) -> Running {
     let mut cmd = Command::new(bin());
-    cmd.args(["fake-llm", "--port", "0"]);
+    cmd.args(["fake-llm", "--port", "0", "--latency-ms", &ms.to_string()]);
     let mut fake = start(cmd, "listening ");
     fake.url = format!("http://127.0.0.1:{}", fake.url);
     fake
 }
 
-fn serve(fake: &Running, args: &[&str]) -> Running {
+pub fn serve(fake: &Running, args: &[&str]) -> Running {
     let mut cmd = Command::new(bin());
     cmd.args(["serve", "examples/agents", "--port", "0"])
         .args(args)

@@ -144,6 +144,22 @@ enum Command {
         /// A turn still preparing after this long is stopped and fails.
         #[arg(long, default_value_t = 900, env = "GUIDEPOST_TURN_TIMEOUT_SECS")]
         turn_timeout_secs: u64,
+        /// Production mode: callers without an API key may use only the customer-facing
+        /// operations (read an agent, create a guest session, post the customer's messages,
+        /// read its events). API keys come from GUIDEPOST_API_KEYS (`admin:KEY,client:KEY`).
+        #[arg(long, env = "GUIDEPOST_PRODUCTION")]
+        production: bool,
+        /// A file of API keys, one `role:key` per line (role `admin` or `client`).
+        #[arg(long, value_name = "FILE")]
+        api_keys_file: Option<PathBuf>,
+        /// Requests per minute per API key (per address without one) when access is
+        /// protected; 0 for no limit (default 600).
+        #[arg(long, env = "GUIDEPOST_RATE_LIMIT")]
+        rate_limit: Option<u32>,
+        /// Customer messages per minute per session when access is protected; 0 for no limit
+        /// (default 30).
+        #[arg(long, env = "GUIDEPOST_SESSION_MESSAGE_LIMIT")]
+        session_message_limit: Option<u32>,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -236,6 +252,9 @@ enum Command {
         /// Latency of every answer.
         #[arg(long, default_value_t = 0)]
         latency_ms: u64,
+        /// Answer every request with a 401 that repeats the caller's key.
+        #[arg(long)]
+        reject_keys: bool,
     },
     /// Print the JSON Schema of the definition format.
     ///
@@ -247,11 +266,48 @@ enum Command {
     Models(ModelsCommand),
 }
 
+/// Secrets the log must never show (provider keys, API keys): every log line passes
+/// through [`LogWriter`], which replaces them.
+static LOG_SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+
+/// Adds secrets for the log to hide.
+pub fn add_log_secrets(secrets: &[String]) {
+    let mut all = LOG_SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    all.extend(secrets.iter().filter(|s| s.len() >= 8).cloned());
+    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    all.dedup();
+}
+
+/// Standard error, with secrets replaced by `***`.
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let secrets = LOG_SECRETS.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if secrets.is_empty() {
+            return std::io::stderr().write(buf);
+        }
+        let mut text = String::from_utf8_lossy(buf).into_owned();
+        for s in secrets.iter() {
+            if text.contains(s.as_str()) {
+                text = text.replace(s.as_str(), "***");
+            }
+        }
+        std::io::stderr().write_all(text.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    add_log_secrets(&guidepost_server::access::Redactor::from_environment());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("GUIDEPOST_LOG").unwrap_or_else(|_| "warn".into()))
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
         .try_init();
     let result = match cli.command {
         Command::Check { paths, format, deny_warnings } => {
@@ -285,6 +341,10 @@ fn main() -> ExitCode {
             turn_lease_secs,
             max_turns_in_flight,
             turn_timeout_secs,
+            production,
+            api_keys_file,
+            rate_limit,
+            session_message_limit,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -300,6 +360,10 @@ fn main() -> ExitCode {
                     max_in_flight: max_turns_in_flight.max(1),
                     turn_timeout: std::time::Duration::from_secs(turn_timeout_secs.max(1)),
                 },
+                production,
+                api_keys_file,
+                rate_limit,
+                session_message_limit,
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),
@@ -323,14 +387,19 @@ fn main() -> ExitCode {
                 Err(e) => Err(e.into()),
             }
         }
-        Command::FakeLlm { port, latency_ms } => match tokio::runtime::Builder::new_multi_thread().enable_all().build()
-        {
-            Ok(rt) => rt
-                .block_on(guidepost_testkit::fake_openai::serve(port, std::time::Duration::from_millis(latency_ms)))
-                .map(|()| ExitCode::SUCCESS)
-                .map_err(Into::into),
-            Err(e) => Err(e.into()),
-        },
+        Command::FakeLlm { port, latency_ms, reject_keys } => {
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt
+                    .block_on(guidepost_testkit::fake_openai::serve(
+                        port,
+                        std::time::Duration::from_millis(latency_ms),
+                        reject_keys,
+                    ))
+                    .map(|()| ExitCode::SUCCESS)
+                    .map_err(Into::into),
+                Err(e) => Err(e.into()),
+            }
+        }
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {

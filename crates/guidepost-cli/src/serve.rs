@@ -54,6 +54,24 @@ pub struct ServeOptions {
     pub threads: Option<usize>,
     pub cors_origins: Vec<String>,
     pub turns: guidepost_server::TurnSettings,
+    pub production: bool,
+    pub api_keys_file: Option<PathBuf>,
+    pub rate_limit: Option<u32>,
+    pub session_message_limit: Option<u32>,
+}
+
+/// API keys from `GUIDEPOST_API_KEYS` and `--api-keys-file` (`role:key` entries).
+fn api_keys(file: Option<&PathBuf>) -> Result<Vec<(String, guidepost_server::access::Role)>> {
+    use guidepost_server::access::AccessPolicy;
+    let mut keys = Vec::new();
+    if let Ok(text) = std::env::var("GUIDEPOST_API_KEYS") {
+        keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("GUIDEPOST_API_KEYS: {e}"))?);
+    }
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+    }
+    Ok(keys)
 }
 
 async fn shutdown_signal() {
@@ -120,8 +138,21 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     let models = crate::models::runtime_models(&stack);
     let model_id = models.generation.model_id().to_string();
     let cors = if options.cors_origins.is_empty() { Cors::Any } else { Cors::Origins(options.cors_origins.clone()) };
-    let server =
-        Server::with_settings(store.clone(), models, RuntimeConfig::default(), options.turns.clone()).with_cors(cors);
+    let keys = api_keys(options.api_keys_file.as_ref())?;
+    let mut secrets = guidepost_server::access::Redactor::from_environment();
+    secrets.extend(keys.iter().map(|(k, _)| k.clone()));
+    crate::add_log_secrets(&secrets);
+    let key_count = keys.len();
+    let mut access = guidepost_server::access::AccessPolicy::with_keys(keys, options.production);
+    if let Some(n) = options.rate_limit {
+        access.requests_per_minute = (n > 0).then_some(n);
+    }
+    if let Some(n) = options.session_message_limit {
+        access.messages_per_session_per_minute = (n > 0).then_some(n);
+    }
+    let protected = access.is_protected();
+    let server_options = guidepost_server::ServerOptions { turns: options.turns.clone(), access, secrets, cors };
+    let server = Server::with_options(store.clone(), models, RuntimeConfig::default(), server_options);
     server.start().await.context("preparing the store")?;
     let addr: SocketAddr = format!("{}:{}", options.host, options.port)
         .parse()
@@ -140,6 +171,18 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         eprintln!(
             "the local model loads on the first message (tens of seconds on two cores); set GUIDEPOST_MODEL for a hosted one"
         );
+    }
+    if protected {
+        eprintln!(
+            "access: {key_count} API key(s); {}",
+            if options.production {
+                "production mode: callers without a key may use the customer-facing operations"
+            } else {
+                "callers without a key are refused"
+            }
+        );
+    } else {
+        eprintln!("access: open (no API keys; set GUIDEPOST_API_KEYS or --production before exposing the server)");
     }
     eprintln!("ready in {:.2} s", started.elapsed().as_secs_f64());
     println!("listening on http://{bound}");

@@ -15,12 +15,26 @@ use std::sync::Arc;
 pub struct StoreSink {
     store: Store,
     session_id: String,
+    redactor: Option<std::sync::Arc<crate::access::Redactor>>,
 }
 
 impl StoreSink {
     /// Events of `session_id`.
     pub fn new(store: Store, session_id: &str) -> Self {
-        Self { store, session_id: session_id.to_string() }
+        Self { store, session_id: session_id.to_string(), redactor: None }
+    }
+
+    /// Takes these secrets out of every event before it is stored.
+    pub fn with_redactor(mut self, redactor: std::sync::Arc<crate::access::Redactor>) -> Self {
+        self.redactor = Some(redactor);
+        self
+    }
+
+    fn clean(&self, data: Value) -> Value {
+        match &self.redactor {
+            Some(r) if !r.is_empty() => serde_json::from_str(&r.redact(&data.to_string())).unwrap_or(data),
+            _ => data,
+        }
     }
 }
 
@@ -31,7 +45,7 @@ impl EventSink for StoreSink {
             source: event.source,
             kind: event.kind,
             trace_id: event.trace_id,
-            data: event.data,
+            data: self.clean(event.data),
             metadata: Default::default(),
         };
         // A busy or briefly unreachable database gets a few tries: losing a turn's `ready`
@@ -58,6 +72,7 @@ impl EventSink for StoreSink {
         if event_id.is_empty() {
             return;
         }
+        let data = self.clean(data);
         if let Err(error) = self.store.update_event_data(&self.session_id, event_id, &data).await {
             tracing::error!(session = %self.session_id, event = event_id, %error, "a streamed message could not be updated");
         }

@@ -81,6 +81,12 @@ pub enum ApiError {
     /// The caller may not do this (403).
     #[error("{0}")]
     Forbidden(String),
+    /// No credentials where some are needed, or credentials that match nothing (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// Too many requests; try again after this long (429 with `Retry-After`).
+    #[error("too many requests: try again in {} s", .0.as_secs().max(1))]
+    TooManyRequests(std::time::Duration),
     /// Something failed on the server's side (500; details go to the log, not the body).
     #[error("internal error: {0}")]
     Internal(String),
@@ -102,6 +108,8 @@ impl ApiError {
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -121,7 +129,22 @@ impl IntoResponse for ApiError {
         if let Self::Internal(detail) = &self {
             tracing::error!(%detail, "request failed");
         }
-        (self.status(), axum::Json(self.body())).into_response()
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        match &self {
+            Self::Unauthorized(_) => {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, axum::http::HeaderValue::from_static("Bearer"));
+            }
+            Self::TooManyRequests(wait) => {
+                let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+                if let Ok(v) = axum::http::HeaderValue::from_str(&secs.to_string()) {
+                    response.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+                }
+            }
+            _ => {}
+        }
+        response
     }
 }
 

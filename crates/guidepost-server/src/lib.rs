@@ -26,6 +26,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod access;
 pub mod adapters;
 pub mod dto;
 pub mod error;
@@ -52,6 +53,7 @@ use guidepost_runtime::{RuntimeConfig, RuntimeModels};
 use guidepost_store::Store;
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
+use crate::access::{AccessPolicy, Caller, RateLimiter, Redactor};
 use crate::adapters::StoreEmbeddings;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -77,6 +79,19 @@ pub enum Cors {
     Origins(Vec<String>),
 }
 
+/// How the server runs.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// Leases, turns in flight, turn timeout.
+    pub turns: TurnSettings,
+    /// Who may do what, and rate limits.
+    pub access: AccessPolicy,
+    /// Secrets never to repeat in responses and events (API keys, provider credentials).
+    pub secrets: Vec<String>,
+    /// Which browsers may call.
+    pub cors: Cors,
+}
+
 /// The server: its shared state and its routes.
 pub struct Server {
     state: Arc<AppState>,
@@ -84,25 +99,31 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server on `store`, running agents with `models`. The embedder's vectors are cached
-    /// in the store.
+    /// A server on `store`, running agents with `models`, open (no keys), any origin. The
+    /// embedder's vectors are cached in the store.
     pub fn new(store: Store, models: RuntimeModels, config: RuntimeConfig) -> Self {
-        Self::with_settings(store, models, config, TurnSettings::default())
+        Self::with_options(store, models, config, ServerOptions::default())
     }
 
     /// As [`Server::new`], with these turn settings (lease, turns in flight, timeout).
-    pub fn with_settings(
+    pub fn with_settings(store: Store, models: RuntimeModels, config: RuntimeConfig, turns: TurnSettings) -> Self {
+        Self::with_options(store, models, config, ServerOptions { turns, ..ServerOptions::default() })
+    }
+
+    /// A server with these options.
+    pub fn with_options(
         store: Store,
         mut models: RuntimeModels,
         config: RuntimeConfig,
-        settings: TurnSettings,
+        options: ServerOptions,
     ) -> Self {
         if let Some(embedder) = models.embedder.take() {
             models.embedder = Some(Arc::new(StoreEmbeddings::new(embedder, store.clone())));
         }
+        let redactor = Arc::new(Redactor::new(options.secrets));
         let metrics = Arc::new(Metrics::default());
         let pool = Arc::new(AgentPool::new(store.clone(), models, config));
-        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone(), settings);
+        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone(), options.turns, redactor.clone());
         let state = Arc::new(AppState {
             store,
             pool,
@@ -110,14 +131,11 @@ impl Server {
             metrics,
             evaluations: Default::default(),
             shutdown: tokio_util::sync::CancellationToken::new(),
+            access: options.access,
+            limiter: RateLimiter::default(),
+            redactor,
         });
-        Self { state, cors: Cors::Any }
-    }
-
-    /// With this CORS policy.
-    pub fn with_cors(mut self, cors: Cors) -> Self {
-        self.cors = cors;
-        self
+        Self { state, cors: options.cors }
     }
 
     /// The shared state.
@@ -171,7 +189,9 @@ impl Server {
                 token.cancel();
             }
         };
-        let served = axum::serve(listener, app).with_graceful_shutdown(signal).await;
+        let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown(signal)
+            .await;
         token.cancel();
         let _ = stopping.await;
         self.state.store.close().await;
@@ -191,6 +211,7 @@ impl Server {
         .max_age(Duration::from_secs(600));
         let metrics = self.state.metrics.clone();
         api_routes()
+            .route_layer(axum::middleware::from_fn_with_state(self.state.clone(), authorize))
             .route_layer(axum::middleware::from_fn(move |req: Request, next: Next| {
                 let metrics = metrics.clone();
                 async move { count(metrics, req, next).await }
@@ -261,6 +282,48 @@ fn api_routes() -> Router<Arc<AppState>> {
             "/capabilities/{capability_id}",
             get(capabilities::read).patch(capabilities::update).delete(capabilities::delete),
         )
+}
+
+/// Who the caller is, whether they may do this, and whether they are within their rate.
+/// The caller goes into the request's extensions for handlers that decide on the body.
+async fn authorize(
+    axum::extract::State(state): axum::extract::State<Arc<AppState>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    if req.method() == Method::OPTIONS {
+        return next.run(req).await;
+    }
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_default();
+    let access = access::access_of(req.method(), &route);
+    let presented = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .or_else(|| req.headers().get("x-api-key").and_then(|v| v.to_str().ok()))
+        .map(|k| k.trim().to_string());
+    let caller = match state.access.caller(presented.as_deref()) {
+        Ok(c) => c,
+        Err(unknown) => return ApiError::Unauthorized(unknown.to_string()).into_response(),
+    };
+    if !state.access.allows(&caller, access) {
+        return match caller {
+            Caller::Anonymous => ApiError::Unauthorized("this operation needs an API key".into()).into_response(),
+            _ => ApiError::Forbidden("this API key's role does not allow this operation".into()).into_response(),
+        };
+    }
+    if access != access::Access::Public
+        && let Some(limit) = state.access.requests_per_minute
+        && !matches!(caller, Caller::Key { role: access::Role::Admin, .. })
+    {
+        let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+        if let Err(wait) = state.limiter.take(&access::rate_key(&caller, address), limit) {
+            return ApiError::TooManyRequests(wait).into_response();
+        }
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
 }
 
 async fn not_found() -> Response {

@@ -24,6 +24,12 @@ pub struct AppState {
     pub evaluations: crate::routes::evaluations::RunningEvaluations,
     /// Cancelled when the server stops: long polls and streams end at once.
     pub shutdown: tokio_util::sync::CancellationToken,
+    /// Who may do what.
+    pub access: crate::access::AccessPolicy,
+    /// Request and message rates.
+    pub limiter: crate::access::RateLimiter,
+    /// Secrets never repeated in responses or events.
+    pub redactor: Arc<crate::access::Redactor>,
 }
 
 /// The state as handlers receive it.

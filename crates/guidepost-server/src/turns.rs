@@ -61,6 +61,7 @@ struct Running {
 /// Runs turns.
 pub struct TurnScheduler {
     store: Store,
+    redactor: Arc<crate::access::Redactor>,
     pool: Arc<AgentPool>,
     metrics: Arc<Metrics>,
     settings: TurnSettings,
@@ -83,9 +84,16 @@ fn ready_completed(trace_id: &str) -> guidepost_store::NewEventRecord {
 
 impl TurnScheduler {
     /// A scheduler over `store`, running agents from `pool`.
-    pub fn new(store: Store, pool: Arc<AgentPool>, metrics: Arc<Metrics>, settings: TurnSettings) -> Arc<Self> {
+    pub fn new(
+        store: Store,
+        pool: Arc<AgentPool>,
+        metrics: Arc<Metrics>,
+        settings: TurnSettings,
+        redactor: Arc<crate::access::Redactor>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
+            redactor,
             pool,
             metrics,
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
@@ -191,7 +199,7 @@ impl TurnScheduler {
             None => events.push(agent_status(trace_id, "cancelled", json!({}))),
         }
         events.push(ready_completed(trace_id));
-        let end = TurnEnd { status: Some(status), events, error, ..TurnEnd::default() };
+        let end = self.redact(TurnEnd { status: Some(status), events, error, ..TurnEnd::default() });
         if let Err(error) = self.store.close_pending_turn(trace_id, end).await {
             tracing::error!(%error, trace_id, "could not close a turn");
         }
@@ -291,6 +299,7 @@ impl TurnScheduler {
             }
         };
         let status = end.status.unwrap_or(TurnState::Failed);
+        let end = self.redact(end);
         match self.store.commit_turn(trace_id, &self.worker, end).await {
             Ok(true) => self.metrics.turn_finished(status.as_str(), started.elapsed()),
             Ok(false) => tracing::warn!(
@@ -300,6 +309,23 @@ impl TurnScheduler {
             ),
             Err(error) => tracing::error!(%error, trace_id, "could not commit the end of a turn; it runs again"),
         }
+    }
+
+    /// The end of a turn with every secret taken out (a provider's error can echo its key,
+    /// and the error reaches the session's events and the trace).
+    fn redact(&self, mut end: TurnEnd) -> TurnEnd {
+        if self.redactor.is_empty() {
+            return end;
+        }
+        let clean = |v: &serde_json::Value| -> serde_json::Value {
+            serde_json::from_str(&self.redactor.redact(&v.to_string())).unwrap_or(serde_json::Value::Null)
+        };
+        for e in &mut end.events {
+            e.data = clean(&e.data);
+        }
+        end.trace = end.trace.as_ref().map(clean);
+        end.error = end.error.as_deref().map(|e| self.redactor.redact(e));
+        end
     }
 
     /// A streamed reply a crashed attempt left half-written is withdrawn before the turn

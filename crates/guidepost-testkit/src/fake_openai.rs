@@ -61,12 +61,36 @@ pub struct FakeState {
     started: Instant,
     latency: Mutex<Duration>,
     log: Mutex<Vec<LoggedRequest>>,
+    reject_keys: std::sync::atomic::AtomicBool,
+}
+
+/// The 401 a provider answers to a bad key, echoing the key as some providers do.
+fn rejected(headers: &axum::http::HeaderMap) -> Response {
+    let key = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_start_matches("Bearer ").to_string())
+        .unwrap_or_default();
+    let body = json!({"error": {"message": format!("Incorrect API key provided: {key}."), "type": "invalid_request_error", "code": "invalid_api_key"}});
+    (StatusCode::UNAUTHORIZED, Json(body)).into_response()
 }
 
 impl FakeState {
+    /// Answers every request with a 401 that repeats the caller's key (for tests that
+    /// check the key never reaches a log or a response).
+    pub fn reject_keys(self: &Arc<Self>) -> Arc<Self> {
+        self.reject_keys.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.clone()
+    }
+
     /// A server state with `latency` per request.
     pub fn new(latency: Duration) -> Arc<Self> {
-        Arc::new(Self { started: Instant::now(), latency: Mutex::new(latency), log: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            started: Instant::now(),
+            latency: Mutex::new(latency),
+            log: Mutex::new(Vec::new()),
+            reject_keys: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 }
 
@@ -232,7 +256,14 @@ fn prompt_of(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-async fn chat(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+async fn chat(
+    State(state): State<Arc<FakeState>>,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if state.reject_keys.load(std::sync::atomic::Ordering::SeqCst) {
+        return rejected(&headers);
+    }
     let start_ms = state.started.elapsed().as_secs_f64() * 1000.0;
     let prompt = prompt_of(&body);
     let latency = *state.latency.lock().unwrap_or_else(PoisonError::into_inner);
@@ -295,7 +326,14 @@ fn embed(text: &str, dims: usize) -> Vec<f32> {
     v
 }
 
-async fn embeddings(State(state): State<Arc<FakeState>>, Json(body): Json<Value>) -> Response {
+async fn embeddings(
+    State(state): State<Arc<FakeState>>,
+    headers: axum::http::HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    if state.reject_keys.load(std::sync::atomic::Ordering::SeqCst) {
+        return rejected(&headers);
+    }
     let start_ms = state.started.elapsed().as_secs_f64() * 1000.0;
     let inputs: Vec<String> = match body.get("input") {
         Some(Value::String(s)) => vec![s.clone()],
@@ -334,8 +372,12 @@ async fn embeddings(State(state): State<Arc<FakeState>>, Json(body): Json<Value>
 }
 
 /// Serves on `127.0.0.1:port` (0 for any) and prints `listening <port>` once bound.
-pub async fn serve(port: u16, latency: Duration) -> std::io::Result<()> {
+pub async fn serve(port: u16, latency: Duration, reject_keys: bool) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     println!("listening {}", listener.local_addr()?.port());
-    axum::serve(listener, router(FakeState::new(latency))).await
+    let state = FakeState::new(latency);
+    if reject_keys {
+        state.reject_keys();
+    }
+    axum::serve(listener, router(state)).await
 }

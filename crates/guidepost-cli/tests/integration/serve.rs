@@ -78,15 +78,24 @@ pub fn fake_model() -> Running {
 }
 
 pub fn fake_model_with_latency(ms: u64) -> Running {
+    fake_model_with(&["--latency-ms", &ms.to_string()])
+}
+
+pub fn fake_model_with(args: &[&str]) -> Running {
     let mut cmd = Command::new(bin());
-    cmd.args(["fake-llm", "--port", "0", "--latency-ms", &ms.to_string()]);
+    cmd.args(["fake-llm", "--port", "0"]).args(args);
     let mut fake = start(cmd, "listening ");
     fake.url = format!("http://127.0.0.1:{}", fake.url);
     fake
 }
 
 pub fn serve(fake: &Running, args: &[&str]) -> Running {
+    serve_with_env(fake, args, &[])
+}
+
+pub fn serve_with_env(fake: &Running, args: &[&str], env: &[(&str, &str)]) -> Running {
     let mut cmd = Command::new(bin());
+    cmd.envs(env.iter().copied());
     cmd.args(["serve", "examples/agents", "--port", "0"])
         .args(args)
         .env("GUIDEPOST_MODEL", format!("openai-compatible:{}/v1#gpt-4.1", fake.url))
@@ -278,4 +287,82 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
     let missing = Command::new(bin()).args(["export", "nobody", "--data-dir", &data_dir]).output().unwrap();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("agents: banking, otto, taxi, weather"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn planted_secrets_never_reach_logs_or_responses() {
+    const PROVIDER_KEY: &str = "sk-planted-provider-7f3a9c2e5b";
+    const ADMIN_KEY: &str = "gp-planted-admin-4d8e1b6a0c";
+    let fake = fake_model_with(&["--reject-keys"]);
+    let server = serve_with_env(
+        &fake,
+        &["--ephemeral"],
+        &[
+            ("OPENAI_COMPATIBLE_API_KEY", PROVIDER_KEY),
+            ("GUIDEPOST_API_KEYS", &format!("admin:{ADMIN_KEY}")),
+            ("GUIDEPOST_LOG", "debug"),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let base = server.url.clone();
+    let mut seen = String::new();
+    let session: serde_json::Value = http
+        .post(format!("{base}/sessions"))
+        .bearer_auth(ADMIN_KEY)
+        .json(&serde_json::json!({"agent_id": "taxi"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = session["id"].as_str().unwrap().to_string();
+    http.post(format!("{base}/sessions/{sid}/events"))
+        .bearer_auth(ADMIN_KEY)
+        .json(&serde_json::json!({"kind": "message", "source": "customer", "message": "I need a taxi"}))
+        .send()
+        .await
+        .unwrap();
+    // The provider refuses the key (echoing it); the turn fails with an error status.
+    let mut failed = false;
+    for _ in 0..30 {
+        let events = http
+            .get(format!("{base}/sessions/{sid}/events?min_offset=0&wait_for_data=2"))
+            .bearer_auth(ADMIN_KEY)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        seen.push_str(&events);
+        if events.contains("\"error\"") && events.contains("completed") {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the turn ended with an error status: {seen}");
+    for path in [
+        format!("/sessions/{sid}/turns"),
+        format!("/sessions/{sid}/usage"),
+        "/metrics".to_string(),
+        "/agents".to_string(),
+    ] {
+        seen.push_str(
+            &http.get(format!("{base}{path}")).bearer_auth(ADMIN_KEY).send().await.unwrap().text().await.unwrap(),
+        );
+    }
+    for key in [ADMIN_KEY, "gp-planted-wrong-key-123456"] {
+        let resp = http.get(format!("{base}/guidelines")).bearer_auth(format!("{key}x")).send().await.unwrap();
+        assert_eq!(resp.status(), 401);
+        seen.push_str(&resp.text().await.unwrap());
+    }
+    assert!(seen.contains("***") || seen.contains("401"), "the provider's refusal shows, redacted: {seen}");
+    std::thread::sleep(Duration::from_millis(300));
+    let log = server.stderr_so_far();
+    assert!(log.contains("401") || log.contains("Incorrect API key"), "the log shows the refusal: {log}");
+    for secret in [PROVIDER_KEY, ADMIN_KEY] {
+        assert!(!seen.contains(secret), "a response repeated a secret: {seen}");
+        assert!(!log.contains(secret), "the log shows a secret: {log}");
+    }
 }

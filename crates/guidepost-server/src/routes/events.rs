@@ -198,10 +198,29 @@ fn invalid(field: &str, msg: &str) -> ApiError {
 /// `POST /sessions/{session_id}/events?moderation=`
 pub async fn create(
     state: State,
+    axum::Extension(caller): axum::Extension<crate::access::Caller>,
     Path(session_id): Path<String>,
     params: Params,
     Body(body): Body<EventCreationParams>,
 ) -> ApiResult<Response> {
+    if !caller.is_admin() {
+        let customer_facing = matches!(
+            (body.kind, body.source),
+            (EventKindDto::Message, EventSourceDto::Customer) | (EventKindDto::Custom, EventSourceDto::CustomerUi)
+        );
+        if !customer_facing || body.participant.is_some() {
+            return Err(ApiError::Forbidden(
+                "this caller may post only the customer's messages and customer_ui events, without a participant override"
+                    .into(),
+            ));
+        }
+    }
+    if (body.kind, body.source) == (EventKindDto::Message, EventSourceDto::Customer)
+        && let Some(limit) = state.access.messages_per_session_per_minute
+        && let Err(wait) = state.limiter.take(&format!("session:{session_id}"), limit)
+    {
+        return Err(ApiError::TooManyRequests(wait));
+    }
     params.choice::<String>("moderation", &["auto", "paranoid", "none"])?.map_or(Ok(()), |m| {
         if ["auto", "paranoid", "none"].contains(&m.as_str()) {
             Ok(())
@@ -355,13 +374,16 @@ async fn utter(
         trace_id: trace.to_string(),
     };
     let actions: Vec<String> = guidelines.iter().map(|g| g.action.clone()).collect();
-    let sink = StoreSink::new(state.store.clone(), &session.id);
+    let sink = StoreSink::new(state.store.clone(), &session.id).with_redactor(state.redactor.clone());
     // In a task of its own: a client that goes away does not stop the message half-sent.
     let outcome = tokio::spawn(async move { runtime.utter(input, &actions, &sink).await })
         .await
         .map_err(|e| ApiError::Internal(format!("the utterance task failed: {e}")))?;
     if let Some(error) = outcome.trace.error {
-        return Err(ApiError::Unavailable(format!("the agent could not write the message: {error}")));
+        return Err(ApiError::Unavailable(format!(
+            "the agent could not write the message: {}",
+            state.redactor.redact(&error)
+        )));
     }
     let filter =
         EventFilter { trace_id: Some(trace.to_string()), kinds: vec![EventKind::Message], ..Default::default() };

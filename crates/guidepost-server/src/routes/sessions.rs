@@ -116,8 +116,16 @@ pub struct SessionUpdateParams {
 }
 
 /// `POST /sessions?allow_greeting=`: with `allow_greeting=true` the agent speaks first.
-pub async fn create(state: State, params: Params, Body(body): Body<SessionCreationParams>) -> ApiResult<Response> {
+pub async fn create(
+    state: State,
+    axum::Extension(caller): axum::Extension<crate::access::Caller>,
+    params: Params,
+    Body(body): Body<SessionCreationParams>,
+) -> ApiResult<Response> {
     let greet = params.boolean("allow_greeting")?.unwrap_or(false);
+    if caller.is_anonymous() && body.customer_id.as_deref().is_some_and(|c| c != GUEST_CUSTOMER) {
+        return Err(ApiError::Unauthorized("without an API key only guest sessions can be created".into()));
+    }
     state.store.require::<Agent>(&body.agent_id).await?;
     let customer_id = body.customer_id.clone().unwrap_or_else(|| GUEST_CUSTOMER.to_string());
     // As on the reference server, a customer id the store does not know is kept as given

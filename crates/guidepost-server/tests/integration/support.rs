@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 /// A running server with its fake model.
 pub struct TestServer {
     pub base: String,
+    /// The API key sent with [`TestServer::call`], if any.
+    pub key: Option<String>,
     pub http: reqwest::Client,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     done: Option<tokio::task::JoinHandle<()>>,
@@ -51,11 +53,15 @@ impl TestServer {
     }
 
     pub async fn start_with(store: Store, latency: Duration) -> Self {
+        Self::start_with_options(store, latency, guidepost_server::ServerOptions::default()).await
+    }
+
+    pub async fn start_with_options(store: Store, latency: Duration, options: guidepost_server::ServerOptions) -> Self {
         let fake = fake_model(latency).await;
         for name in ["weather", "taxi"] {
             store.import_definition(&example(name)).await.unwrap();
         }
-        let server = Server::new(store.clone(), models(&fake), RuntimeConfig::default());
+        let server = Server::with_options(store.clone(), models(&fake), RuntimeConfig::default(), options);
         server.start().await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -69,6 +75,7 @@ impl TestServer {
                 .unwrap();
         });
         Self {
+            key: None,
             base: format!("http://{addr}"),
             http: reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap(),
             shutdown: Some(tx),
@@ -96,6 +103,9 @@ impl TestServer {
         let mut req = self.http.request(method, self.url(path));
         if let Some(b) = body {
             req = req.json(&b);
+        }
+        if let Some(key) = &self.key {
+            req = req.bearer_auth(key);
         }
         let resp = req.send().await.unwrap();
         let status = resp.status().as_u16();

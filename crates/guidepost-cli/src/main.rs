@@ -6,6 +6,7 @@ mod chat;
 mod check;
 mod discover;
 mod graph;
+mod load;
 mod models;
 mod serve;
 mod simulate;
@@ -243,6 +244,33 @@ enum Command {
         #[arg(long)]
         no_http: bool,
     },
+    /// Load benchmark: many concurrent conversations over HTTP against `guidepost serve`.
+    ///
+    /// Starts the fake model (in a child process) and `guidepost serve` on a SQLite file
+    /// (and on each --database-url), runs one session alone as the baseline, then all
+    /// sessions at once, each holding the workload's five-turn conversation. Prints turns
+    /// per second, turn latency percentiles beside the baseline, errors, the server's memory
+    /// at idle and at peak, and its CPU time per turn.
+    Load {
+        /// Directory with small.json, medium.json, large.json.
+        #[arg(long, default_value = "../shared/bench/agents")]
+        agents: PathBuf,
+        /// Workload size.
+        #[arg(long, default_value = "medium")]
+        size: String,
+        /// Concurrent sessions.
+        #[arg(long, default_value_t = 1000)]
+        sessions: usize,
+        /// Latency of every model call.
+        #[arg(long, default_value_t = 200)]
+        latency_ms: u64,
+        /// Also run on this PostgreSQL database (repeatable).
+        #[arg(long = "database-url", value_name = "URL")]
+        database_urls: Vec<String>,
+        /// Also write the table to this file.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// A fake OpenAI-compatible model server for benchmarks (answers by fixed rules).
     #[command(hide = true)]
     FakeLlm {
@@ -384,6 +412,13 @@ fn main() -> ExitCode {
         Command::Bench { agents, sizes, latency_ms, out, no_http } => {
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http)),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::Load { agents, size, sessions, latency_ms, database_urls, out } => {
+            let options = load::LoadOptions { agents, size, sessions, latency_ms, database_urls, out };
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(load::run(options)),
                 Err(e) => Err(e.into()),
             }
         }

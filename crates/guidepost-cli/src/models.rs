@@ -29,6 +29,18 @@ pub fn registry(threads: Option<usize>, replay_only: bool) -> ProviderRegistry {
 /// The model stack: `--model`/`--embedder` first, then `GUIDEPOST_MODEL`,
 /// `GUIDEPOST_MODEL_<TASK>`, `GUIDEPOST_EMBEDDER`, else the local defaults.
 pub fn stack(model: Option<&str>, embedder: Option<&str>, threads: Option<usize>) -> Result<ModelStack> {
+    stack_with(model, embedder, threads, None)
+}
+
+/// As [`stack`], with calls in flight per provider capped at `default_concurrency` unless
+/// `GUIDEPOST_LLM_MAX_CONCURRENCY` says otherwise (a server with a thousand sessions must
+/// not open ten thousand connections to one provider).
+pub fn stack_with(
+    model: Option<&str>,
+    embedder: Option<&str>,
+    threads: Option<usize>,
+    default_concurrency: Option<usize>,
+) -> Result<ModelStack> {
     let mut builder = ModelStackBuilder::from_env().context("reading the model settings from the environment")?;
     if let Some(spec) = model {
         let spec: ModelSpec = spec.parse().with_context(|| format!("--model {spec}"))?;
@@ -38,7 +50,10 @@ pub fn stack(model: Option<&str>, embedder: Option<&str>, threads: Option<usize>
         let spec: ModelSpec = spec.parse().with_context(|| format!("--embedder {spec}"))?;
         builder = builder.embedder_spec(spec);
     }
-    let config = local_friendly(guidepost_llm::StackConfig::from_env()?, &builder);
+    let mut config = local_friendly(guidepost_llm::StackConfig::from_env()?, &builder);
+    if config.limits.max_concurrency.is_none() {
+        config.limits.max_concurrency = default_concurrency;
+    }
     builder.config(config).registry(registry(threads, false)).build().context("building the model stack")
 }
 

@@ -134,7 +134,8 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
             );
         }
     }
-    let stack = crate::models::stack(options.model.as_deref(), options.embedder.as_deref(), options.threads)?;
+    let stack =
+        crate::models::stack_with(options.model.as_deref(), options.embedder.as_deref(), options.threads, Some(128))?;
     let models = crate::models::runtime_models(&stack);
     let model_id = models.generation.model_id().to_string();
     let cors = if options.cors_origins.is_empty() { Cors::Any } else { Cors::Origins(options.cors_origins.clone()) };

@@ -203,7 +203,6 @@ impl Store {
     /// session holds a live lease (one turn at a time per session, across processes: the
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
-        let now = now_us();
         let mut tx = self.pool.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
@@ -213,6 +212,9 @@ impl Store {
         let session_id: String = row.try_get("session_id")?;
         // Serializes claims on the session: the row lock on PostgreSQL, the write lock on SQLite.
         sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
+        // Read the clock once the session is ours: a claim that waited for another turn's
+        // end starts after it.
+        let now = now_us();
         let busy = sqlx::query(
             "SELECT 1 AS one FROM turns WHERE session_id = $1 AND id <> $2 AND status = 'running' AND lease_until_us >= $3",
         )

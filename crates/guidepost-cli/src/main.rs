@@ -161,6 +161,10 @@ enum Command {
         /// (default 30).
         #[arg(long, env = "GUIDEPOST_SESSION_MESSAGE_LIMIT")]
         session_message_limit: Option<u32>,
+        /// The simulator's artifact folder whose runs the web page shows (default `.tally`
+        /// when it exists).
+        #[arg(long, value_name = "DIR")]
+        simulations: Option<PathBuf>,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -373,6 +377,7 @@ fn main() -> ExitCode {
             api_keys_file,
             rate_limit,
             session_message_limit,
+            simulations,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -392,6 +397,7 @@ fn main() -> ExitCode {
                 api_keys_file,
                 rate_limit,
                 session_message_limit,
+                simulations,
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),

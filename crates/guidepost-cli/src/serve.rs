@@ -58,6 +58,7 @@ pub struct ServeOptions {
     pub api_keys_file: Option<PathBuf>,
     pub rate_limit: Option<u32>,
     pub session_message_limit: Option<u32>,
+    pub simulations: Option<PathBuf>,
 }
 
 /// API keys from `GUIDEPOST_API_KEYS` and `--api-keys-file` (`role:key` entries).
@@ -152,7 +153,18 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         access.messages_per_session_per_minute = (n > 0).then_some(n);
     }
     let protected = access.is_protected();
-    let server_options = guidepost_server::ServerOptions { turns: options.turns.clone(), access, secrets, cors };
+    // The simulator's artifact folder: as given, or `.tally` when there is one here.
+    let simulations = options.simulations.clone().or_else(|| {
+        let default = PathBuf::from(".tally");
+        default.is_dir().then_some(default)
+    });
+    let server_options = guidepost_server::ServerOptions {
+        turns: options.turns.clone(),
+        access,
+        secrets,
+        cors,
+        simulations: simulations.clone(),
+    };
     let server = Server::with_options(store.clone(), models, RuntimeConfig::default(), server_options);
     server.start().await.context("preparing the store")?;
     let addr: SocketAddr = format!("{}:{}", options.host, options.port)
@@ -185,8 +197,12 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     } else {
         eprintln!("access: open (no API keys; set GUIDEPOST_API_KEYS or --production before exposing the server)");
     }
+    if let Some(dir) = &simulations {
+        eprintln!("simulation runs: {} (shown on the web page)", dir.display());
+    }
     eprintln!("ready in {:.2} s", started.elapsed().as_secs_f64());
     println!("listening on http://{bound}");
+    eprintln!("web page: http://{bound}/ (chat, inspector, agents, simulations)");
     server.run(listener, shutdown_signal()).await.context("serving")?;
     drop(stack);
     Ok(ExitCode::SUCCESS)

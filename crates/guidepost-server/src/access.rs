@@ -84,7 +84,7 @@ pub enum Access {
 /// The access an operation needs, by method and route.
 pub fn access_of(method: &Method, route: &str) -> Access {
     match (method.as_str(), route) {
-        (_, "/healthz" | "/openapi.json") => Access::Public,
+        (_, "/healthz" | "/openapi.json" | "/" | "/assets/{name}") => Access::Public,
         ("GET", "/agents/{agent_id}")
         | ("POST", "/sessions")
         | ("GET", "/sessions/{session_id}")

@@ -38,6 +38,7 @@ pub mod routes;
 pub mod sink;
 pub mod state;
 pub mod turns;
+pub mod web;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -90,6 +91,8 @@ pub struct ServerOptions {
     pub secrets: Vec<String>,
     /// Which browsers may call.
     pub cors: Cors,
+    /// The simulator's artifact folder the web page shows runs from.
+    pub simulations: Option<std::path::PathBuf>,
 }
 
 /// The server: its shared state and its routes.
@@ -134,6 +137,7 @@ impl Server {
             access: options.access,
             limiter: RateLimiter::default(),
             redactor,
+            simulations: options.simulations,
         });
         Self { state, cors: options.cors }
     }
@@ -226,6 +230,10 @@ impl Server {
 
 fn api_routes() -> Router<Arc<AppState>> {
     Router::new()
+        .route("/", get(web::index))
+        .route("/assets/{name}", get(web::asset))
+        .route("/simulations", get(simulations::list))
+        .route("/simulations/{conversation_id}", get(simulations::read))
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(health::metrics))
         .route("/openapi.json", get(openapi::serve))

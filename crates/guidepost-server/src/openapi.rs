@@ -24,6 +24,7 @@ use crate::routes::journeys::{
 use crate::routes::relationships::{RelationshipCreationParams, RelationshipDto};
 use crate::routes::services::{ServiceDto, ServiceUpdateParams};
 use crate::routes::sessions::{SessionCreationParams, SessionDto, SessionUpdateParams, TurnDto, UsageDto};
+use crate::routes::simulations::{SimulationDto, SimulationRunDto};
 use crate::routes::tags::TagParams;
 use crate::routes::terms::{TermCreationParams, TermDto, TermUpdateParams};
 use crate::routes::variables::{
@@ -101,6 +102,8 @@ pub fn operations() -> Vec<Operation> {
         op!("patch" "/sessions/{session_id}/events/{event_id}" "update_event", "Changes an event's metadata", q: [], body: Some(s::<EventUpdateParams>), 200 => Some(s::<EventDto>)),
         op!("get" "/sessions/{session_id}/turns" "list_turns", "The session's turns with their traces (what matched and why, journey moves, tool calls, model usage)", q: [], body: None, 200 => Some(s::<Vec<TurnDto>>), ext true),
         op!("get" "/sessions/{session_id}/turns/{trace_id}" "read_turn", "One turn with its trace", q: [], body: None, 200 => Some(s::<TurnDto>), ext true),
+        op!("get" "/simulations" "list_simulations", "The simulator's runs in the server's --simulations folder, newest first", q: [], body: None, 200 => Some(s::<Vec<SimulationRunDto>>), ext true),
+        op!("get" "/simulations/{conversation_id}" "read_simulation", "A simulated conversation with its steps and its suite's journey coverage", q: [], body: None, 200 => Some(s::<SimulationDto>), ext true),
         op!("get" "/sessions/{session_id}/usage" "read_session_usage", "The session's model usage", q: [], body: None, 200 => Some(s::<UsageDto>), ext true),
         op!("put" "/services/{name}" "update_service", "Creates or replaces a tool service", q: [], body: Some(s::<ServiceUpdateParams>), 200 => Some(s::<ServiceDto>)),
         op!("delete" "/services/{name}" "delete_service", "Deletes a tool service", q: [], body: None, 204 => None),

@@ -30,6 +30,8 @@ pub struct AppState {
     pub limiter: crate::access::RateLimiter,
     /// Secrets never repeated in responses or events.
     pub redactor: Arc<crate::access::Redactor>,
+    /// The simulator's artifact folder, when runs are shown.
+    pub simulations: Option<std::path::PathBuf>,
 }
 
 /// The state as handlers receive it.

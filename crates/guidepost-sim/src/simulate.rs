@@ -52,7 +52,7 @@ pub struct SimulateArgs {
     /// Runs and model calls in flight at once per provider.
     #[arg(long)]
     pub per_provider: Option<usize>,
-    /// Artifact folder (Tally layout).
+    /// Artifact folder (Tally layout; the suite report goes under `reports/`).
     #[arg(long, default_value = ".tally")]
     pub out: PathBuf,
     /// Do not write artifacts.
@@ -279,6 +279,12 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
     }
     if let Some(path) = &args.report_json {
         write_json(&outcome.report, path)?;
+    }
+    // Beside the conversations, so `guidepost serve --simulations <out>` shows the suite's
+    // outcome and coverage on the web page.
+    if !args.no_artifacts {
+        let stamp = outcome.report.started_at.format("%Y%m%dT%H%M%S%3fZ");
+        write_json(&outcome.report, &args.out.join("reports").join(format!("{stamp}.json")))?;
     }
     if let Some(path) = &args.junit {
         write_junit(&outcome.report, path)?;

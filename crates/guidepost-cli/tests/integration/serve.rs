@@ -366,3 +366,40 @@ async fn planted_secrets_never_reach_logs_or_responses() {
         assert!(!log.contains(secret), "the log shows a secret: {log}");
     }
 }
+
+#[test]
+fn the_web_page_chats_inspects_and_shows_simulations_in_headless_chromium() {
+    let Some(dir) = node_clients() else { return };
+    // A simulation run to show: the taxi scenario, replayed from its recordings.
+    let runs = tempfile::tempdir().unwrap();
+    let tally = runs.path().join(".tally");
+    let simulated = Command::new(bin())
+        .current_dir(repo_root())
+        .args([
+            "simulate",
+            "examples/scenarios/taxi-happy-path.yaml",
+            "--agent",
+            "in-process",
+            "--cache",
+            "replay-or-fail",
+        ])
+        .args(["--recordings", "examples/recordings", "--no-progress", "--out"])
+        .arg(&tally)
+        .output()
+        .unwrap();
+    assert!(simulated.status.success(), "{}", String::from_utf8_lossy(&simulated.stderr));
+    let fake = fake_model();
+    let server = serve(&fake, &["--ephemeral", "--simulations", tally.to_str().unwrap()]);
+    // Screenshots are kept as artifacts of the run.
+    let shots = repo_root().join("target").join("web-screenshots");
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("web.mjs"))
+        .env("GUIDEPOST_URL", &server.url)
+        .env("SIMULATION", "taxi-happy-path-trial0")
+        .env("SCREENSHOTS", &shots);
+    run_script(cmd, "the web page in Chromium", &server);
+    for shot in ["chat.png", "inspector.png", "journey.png", "simulation.png", "phone.png"] {
+        let size = std::fs::metadata(shots.join(shot)).map(|m| m.len()).unwrap_or(0);
+        assert!(size > 10_000, "{shot} was taken ({size} bytes)");
+    }
+}

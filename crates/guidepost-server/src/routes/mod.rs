@@ -12,6 +12,7 @@ pub mod journeys;
 pub mod relationships;
 pub mod services;
 pub mod sessions;
+pub mod simulations;
 pub mod tags;
 pub mod terms;
 pub mod variables;

@@ -211,7 +211,7 @@ pub async fn run(
             "\n## Over HTTP (`guidepost serve`, in-memory store; turn = customer message posted to `ready` of its turn, mean)\n\n{served}"
         );
     }
-    println!("{text}");
+    outln!("{text}");
     if let Some(path) = out {
         std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     }

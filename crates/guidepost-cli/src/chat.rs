@@ -106,11 +106,11 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     let mut failed = false;
     loop {
         let text = if let Some(m) = scripted.next() {
-            println!("you> {m}");
+            outln!("you> {m}");
             m
         } else {
             if interactive {
-                print!("you> ");
+                out!("you> ");
                 let _ = std::io::stdout().flush();
             }
             match lines.next() {
@@ -126,7 +126,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         }
         if !options.quiet {
             for line in describe(&outcome, &runtime, turn_started.elapsed()) {
-                println!("  · {line}");
+                outln!("  · {line}");
             }
         }
         match (&outcome.status, &outcome.trace.error) {
@@ -136,7 +136,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
             }
             _ => {
                 for m in &outcome.messages {
-                    println!("{name}> {m}");
+                    outln!("{name}> {m}");
                 }
             }
         }

@@ -33,7 +33,7 @@ pub fn run(paths: &[PathBuf], as_json: bool, deny_warnings: bool) -> Result<Exit
             eprintln!("{}", d.render(source));
         }
         match &loaded.definition {
-            Some(def) => println!(
+            Some(def) => outln!(
                 "ok {} ({}): {} guidelines, {} journeys, {} tools",
                 def.agent.id,
                 found.origin.display(),
@@ -41,15 +41,15 @@ pub fn run(paths: &[PathBuf], as_json: bool, deny_warnings: bool) -> Result<Exit
                 def.journeys.len(),
                 def.tools.len()
             ),
-            None => println!("FAILED {}: {agent_errors} error(s)", found.origin.display()),
+            None => outln!("FAILED {}: {agent_errors} error(s)", found.origin.display()),
         }
     }
     let failed = errors > 0 || (deny_warnings && warnings > 0);
     if as_json {
         let doc = json!({ "agents": reports, "errors": errors, "warnings": warnings, "ok": !failed });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
-        println!("checked {} agent(s): {errors} error(s), {warnings} warning(s)", agents.len());
+        outln!("checked {} agent(s): {errors} error(s), {warnings} warning(s)", agents.len());
     }
     if agents.is_empty() {
         eprintln!("error: no definition files (.yaml, .yml, .json) found");

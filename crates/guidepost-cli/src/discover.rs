@@ -3,12 +3,15 @@
 //! A path is either a definition file (one agent) or a directory. A directory that holds
 //! an `agent.yaml` (or `.yml`, `.json`) is one agent made of all definition files under
 //! it; any other directory is a collection: each definition file directly in it is an
-//! agent, and each subdirectory is searched the same way.
+//! agent, and each subdirectory is searched the same way. A collection scan skips hidden
+//! folders, build output (`target`, `node_modules`) and files that are not agent
+//! definitions (scenarios, recordings, other configuration); a file named on the command
+//! line is always loaded.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use guidepost_core::definition::{Loaded, SourceFile, load_agent};
+use guidepost_core::definition::{Loaded, SourceFile, load_agent, looks_like_definition};
 
 /// One agent found on disk.
 pub struct FoundAgent {
@@ -32,11 +35,21 @@ fn is_definition_file(path: &Path) -> bool {
     )
 }
 
-fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+/// Folders a scan never enters: build output and installed packages.
+const SKIPPED: &[&str] = &["target", "node_modules"];
+/// Folders a scan of the current folder (no path given) also leaves out: test corpora hold
+/// deliberately broken agents.
+const SKIPPED_BY_DEFAULT: &[&str] = &["target", "node_modules", "tests", "fixtures", "testdata"];
+
+fn sorted_entries(dir: &Path, skipped: &[&str]) -> Result<Vec<PathBuf>> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot read directory {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.') || (p.is_dir() && skipped.contains(&n)))
+        })
         .collect();
     entries.sort();
     Ok(entries)
@@ -48,7 +61,7 @@ fn read(path: &Path) -> Result<SourceFile> {
 }
 
 fn files_under(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in sorted_entries(dir)? {
+    for entry in sorted_entries(dir, SKIPPED)? {
         if entry.is_dir() {
             files_under(&entry, out)?;
         } else if is_definition_file(&entry) {
@@ -62,7 +75,7 @@ fn agent_root_file(dir: &Path) -> Option<PathBuf> {
     ["agent.yaml", "agent.yml", "agent.json"].iter().map(|n| dir.join(n)).find(|p| p.is_file())
 }
 
-fn discover_into(path: &Path, out: &mut Vec<FoundAgent>) -> Result<()> {
+fn discover_into(path: &Path, skipped: &[&str], out: &mut Vec<FoundAgent>) -> Result<()> {
     if path.is_file() {
         out.push(FoundAgent { origin: path.to_path_buf(), sources: vec![read(path)?] });
         return Ok(());
@@ -80,9 +93,14 @@ fn discover_into(path: &Path, out: &mut Vec<FoundAgent>) -> Result<()> {
         out.push(FoundAgent { origin: path.to_path_buf(), sources });
         return Ok(());
     }
-    for entry in sorted_entries(path)? {
-        if entry.is_dir() || is_definition_file(&entry) {
-            discover_into(&entry, out)?;
+    for entry in sorted_entries(path, skipped)? {
+        if entry.is_dir() {
+            discover_into(&entry, skipped, out)?;
+        } else if is_definition_file(&entry) {
+            let source = read(&entry)?;
+            if looks_like_definition(&source) {
+                out.push(FoundAgent { origin: entry, sources: vec![source] });
+            }
         }
     }
     Ok(())
@@ -92,7 +110,14 @@ fn discover_into(path: &Path, out: &mut Vec<FoundAgent>) -> Result<()> {
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<FoundAgent>> {
     let mut out = Vec::new();
     for path in paths {
-        discover_into(path, &mut out)?;
+        discover_into(path, SKIPPED, &mut out)?;
     }
+    Ok(out)
+}
+
+/// Finds every agent under the current folder, leaving out test folders.
+pub fn discover_here() -> Result<Vec<FoundAgent>> {
+    let mut out = Vec::new();
+    discover_into(Path::new("."), SKIPPED_BY_DEFAULT, &mut out)?;
     Ok(out)
 }

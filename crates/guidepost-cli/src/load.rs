@@ -279,7 +279,7 @@ pub async fn run(options: LoadOptions) -> Result<ExitCode> {
         "## {} sessions x {}-turn conversations over HTTP, {} workload, {} ms per model call\n\n{table}{notes}",
         options.sessions, 5, options.size, options.latency_ms
     );
-    println!("{text}");
+    outln!("{text}");
     if let Some(path) = &options.out {
         std::fs::write(path, &text).with_context(|| format!("writing {}", path.display()))?;
     }

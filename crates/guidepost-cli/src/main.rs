@@ -1,4 +1,8 @@
 //! The `guidepost` command.
+#![deny(clippy::print_stdout)]
+
+#[macro_use]
+mod out;
 
 mod bench;
 mod bench_http;
@@ -18,7 +22,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// Guidepost: agents that follow your business rules, and a simulator that tests them.
 #[derive(Parser)]
-#[command(name = "guidepost", version, about, long_about = None, propagate_version = true)]
+#[command(name = "guidepost", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -77,18 +81,27 @@ enum Command {
         #[arg(long)]
         deny_warnings: bool,
     },
-    /// Draw a journey as a diagram.
+    /// Draw journeys as state diagrams (Mermaid or Graphviz DOT).
     ///
-    /// JOURNEY is a journey id, or AGENT/JOURNEY when several agents are loaded.
-    /// With --projection, draws the node guidelines the engine matches instead of the
-    /// states.
+    /// Draws every journey of the agents in the given files or folders (the current folder,
+    /// test folders left out, when none is given), or only the one selected by --journey, or
+    /// by an argument JOURNEY or AGENT/JOURNEY that is not a path. One journey prints as one
+    /// diagram; several print as a Markdown document with one Mermaid block each (or one DOT
+    /// file of several graphs). With --projection, draws the node guidelines the engine
+    /// matches instead of the states.
+    ///
+    /// Examples: `guidepost graph examples/agents/taxi.yaml`,
+    /// `guidepost graph examples/agents --journey weather_lookup --format dot`.
     Graph {
-        /// The journey.
-        #[arg(value_name = "JOURNEY")]
-        journey: String,
-        /// Where the agents are.
-        #[arg(long = "agent", short = 'a', value_name = "PATH", default_value = ".")]
-        paths: Vec<PathBuf>,
+        /// Definition files or folders (or a journey, JOURNEY or AGENT/JOURNEY).
+        #[arg(value_name = "PATH")]
+        targets: Vec<String>,
+        /// Only this journey.
+        #[arg(long, short = 'j')]
+        journey: Option<String>,
+        /// Only this agent (its id), when the files hold several.
+        #[arg(long)]
+        agent: Option<String>,
         /// Diagram syntax.
         #[arg(long, value_enum, default_value = "mermaid")]
         format: GraphFormat,
@@ -183,8 +196,8 @@ enum Command {
     /// and the tool calls made. Models come from --model (or GUIDEPOST_MODEL, and
     /// GUIDEPOST_MODEL_<TASK> per task kind), e.g. `openai:gpt-4.1`,
     /// `anthropic:claude-sonnet-4-5`, `openai-compatible:http://127.0.0.1:11434/v1#qwen2.5`;
-    /// without any, the local Qwen2.5-Coder-1.5B runs offline (install it first with
-    /// `scripts/fetch-models.sh --with-qwen`).
+    /// without any, the local Qwen2.5-Coder-1.5B runs offline (installed by
+    /// `guidepost models fetch --with-qwen`, 1.1 GB).
     Chat {
         /// The agent: a definition file or directory.
         #[arg(value_name = "PATH")]
@@ -338,6 +351,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     add_log_secrets(&guidepost_server::access::Redactor::from_environment());
     let _ = tracing_subscriber::fmt()
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("GUIDEPOST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(|| LogWriter)
         .try_init();
@@ -345,12 +359,12 @@ fn main() -> ExitCode {
         Command::Check { paths, format, deny_warnings } => {
             check::run(&paths, matches!(format, CheckFormat::Json), deny_warnings)
         }
-        Command::Graph { journey, paths, format, projection } => {
+        Command::Graph { targets, journey, agent, format, projection } => {
             let format = match format {
                 GraphFormat::Mermaid => guidepost_core::graph::Format::Mermaid,
                 GraphFormat::Dot => guidepost_core::graph::Format::Dot,
             };
-            graph::run(&journey, &paths, format, projection)
+            graph::run(graph::GraphOptions { targets, journey, agent, format, projection })
         }
         Command::Chat { path, agent, model, embedder, threads, messages, quiet } => {
             let options = chat::ChatOptions { path, agent, model, embedder, threads, messages, quiet };
@@ -444,7 +458,7 @@ fn main() -> ExitCode {
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
-                println!("{s}");
+                outln!("{s}");
                 ExitCode::SUCCESS
             })
             .map_err(Into::into),

@@ -80,10 +80,10 @@ pub fn fetch(with_qwen: bool, dir: Option<std::path::PathBuf>) -> Result<std::pr
     let which: Vec<ModelKind> = if with_qwen { ModelKind::ALL.to_vec() } else { ModelKind::DEFAULT.to_vec() };
     let report = fetch_models(&dir, &which).with_context(|| format!("installing models into {}", dir.display()))?;
     for kind in &report.installed {
-        println!("installed {} into {}", kind.name(), dir.display());
+        outln!("installed {} into {}", kind.name(), dir.display());
     }
     for kind in &report.already_present {
-        println!("{} is already installed (checksum verified)", kind.name());
+        outln!("{} is already installed (checksum verified)", kind.name());
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

@@ -99,6 +99,21 @@ async fn shutdown_signal() {
 
 pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     let started = Instant::now();
+    // The port first: a taken port is the most common first mistake, and nothing else should
+    // happen (imports, model checks) before it is known to be free.
+    let addr: SocketAddr = format!("{}:{}", options.host, options.port).parse().with_context(|| {
+        format!("`{}:{}` is not an address to listen on (--host, --port)", options.host, options.port)
+    })?;
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => listener,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => bail!(
+            "port {} is in use on {} (another `guidepost serve`, or another program): stop it, or pick another \
+             port with --port (--port 0 picks a free one)",
+            options.port,
+            options.host
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot listen on {addr}")),
+    };
     let mut definitions = Vec::new();
     let found = discover(&options.paths)?;
     let mut failed = false;
@@ -167,12 +182,6 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     };
     let server = Server::with_options(store.clone(), models, RuntimeConfig::default(), server_options);
     server.start().await.context("preparing the store")?;
-    let addr: SocketAddr = format!("{}:{}", options.host, options.port)
-        .parse()
-        .with_context(|| format!("`{}:{}` is not an address to listen on", options.host, options.port))?;
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| {
-        format!("cannot listen on {addr} (is another server running there? pick another with --port)")
-    })?;
     let bound = listener.local_addr()?;
     let agents = store.agent_ids().await?;
     eprintln!(
@@ -201,7 +210,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         eprintln!("simulation runs: {} (shown on the web page)", dir.display());
     }
     eprintln!("ready in {:.2} s", started.elapsed().as_secs_f64());
-    println!("listening on http://{bound}");
+    outln!("listening on http://{bound}");
     eprintln!("web page: http://{bound}/ (chat, inspector, agents, simulations)");
     server.run(listener, shutdown_signal()).await.context("serving")?;
     drop(stack);
@@ -210,6 +219,14 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
 
 /// `guidepost export AGENT`: the agent's definition as the store holds it, as YAML.
 pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
+    let file = store.data_dir.join("guidepost.db");
+    if store.database_url.is_none() && !file.is_file() {
+        bail!(
+            "no store at {}: `guidepost serve PATH` creates it (run export from the folder you served from, \
+             or give --data-dir or --database-url)",
+            file.display()
+        );
+    }
     let (store, location) = store.open().await?;
     let definition = match store.export_definition(agent).await {
         Ok(d) => d,
@@ -222,6 +239,6 @@ pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    print!("{}", guidepost_core::definition::to_yaml(&definition)?);
+    out!("{}", guidepost_core::definition::to_yaml(&definition)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -193,10 +193,10 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
     }
     match guidepost_sim::run(&args, plugins).await {
         Ok(outcome) => {
-            println!("{}", guidepost_sim::output::summary::summarize_suite(&outcome.report));
+            outln!("{}", guidepost_sim::output::summary::summarize_suite(&outcome.report));
             let missed = outcome.report.missed_states();
             if args.require_full_coverage && !missed.is_empty() {
-                println!("Coverage incomplete (--require-full-coverage): {}", missed.join(", "));
+                outln!("Coverage incomplete (--require-full-coverage): {}", missed.join(", "));
             }
             Ok(ExitCode::from(u8::try_from(args.exit_code(&outcome.report)).unwrap_or(1)))
         }

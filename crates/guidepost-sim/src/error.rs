@@ -68,7 +68,7 @@ pub enum SimError {
     #[error("{} scenario problem(s):\n{}", .0.len(), .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Scenarios(Vec<ScenarioError>),
     /// An agent definition used for coverage could not be loaded.
-    #[error("agent definition {path}: {message}")]
+    #[error("agent definition {path} does not load:\n{message}")]
     AgentDefinition {
         /// The file.
         path: PathBuf,

@@ -33,9 +33,11 @@ pub struct SimulateArgs {
     /// Scenario files or folders (searched for .yaml/.yml).
     #[arg(required = true)]
     pub scenarios: Vec<PathBuf>,
-    /// The agent under test: `parlant:<base url>#<agent id>`, `model:<model spec>` (with
-    /// --system-prompt), `command:<shell command>` (JSON lines), or `in-process`.
-    #[arg(long)]
+    /// The agent under test: `in-process` (the Guidepost engine on each scenario's agent
+    /// definition), `parlant:<base url>#<agent id>` (a Guidepost or Parlant server),
+    /// `model:<model spec>` (a bare chat model, with --system-prompt) or
+    /// `command:<shell command>` (a program speaking JSON lines).
+    #[arg(long, default_value = "in-process")]
     pub agent: String,
     /// System prompt file of a `model:` agent.
     #[arg(long)]
@@ -67,9 +69,10 @@ pub struct SimulateArgs {
     /// Record/replay mode of every model call: live, record, replay, replay-or-fail.
     #[arg(long, default_value = "live")]
     pub cache: String,
-    /// Folder of recordings.
-    #[arg(long, default_value = "recordings/simulate")]
-    pub recordings: PathBuf,
+    /// Folder of recordings (default: the `recordings` folder beside the scenarios' folder,
+    /// e.g. examples/recordings for examples/scenarios, when it exists; else ./recordings).
+    #[arg(long)]
+    pub recordings: Option<PathBuf>,
     /// Token budget of the suite.
     #[arg(long)]
     pub max_tokens: Option<u64>,
@@ -97,6 +100,21 @@ pub struct SimulateArgs {
 }
 
 impl SimulateArgs {
+    /// The folder of recordings: `--recordings`, else the `recordings` folder beside the
+    /// first scenario folder when it exists, else `recordings`.
+    pub fn recordings_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.recordings {
+            return dir.clone();
+        }
+        let beside = self.scenarios.first().and_then(|first| {
+            let folder = if first.is_dir() { first.as_path() } else { first.parent()? };
+            let folder = if folder.as_os_str().is_empty() { Path::new(".") } else { folder };
+            let candidate = folder.parent().unwrap_or(Path::new(".")).join("recordings");
+            candidate.is_dir().then_some(candidate)
+        });
+        beside.unwrap_or_else(|| PathBuf::from("recordings"))
+    }
+
     /// The exit code of a finished suite: 0 when the runs passed (see `--min-pass-rate`) and,
     /// with `--require-full-coverage`, every journey state was reached; else 1.
     pub fn exit_code(&self, report: &crate::suite::SuiteReport) -> i32 {
@@ -204,7 +222,7 @@ pub fn suite_options(args: &SimulateArgs) -> SuiteOptions {
 pub fn stack_config(args: &SimulateArgs) -> Result<StackConfig, SimError> {
     let cache_mode: CacheMode = args.cache.parse()?;
     Ok(StackConfig {
-        recordings: (cache_mode != CacheMode::Live).then(|| args.recordings.clone()),
+        recordings: (cache_mode != CacheMode::Live).then(|| args.recordings_dir()),
         cache_mode,
         limits: LimitsConfig { max_concurrency: args.per_provider, ..LimitsConfig::default() },
         ..StackConfig::default()
@@ -213,8 +231,8 @@ pub fn stack_config(args: &SimulateArgs) -> Result<StackConfig, SimError> {
 
 fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
     let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
-    let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
-    let message = loaded.diagnostics.iter().map(|d| format!("{d:?}")).collect::<Vec<_>>().join("\n");
+    let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text.clone())]);
+    let message = loaded.diagnostics.iter().map(|d| d.render(Some(&text))).collect::<Vec<_>>().join("\n");
     loaded.definition.ok_or_else(|| SimError::AgentDefinition { path: path.to_path_buf(), message })
 }
 

@@ -77,6 +77,43 @@ pub fn json_schema() -> &'static serde_json::Value {
     })
 }
 
+/// Whether a file found while scanning a folder is meant as an agent definition.
+///
+/// Folders hold other YAML and JSON too (scenarios, recordings, `package.json`, CI
+/// configuration). A file counts when its top level is a mapping with at least one of the
+/// definition format's sections (`agent` as a mapping, `guidelines`, `journeys`, ...) and no
+/// key that a definition never has. A file that does not parse counts, so its syntax
+/// error is reported rather than silently skipped. Files named explicitly are always loaded;
+/// this only filters what a folder scan picks up.
+pub fn looks_like_definition(source: &SourceFile) -> bool {
+    let parsed = if source.is_json() { source::parse_json(&source.text) } else { source::parse(&source.text) };
+    let Ok(node) = parsed else { return true };
+    let source::Value::Map(entries) = &node.value else { return false };
+    let sections: Vec<&str> = json_schema()
+        .get("properties")
+        .and_then(serde_json::Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut known = 0;
+    for (key, value) in entries {
+        if key.text == "$schema" {
+            continue;
+        }
+        if !sections.contains(&key.text.as_str()) {
+            // A typo of a section name still counts as a definition (and `check` reports it).
+            if check::did_you_mean(&key.text, sections.iter().copied()).is_none() {
+                return false;
+            }
+            continue;
+        }
+        if key.text == "agent" && !matches!(value.value, source::Value::Map(_)) {
+            return false;
+        }
+        known += 1;
+    }
+    known > 0
+}
+
 /// Parses and structurally checks one file.
 ///
 /// Returns the file when it could be read into the authoring types (possibly with

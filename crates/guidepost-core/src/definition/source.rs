@@ -99,7 +99,7 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
     let mut builder = TreeBuilder::default();
     let mut parser = Parser::new_from_str(text);
     if let Err(err) = parser.load(&mut builder, true) {
-        return Err(SyntaxError { message: format!("invalid YAML: {}", err.info()), span: span_at(*err.marker(), 1) });
+        return Err(locate_syntax_error(text, err.info(), *err.marker()));
     }
     if let Some(err) = builder.error {
         return Err(err);
@@ -125,6 +125,126 @@ pub fn parse_json(text: &str) -> Result<Node, SyntaxError> {
         return Err(SyntaxError { message: format!("invalid JSON: {message}"), span: Span { line, col, len: 1 } });
     }
     parse(text)
+}
+
+/// Turns the YAML scanner's error into one that points where the author has to look.
+///
+/// The scanner notices many mistakes only at the next token, often on the following line:
+/// a key without its `:` is found when the next key starts, an unclosed `[` when a later
+/// line does not fit inside it, a tab when the scanner reaches the value before it. Those
+/// cases are moved back to the line that holds the mistake, with a message that says what
+/// to change; everything else keeps the scanner's position.
+fn locate_syntax_error(text: &str, info: &str, marker: Marker) -> SyntaxError {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = span_at(marker, 1);
+    let line_of = |n: u32| lines.get((n as usize).wrapping_sub(1)).copied().unwrap_or("");
+    let indent_of = |line: &str| line.chars().take_while(|c| *c == ' ').count();
+    let content = |line: &str| {
+        let trimmed = line.trim_start();
+        !trimmed.is_empty() && !trimmed.starts_with('#')
+    };
+
+    if info.contains("found a tab") || info.contains("found character that cannot start any token") {
+        let from = at.line.saturating_sub(1).max(1) as usize;
+        if let Some((i, line)) = lines.iter().enumerate().skip(from - 1).find(|(_, l)| l.contains('\t')) {
+            let col = line.chars().take_while(|c| *c != '\t').count() + 1;
+            return SyntaxError {
+                message: "invalid YAML: a tab character; YAML is indented with spaces only".into(),
+                span: Span { line: (i + 1) as u32, col: col as u32, len: 1 },
+            };
+        }
+    }
+
+    if let Some((line, col, bracket)) = unclosed_flow_bracket(&lines, at) {
+        let close = if bracket == '[' { ']' } else { '}' };
+        return SyntaxError {
+            message: format!(
+                "invalid YAML: `{bracket}` is never closed (expected `{close}` before the end of the value)"
+            ),
+            span: Span { line, col, len: 1 },
+        };
+    }
+
+    if info.contains("simple key expect ':'") || info.contains("could not find expected ':'") {
+        // The previous line with content is the key that lacks its `:` (or a value that
+        // wrapped onto the next line).
+        let here = line_of(at.line);
+        let starts_line = here.chars().take(at.col.saturating_sub(1) as usize).all(|c| c == ' ' || c == '-');
+        if starts_line
+            && at.line > 1
+            && let Some(prev) = (1..at.line).rev().find(|n| content(line_of(*n)))
+        {
+            let text = line_of(prev);
+            let col = indent_of(text) + 1;
+            let len = text.trim_end().chars().count().saturating_sub(col - 1).max(1);
+            return SyntaxError {
+                message: format!("invalid YAML: `{}` is not `key: value` (a `:` missing after the key?)", text.trim()),
+                span: Span { line: prev, col: col as u32, len: len as u32 },
+            };
+        }
+    }
+    // A line indented differently from every line before it breaks the structure where it
+    // starts, whatever token the scanner stumbled on.
+    let here = line_of(at.line);
+    if content(here) && at.line > 1 {
+        let indent = indent_of(here);
+        let mut levels: Vec<usize> = (1..at.line).map(line_of).filter(|l| content(l)).map(indent_of).collect();
+        // A list item's content sits two columns right of its dash.
+        levels.extend((1..at.line).map(line_of).filter(|l| l.trim_start().starts_with("- ")).map(|l| indent_of(l) + 2));
+        // The first line of a nested block is deeper than the line that opens it.
+        let opener = (1..at.line).rev().map(line_of).find(|l| content(l)).is_some_and(|previous| {
+            let code = previous.split(" #").next().unwrap_or(previous).trim_end();
+            indent > indent_of(previous) && (code.ends_with(':') || code.ends_with('|') || code.ends_with('>'))
+        });
+        if !opener && !levels.contains(&indent) {
+            return SyntaxError {
+                message: format!(
+                    "invalid YAML: this line is indented by {indent} spaces, which matches no line above it; \
+                     align it with its siblings"
+                ),
+                span: Span { line: at.line, col: 1, len: indent.max(1) as u32 },
+            };
+        }
+    }
+    if info.contains("mapping values are not allowed") {
+        return SyntaxError {
+            message: format!("invalid YAML: {info} (a value that contains `: ` must be quoted)"),
+            span: at,
+        };
+    }
+    SyntaxError { message: format!("invalid YAML: {info}"), span: at }
+}
+
+/// The innermost `[` or `{` opened on a line before `at` and still open at `at`, ignoring
+/// quoted text and comments.
+fn unclosed_flow_bracket(lines: &[&str], at: Span) -> Option<(u32, u32, char)> {
+    let mut open: Vec<(u32, u32, char)> = Vec::new();
+    for (i, line) in lines.iter().enumerate().take(at.line as usize) {
+        let number = (i + 1) as u32;
+        let mut quote: Option<char> = None;
+        let mut previous = ' ';
+        for (j, c) in line.chars().enumerate() {
+            if number == at.line && j + 1 >= at.col as usize {
+                break;
+            }
+            match quote {
+                Some(q) if c == q => quote = None,
+                Some(_) => {}
+                None => match c {
+                    '"' | '\'' if previous == ' ' || "[{,:".contains(previous) => quote = Some(c),
+                    '#' if previous == ' ' => break,
+                    '[' | '{' if open.is_empty() && !(previous == ' ' || previous == '-' || previous == ':') => {}
+                    '[' | '{' => open.push((number, (j + 1) as u32, c)),
+                    ']' | '}' if !open.is_empty() => {
+                        open.pop();
+                    }
+                    _ => {}
+                },
+            }
+            previous = c;
+        }
+    }
+    open.pop().filter(|(line, _, _)| *line < at.line)
 }
 
 fn span_at(marker: Marker, len: usize) -> Span {
@@ -296,6 +416,55 @@ fn resolve_plain(text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn syntax_error(text: &str) -> SyntaxError {
+        match parse(text) {
+            Err(e) => e,
+            Ok(node) => panic!("parsed: {node:?}"),
+        }
+    }
+
+    #[test]
+    fn a_key_without_colon_is_reported_on_its_own_line() {
+        let e = syntax_error("agent:\n  id: x\nguidelines:\n  - id: a\n    condition c\n    action: b\n");
+        assert_eq!((e.span.line, e.span.col), (5, 5), "{e:?}");
+        assert!(e.message.contains("`condition c`"), "{}", e.message);
+    }
+
+    #[test]
+    fn an_unclosed_bracket_is_reported_where_it_opens() {
+        let e = syntax_error("a:\n  b: [c, d\n  e: f\n\ng: []\n");
+        assert_eq!((e.span.line, e.span.col), (2, 6), "{e:?}");
+        assert!(e.message.contains("never closed"), "{}", e.message);
+        let e = syntax_error("a:\n  b: {c: 1\n  e: f\n");
+        assert_eq!((e.span.line, e.span.col), (2, 6), "{e:?}");
+        // Brackets inside quotes or plain text do not count.
+        let e = syntax_error("a: 'x [y'\nb: c: d\n");
+        assert_eq!(e.span.line, 2, "{e:?}");
+    }
+
+    #[test]
+    fn a_tab_is_reported_where_it_is() {
+        let e = syntax_error("agent:\n  id: x\n  name: X\n\tguidelines: []\n");
+        assert_eq!((e.span.line, e.span.col), (4, 1), "{e:?}");
+        assert!(e.message.contains("tab"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_misindented_line_is_named() {
+        let e = syntax_error("agent:\n  id: x\n  name: X\n   bad: 1\nguidelines: []\n");
+        assert_eq!((e.span.line, e.span.col), (4, 1), "{e:?}");
+        assert!(e.message.contains("indented by 3 spaces"), "{}", e.message);
+        let e = syntax_error("guidelines:\n  - id: a\n   condition: c\n    action: b\n");
+        assert_eq!((e.span.line, e.span.col), (3, 1), "{e:?}");
+    }
+
+    #[test]
+    fn other_errors_keep_the_scanner_position() {
+        let e = syntax_error("a:\n  b: foo: bar\n");
+        assert_eq!((e.span.line, e.span.col), (2, 9), "{e:?}");
+        assert!(e.message.contains("must be quoted"), "{}", e.message);
+    }
 
     #[test]
     fn positions_are_one_based() {

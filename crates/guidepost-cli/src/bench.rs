@@ -1,15 +1,15 @@
 //! `guidepost bench`: the performance workload against a fake OpenAI-compatible server.
 //!
-//! The fake runs in a child process (`guidepost fake-llm`), so this process's CPU time is
+//! The fake runs in a child process (`guidepost-fake-llm`, built beside `guidepost`), so this process's CPU time is
 //! the engine's own: matching, journeys, tool calls, composition, prompt building and the
 //! HTTP client, without the model. Per turn it reports model calls, prompt tokens,
 //! sequential waves of model calls (calls overlapping in time form one wave), engine CPU
 //! and wall time.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,6 @@ use guidepost_core::AgentState;
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder};
 use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig};
-use guidepost_testkit::fake_openai::LoggedRequest;
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -39,38 +38,6 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
-struct FakeServer {
-    child: Child,
-    port: u16,
-}
-
-impl FakeServer {
-    fn start(latency_ms: u64) -> Result<Self> {
-        let exe = std::env::current_exe()?;
-        let mut child = Command::new(exe)
-            .args(["fake-llm", "--latency-ms", &latency_ms.to_string()])
-            .stdout(Stdio::piped())
-            .spawn()
-            .context("starting the fake model server")?;
-        let stdout = child.stdout.take().context("fake server stdout")?;
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line)?;
-        let port = line
-            .trim()
-            .strip_prefix("listening ")
-            .and_then(|p| p.parse().ok())
-            .context("the fake server did not report its port")?;
-        Ok(Self { child, port })
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Figures of one turn.
 struct Turn {
     calls: usize,
@@ -81,6 +48,19 @@ struct Turn {
     wall: Duration,
 }
 
+/// One request in the fake model server's log (`GET /_log`).
+#[derive(serde::Deserialize)]
+struct LoggedRequest {
+    /// `chat` or `embeddings`.
+    kind: String,
+    /// Prompt tokens.
+    prompt_tokens: u64,
+    /// Milliseconds since the fake server started, at arrival and at answer.
+    start_ms: f64,
+    end_ms: f64,
+}
+
+/// Sequential waves of chat calls: calls that overlap share a wave.
 fn waves(requests: &[LoggedRequest]) -> usize {
     let mut chats: Vec<&LoggedRequest> = requests.iter().filter(|r| r.kind == "chat").collect();
     chats.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
@@ -99,9 +79,9 @@ fn waves(requests: &[LoggedRequest]) -> usize {
 
 async fn run_size(path: &Path, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (definition, messages) = guidepost_testkit::workload::load(&text).map_err(anyhow::Error::msg)?;
-    let server = FakeServer::start(latency_ms)?;
-    let base = format!("http://127.0.0.1:{}", server.port);
+    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
+    let (_server, port) = crate::child::fake_model(latency_ms)?;
+    let base = format!("http://127.0.0.1:{port}");
     let spec: ModelSpec = format!("openai-compatible:{base}/v1#gpt-4.1").parse()?;
     let embedder: ModelSpec = format!("openai-compatible:{base}/v1#fake-embed").parse()?;
     let stack = ModelStackBuilder::new(ModelSettings::single(spec)).embedder_spec(embedder).build()?;
@@ -148,7 +128,7 @@ pub async fn run(
     out: Option<PathBuf>,
     over_http: bool,
 ) -> Result<ExitCode> {
-    let http = reqwest::Client::new();
+    let http = guidepost_llm::http::client_builder().build()?;
     let mut report = String::from(
         "| size | latency | turn | model calls | embeddings | prompt tokens | waves | engine CPU ms | turn s |\n|---|---|---|---|---|---|---|---|---|\n",
     );
@@ -163,8 +143,8 @@ pub async fn run(
             let path = agents.join(format!("{size}.json"));
             let turns = run_size(&path, latency, &http).await?;
             if over_http {
-                let fake = FakeServer::start(latency)?;
-                let figures = crate::bench_http::run(&path, &format!("http://127.0.0.1:{}", fake.port), &http).await?;
+                let (_fake, port) = crate::child::fake_model(latency)?;
+                let figures = crate::bench_http::run(&path, &format!("http://127.0.0.1:{port}"), &http).await?;
                 let _ = writeln!(
                     served,
                     "| {size} | {latency} ms | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} |",

@@ -5,9 +5,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::child::{ChildProcess, rss_mb};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
@@ -23,29 +24,11 @@ pub struct HttpFigures {
     pub turns: Vec<Duration>,
 }
 
-struct ServerProcess(Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 /// Runs the workload at `path` through `guidepost serve` against the fake model at
 /// `fake_base`.
 pub async fn run(path: &Path, fake_base: &str, http: &reqwest::Client) -> Result<HttpFigures> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (definition, messages) = guidepost_testkit::workload::load(&text).map_err(anyhow::Error::msg)?;
+    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
     let dir = std::env::temp_dir().join(format!("guidepost-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{}.yaml", definition.agent.id));
@@ -63,7 +46,7 @@ pub async fn run(path: &Path, fake_base: &str, http: &reqwest::Client) -> Result
         .spawn()
         .context("starting guidepost serve")?;
     let stdout = child.stdout.take().context("server stdout")?;
-    let server = ServerProcess(child);
+    let server = ChildProcess(child);
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     let startup = started.elapsed();

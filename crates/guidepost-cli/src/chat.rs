@@ -14,6 +14,7 @@ use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::discover::discover;
+use crate::progress::{ObservedSink, TurnProgress};
 
 /// Options of `guidepost chat`.
 pub struct ChatOptions {
@@ -83,7 +84,26 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         bail!("{} does not load; fix the errors above", agent.origin.display());
     };
     let started = Instant::now();
-    let stack = crate::models::stack(options.model.as_deref(), options.embedder.as_deref(), options.threads)?;
+    let ledger = guidepost_llm::UsageLedger::new("chat");
+    let stack = crate::models::stack_observed(
+        options.model.as_deref(),
+        options.embedder.as_deref(),
+        options.threads,
+        None,
+        Some(ledger.clone()),
+    )?;
+    // Local weights load now, where a wait is expected, not inside the first turn.
+    let to_load = stack.models_to_warm_up();
+    if !to_load.is_empty() {
+        if !options.quiet {
+            eprintln!("loading {} ...", to_load.join(", "));
+        }
+        let loading = Instant::now();
+        stack.warm_up().await.map_err(|e| anyhow::anyhow!("loading the models: {e}"))?;
+        if !options.quiet {
+            eprintln!("loaded in {:.1} s", loading.elapsed().as_secs_f64());
+        }
+    }
     let mut registry = ToolRegistry::from_definition(&definition)?;
     for problem in registry.discover_tools().await {
         eprintln!("warning: {problem}");
@@ -120,7 +140,13 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         };
         let input = session.customer_turn("terminal", CustomerRef { id: "guest".into(), tags: vec![] }, &text, &state);
         let turn_started = Instant::now();
-        let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
+        let status = Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = ObservedSink::new(&session, Arc::clone(&status));
+        let progress = (!options.quiet).then(|| TurnProgress::start(status, ledger.clone()));
+        let outcome = runtime.process(input, &sink, CancellationToken::new(), EmittingLatch::default()).await;
+        if let Some(progress) = progress {
+            progress.finish().await;
+        }
         if outcome.status == TurnStatus::Completed {
             state = outcome.state.clone();
         }

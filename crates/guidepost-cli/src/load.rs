@@ -8,13 +8,14 @@
 //! and at peak, and its CPU time per turn.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
+
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::child::{ChildProcess, first_line, rss_mb};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
@@ -26,34 +27,6 @@ pub struct LoadOptions {
     pub latency_ms: u64,
     pub database_urls: Vec<String>,
     pub out: Option<PathBuf>,
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn first_line(child: &mut Child, prefix: &str) -> Result<String> {
-    let stdout = child.stdout.take().context("no stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    line.trim()
-        .strip_prefix(prefix)
-        .map(str::to_string)
-        .with_context(|| format!("expected `{prefix}...`, got {line:?}"))
-}
-
-fn rss_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
 fn cpu_seconds(pid: u32) -> f64 {
@@ -137,7 +110,7 @@ struct Run {
 async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
     let text = std::fs::read_to_string(options.agents.join(format!("{}.json", options.size)))
         .with_context(|| format!("reading the {} workload", options.size))?;
-    let (definition, messages) = guidepost_testkit::workload::load(&text).map_err(anyhow::Error::msg)?;
+    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
     let dir = std::env::temp_dir().join(format!("guidepost-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
@@ -145,12 +118,7 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
     std::fs::write(&file, guidepost_core::definition::to_yaml(&definition)?)?;
     let exe = std::env::current_exe()?;
 
-    let mut fake = Command::new(&exe)
-        .args(["fake-llm", "--port", "0", "--latency-ms", &options.latency_ms.to_string()])
-        .stdout(Stdio::piped())
-        .spawn()?;
-    let fake_port = first_line(&mut fake, "listening ")?;
-    let _fake = Proc(fake);
+    let (_fake, fake_port) = crate::child::fake_model(options.latency_ms)?;
     let fake_base = format!("http://127.0.0.1:{fake_port}");
 
     let mut serve = Command::new(&exe);
@@ -176,11 +144,11 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
         .context("starting guidepost serve")?;
     let base = first_line(&mut server, "listening on ")?;
     let pid = server.id();
-    let _server = Proc(server);
+    let _server = ChildProcess(server);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_mb(pid);
 
-    let http = reqwest::Client::builder()
+    let http = guidepost_llm::http::client_builder()
         .timeout(Duration::from_secs(120))
         .pool_idle_timeout(Duration::from_secs(90))
         .build()?;

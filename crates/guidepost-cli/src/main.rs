@@ -8,10 +8,12 @@ mod bench;
 mod bench_http;
 mod chat;
 mod check;
+mod child;
 mod discover;
 mod graph;
 mod load;
 mod models;
+mod progress;
 mod serve;
 mod simulate;
 
@@ -288,19 +290,6 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
-    /// A fake OpenAI-compatible model server for benchmarks (answers by fixed rules).
-    #[command(hide = true)]
-    FakeLlm {
-        /// Port (0 picks one; it is printed as `listening <port>`).
-        #[arg(long, default_value_t = 0)]
-        port: u16,
-        /// Latency of every answer.
-        #[arg(long, default_value_t = 0)]
-        latency_ms: u64,
-        /// Answer every request with a 401 that repeats the caller's key.
-        #[arg(long)]
-        reject_keys: bool,
-    },
     /// Print the JSON Schema of the definition format.
     ///
     /// Point your editor at it for completion and inline checks, e.g. with a first line
@@ -439,19 +428,6 @@ fn main() -> ExitCode {
             let options = load::LoadOptions { agents, size, sessions, latency_ms, database_urls, out };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(load::run(options)),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Command::FakeLlm { port, latency_ms, reject_keys } => {
-            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt
-                    .block_on(guidepost_testkit::fake_openai::serve(
-                        port,
-                        std::time::Duration::from_millis(latency_ms),
-                        reject_keys,
-                    ))
-                    .map(|()| ExitCode::SUCCESS)
-                    .map_err(Into::into),
                 Err(e) => Err(e.into()),
             }
         }

@@ -27,12 +27,7 @@ pub fn registry(threads: Option<usize>, replay_only: bool) -> ProviderRegistry {
 }
 
 /// The model stack: `--model`/`--embedder` first, then `GUIDEPOST_MODEL`,
-/// `GUIDEPOST_MODEL_<TASK>`, `GUIDEPOST_EMBEDDER`, else the local defaults.
-pub fn stack(model: Option<&str>, embedder: Option<&str>, threads: Option<usize>) -> Result<ModelStack> {
-    stack_with(model, embedder, threads, None)
-}
-
-/// As [`stack`], with calls in flight per provider capped at `default_concurrency` unless
+/// `GUIDEPOST_MODEL_<TASK>`, `GUIDEPOST_EMBEDDER`, else the local defaults; calls in flight per provider capped at `default_concurrency` unless
 /// `GUIDEPOST_LLM_MAX_CONCURRENCY` says otherwise (a server with a thousand sessions must
 /// not open ten thousand connections to one provider).
 pub fn stack_with(
@@ -40,6 +35,18 @@ pub fn stack_with(
     embedder: Option<&str>,
     threads: Option<usize>,
     default_concurrency: Option<usize>,
+) -> Result<ModelStack> {
+    stack_observed(model, embedder, threads, default_concurrency, None)
+}
+
+/// As [`stack_with`], with every call of the stack also counted in `ledger` (progress
+/// displays read its calls in flight).
+pub fn stack_observed(
+    model: Option<&str>,
+    embedder: Option<&str>,
+    threads: Option<usize>,
+    default_concurrency: Option<usize>,
+    ledger: Option<guidepost_llm::UsageLedger>,
 ) -> Result<ModelStack> {
     let mut builder = ModelStackBuilder::from_env().context("reading the model settings from the environment")?;
     if let Some(spec) = model {
@@ -53,6 +60,9 @@ pub fn stack_with(
     let mut config = local_friendly(guidepost_llm::StackConfig::from_env()?, &builder);
     if config.limits.max_concurrency.is_none() {
         config.limits.max_concurrency = default_concurrency;
+    }
+    if ledger.is_some() {
+        config.ledger = ledger;
     }
     builder.config(config).registry(registry(threads, false)).build().context("building the model stack")
 }

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------- workload conversion
 
 fn load(path: &PathBuf) -> (AgentDefinition, Vec<String>) {
-    guidepost_testkit::workload::load(&std::fs::read_to_string(path).unwrap()).unwrap()
+    guidepost_sim::workload::load(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 // ---------------------------------------------------------------- the fake model

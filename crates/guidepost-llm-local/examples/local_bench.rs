@@ -36,19 +36,30 @@ fn bench_chat(spec: &str, options: &LocalOptions, runs: usize) -> Result<String,
     let start = Instant::now();
     let model = LocalChatModel::load(spec, options).map_err(|e| e.to_string())?;
     let load = start.elapsed();
-    let req = ChatRequest::new(TaskKind::Generation).user(PROMPT).max_tokens(64);
+    let loaded_rss = resident_mib();
     let mut prefill = Vec::new();
     let mut generate = Vec::new();
     let mut prompt_tokens = 0;
     let mut generated = 0;
-    for _ in 0..runs {
+    for run in 0..runs {
+        // A different first line each run: nothing comes from the prefix cache.
+        let req = ChatRequest::new(TaskKind::Generation).user(format!("Run {run}.\n{PROMPT}")).max_tokens(64);
         let answer = model.answer_blocking(&req).map_err(|e| e.to_string())?;
         let g = answer.generation;
-        prompt_tokens = g.prompt_tokens;
+        prompt_tokens = g.prompt_tokens - g.cached_prompt_tokens;
         generated = g.token_ids.len();
-        prefill.push(per_second(g.prompt_tokens, g.prefill));
+        prefill.push(per_second(prompt_tokens, g.prefill));
         generate.push(per_second(g.token_ids.len(), g.decode));
     }
+    // The same instructions, a different question at the end: the shared prefix comes from
+    // the cache (as for a task's successive calls in a conversation).
+    let shared = ChatRequest::new(TaskKind::Generation)
+        .user(format!("Run {}.\n{PROMPT} Keep it under three sentences.", runs.saturating_sub(1)))
+        .max_tokens(8);
+    let start = Instant::now();
+    let answer = model.answer_blocking(&shared).map_err(|e| e.to_string())?;
+    let shared_time = start.elapsed().as_secs_f64();
+    let reused = answer.generation.cached_prompt_tokens;
     // A structured guideline check; the first call also builds the grammar tables.
     let check = ChatRequest::new(TaskKind::Matching)
         .system("You check whether a guideline applies to the customer's latest message.")
@@ -60,14 +71,28 @@ fn bench_chat(spec: &str, options: &LocalOptions, runs: usize) -> Result<String,
         model.answer_blocking(&check).map_err(|e| e.to_string())?;
         json.push(start.elapsed().as_secs_f64());
     }
+    let rss = resident_mib();
     Ok(format!(
-        "| {spec} | {:.2} s | {:.0} ({prompt_tokens} tokens) | {:.1} ({generated} tokens) | {:.2} s / {:.2} s |",
+        "| {spec} | {:.2} s | {loaded_rss} / {rss} | {:.0} ({prompt_tokens} tokens) | {:.1} ({generated} tokens) | {:.2} s ({reused} cached) | {:.2} s / {:.2} s |",
         load.as_secs_f64(),
         median(prefill),
         median(generate),
+        shared_time,
         json[0],
         json[1],
     ))
+}
+
+/// The process's resident memory, from /proc (Linux), as text.
+fn resident_mib() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
+        })
+        .map_or_else(|| "?".into(), |kb| format!("{:.0} MiB", kb / 1024.0))
 }
 
 fn check_schema() -> serde_json::Value {
@@ -137,8 +162,10 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("threads: {threads}; load average before: {}", load.trim());
     println!();
-    println!("| chat model | load | prompt tok/s | generation tok/s | JSON check first / next |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| chat model | load | RSS loaded / after | prompt tok/s | generation tok/s | shared-prefix call | JSON check first / next |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let dir = options.models_dir();
     for (spec, kind, runs) in
         [("local:smollm2", ModelKind::SmolLm2, 3), ("local:qwen2.5-coder-1.5b", ModelKind::Qwen, 2)]

@@ -12,11 +12,12 @@ use tokio::sync::mpsc;
 
 use crate::chat_template::{ChatTemplate, TemplateMessage};
 use crate::constrained::GrammarCompiler;
+use crate::decoder::Decoder;
 use crate::error::LocalError;
-use crate::generate::{DecodeParams, FinishReason, Generation, Generator, Weights};
+use crate::generate::{DecodeParams, FinishReason, Generation, Generator};
 use crate::gguf::{self, GgufSource, Metadata};
 use crate::options::{LocalOptions, configure_threads};
-use crate::requant::{self, RequantReport};
+use crate::requant::RequantReport;
 use crate::spec::ChatModelSpec;
 use crate::tokenizer::GgufTokenizer;
 
@@ -96,7 +97,7 @@ impl LocalChatModel {
             configure_threads(threads);
         }
         let start = Instant::now();
-        let (mut content, reader) = gguf::open(source)?;
+        let (content, reader) = gguf::open(source)?;
         let md = Metadata(&content);
         let architecture = md.str("general.architecture")?.to_string();
         let tokenizer = GgufTokenizer::from_gguf(&content)?;
@@ -122,14 +123,8 @@ impl LocalChatModel {
             }
         }
         let device = Device::Cpu;
-        let slow = content.tensor_infos.values().any(|info| requant::is_slow(info.ggml_dtype));
-        let (weights, requantized) = if options.requantize && slow {
-            let (mut overlay, report) = requant::requantize(&mut content, reader, &device)?;
-            (Weights::load(content, &mut overlay, &device)?, report)
-        } else {
-            let mut reader = reader;
-            (Weights::load(content, &mut reader, &device)?, RequantReport::default())
-        };
+        let mut reader = reader;
+        let (decoder, requantized) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
         let info = ModelInfo {
             architecture,
             context_length,
@@ -147,10 +142,7 @@ impl LocalChatModel {
                 template,
                 info,
                 options: options.clone(),
-                session: Mutex::new(Session {
-                    generator: Generator { weights, device, stop_ids, context_length },
-                    grammar: None,
-                }),
+                session: Mutex::new(Session { generator: Generator { decoder, stop_ids }, grammar: None }),
             }),
         })
     }

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use async_trait::async_trait;
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use guidepost_llm::{Embedder, LlmError};
 use tokenizers::{PaddingStrategy, Tokenizer, TruncationParams};
 
+use crate::bert::{BertConfig, BertEncoder};
 use crate::error::LocalError;
 use crate::options::{LocalOptions, configure_threads};
 use crate::spec::EmbedderSpec;
@@ -33,7 +33,7 @@ pub struct LocalEmbedder {
 struct EmbedInner {
     id: String,
     tokenizer: Tokenizer,
-    model: Mutex<BertModel>,
+    model: Mutex<BertEncoder>,
     dimensions: usize,
     device: Device,
 }
@@ -64,7 +64,7 @@ impl LocalEmbedder {
             let path = dir.join(name);
             std::fs::read(&path).map_err(|e| LocalError::io(path, e))
         };
-        let config: Config = serde_json::from_slice(&read("config.json")?)
+        let config: BertConfig = serde_json::from_slice(&read("config.json")?)
             .map_err(|e| LocalError::Tokenizer(format!("{}: {e}", dir.join("config.json").display())))?;
         let mut tokenizer =
             Tokenizer::from_bytes(read("tokenizer.json")?).map_err(|e| LocalError::Tokenizer(e.to_string()))?;
@@ -77,7 +77,7 @@ impl LocalEmbedder {
         let device = Device::Cpu;
         // Read into memory rather than mmap: no unsafe, and the file is only 90 MB.
         let vb = VarBuilder::from_buffered_safetensors(read("model.safetensors")?, DType::F32, &device)?;
-        let model = BertModel::load(vb, &config)?;
+        let model = BertEncoder::load(&config, vb)?;
         Ok(Self {
             inner: Arc::new(EmbedInner {
                 id: id.into(),
@@ -115,7 +115,7 @@ impl EmbedInner {
         let mask = rows(&|e| e.get_attention_mask().to_vec())?;
         let hidden = {
             let model = self.model.lock().unwrap_or_else(PoisonError::into_inner);
-            model.forward(&ids, &type_ids, Some(&mask))?
+            model.forward(&ids, &type_ids, &mask)?
         };
         // Mean over the real tokens, then unit length.
         let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;

@@ -1,60 +1,15 @@
-//! The generation loop: quantized weights, prefill, greedy or sampled decoding, stop tokens,
-//! and (optionally) a grammar that masks the logits at every step.
+//! The generation loop: prefill (reusing the cached prefix), greedy or sampled decoding, stop
+//! tokens, and (optionally) a grammar that masks the logits at every step.
 
-use std::io::{Read, Seek};
 use std::time::{Duration, Instant};
 
-use candle_core::quantized::gguf_file::Content;
-use candle_core::{Device, Tensor};
-use candle_transformers::generation::LogitsProcessor;
-use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 use llguidance::Matcher;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 
 use crate::constrained::masked_argmax;
+use crate::decoder::Decoder;
 use crate::error::LocalError;
-use crate::gguf::Metadata;
-
-/// The loaded transformer, by architecture.
-pub(crate) enum Weights {
-    /// `general.architecture = llama` (SmolLM2, Llama, Mistral-style models).
-    Llama(quantized_llama::ModelWeights),
-    /// `general.architecture = qwen2` (Qwen2 / Qwen2.5).
-    Qwen2(quantized_qwen2::ModelWeights),
-    /// `general.architecture = qwen3` (Qwen3). No packaged Qwen3 model exists to test it with.
-    Qwen3(quantized_qwen3::ModelWeights),
-}
-
-impl Weights {
-    /// Loads the weights of `content` from `reader`, choosing the loader by architecture.
-    pub(crate) fn load<R: Read + Seek>(content: Content, reader: &mut R, device: &Device) -> Result<Self, LocalError> {
-        let arch = Metadata(&content).str("general.architecture")?.to_string();
-        match arch.as_str() {
-            "llama" => Ok(Self::Llama(quantized_llama::ModelWeights::from_gguf(content, reader, device)?)),
-            "qwen2" => Ok(Self::Qwen2(quantized_qwen2::ModelWeights::from_gguf(content, reader, device)?)),
-            "qwen3" => Ok(Self::Qwen3(quantized_qwen3::ModelWeights::from_gguf(content, reader, device)?)),
-            other => Err(LocalError::UnsupportedArchitecture(other.to_string())),
-        }
-    }
-
-    fn clear_kv_cache(&mut self) {
-        match self {
-            Self::Llama(m) => m.clear_kv_cache(),
-            Self::Qwen2(m) => m.clear_kv_cache(),
-            Self::Qwen3(m) => m.clear_kv_cache(),
-        }
-    }
-
-    /// Runs `ids` at positions `pos..` and returns the logits after the last one.
-    fn forward(&mut self, ids: &[u32], pos: usize, device: &Device) -> Result<Vec<f32>, LocalError> {
-        let input = Tensor::new(ids, device)?.unsqueeze(0)?;
-        let logits = match self {
-            Self::Llama(m) => m.forward(&input, pos)?,
-            Self::Qwen2(m) => m.forward(&input, pos)?,
-            Self::Qwen3(m) => m.forward(&input, pos)?,
-        };
-        Ok(logits.squeeze(0)?.to_dtype(candle_core::DType::F32)?.to_vec1()?)
-    }
-}
 
 /// How to decode.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +40,9 @@ pub struct Generation {
     pub text: String,
     /// Prompt length in tokens.
     pub prompt_tokens: usize,
+    /// Prompt tokens whose keys and values came from the cache (a prefix shared with the
+    /// previous generation), not evaluated again.
+    pub cached_prompt_tokens: usize,
     /// Time spent on the prompt.
     pub prefill: Duration,
     /// Time spent generating.
@@ -95,10 +53,8 @@ pub struct Generation {
 
 /// A loaded model ready to generate.
 pub(crate) struct Generator {
-    pub(crate) weights: Weights,
-    pub(crate) device: Device,
+    pub(crate) decoder: Decoder,
     pub(crate) stop_ids: Vec<u32>,
-    pub(crate) context_length: usize,
 }
 
 impl Generator {
@@ -115,23 +71,21 @@ impl Generator {
         if prompt.is_empty() {
             return Err(LocalError::Tokenizer("the prompt is empty".into()));
         }
-        if prompt.len() + params.max_tokens > self.context_length {
+        if prompt.len() + params.max_tokens > self.decoder.positions() {
             return Err(LocalError::ContextOverflow {
                 prompt_tokens: prompt.len(),
                 max_tokens: params.max_tokens,
-                context: self.context_length,
+                context: self.decoder.positions(),
             });
         }
         let mut sampler = match params.temperature {
-            Some(t) if t > 0.0 => Some(LogitsProcessor::new(params.seed, Some(t), None)),
+            Some(t) if t > 0.0 => Some(Sampler::new(params.seed, t as f32)),
             _ => None,
         };
-        self.weights.clear_kv_cache();
         let start = Instant::now();
-        let mut logits = self.weights.forward(prompt, 0, &self.device)?;
+        let (mut logits, cached_prompt_tokens) = self.decoder.prefill(prompt)?;
         let prefill = start.elapsed();
         let start = Instant::now();
-        let mut pos = prompt.len();
         let mut out: Vec<u32> = Vec::new();
         let mut emitted = 0usize; // bytes of text already passed to `on_text`
         let mut text = String::new();
@@ -151,15 +105,16 @@ impl Generator {
                                     *m = *l;
                                 }
                             });
-                            Some(sampler.sample(&Tensor::new(masked, &self.device)?)?)
+                            sampler.sample(&masked)
                         }
                     }
                     .ok_or_else(|| LocalError::Grammar("no token is allowed here".into()))?
                 }
                 None => match &mut sampler {
-                    None => argmax(&logits).ok_or_else(|| LocalError::Gguf("the model returned no logits".into()))?,
-                    Some(sampler) => sampler.sample(&Tensor::new(logits.as_slice(), &self.device)?)?,
-                },
+                    None => argmax(&logits),
+                    Some(sampler) => sampler.sample(&logits),
+                }
+                .ok_or_else(|| LocalError::Gguf("the model returned no usable logits".into()))?,
             };
             if self.stop_ids.contains(&next) {
                 break FinishReason::Stop;
@@ -182,13 +137,20 @@ impl Generator {
             if grammar.as_deref().is_some_and(Matcher::is_stopped) {
                 break FinishReason::Stop;
             }
-            logits = self.weights.forward(&feed, pos, &self.device)?;
-            pos += feed.len();
+            logits = self.decoder.step(&feed)?;
         };
         if finish == FinishReason::Length {
             emit(&text, &mut emitted, on_text);
         }
-        Ok(Generation { token_ids: out, text, prompt_tokens: prompt.len(), prefill, decode: start.elapsed(), finish })
+        Ok(Generation {
+            token_ids: out,
+            text,
+            prompt_tokens: prompt.len(),
+            cached_prompt_tokens,
+            prefill,
+            decode: start.elapsed(),
+            finish,
+        })
     }
 }
 
@@ -203,6 +165,37 @@ fn emit(text: &str, emitted: &mut usize, on_text: &mut dyn FnMut(&str)) {
     {
         on_text(piece);
         *emitted = text.len();
+    }
+}
+
+/// Draws tokens in proportion to `exp(logit / temperature)`, from a seeded generator so a
+/// seed gives the same answer again.
+struct Sampler {
+    rng: StdRng,
+    temperature: f32,
+}
+
+impl Sampler {
+    fn new(seed: u64, temperature: f32) -> Self {
+        Self { rng: StdRng::seed_from_u64(seed), temperature }
+    }
+
+    /// A token, or `None` when no logit is finite (everything masked).
+    fn sample(&mut self, logits: &[f32]) -> Option<u32> {
+        let max = logits.iter().copied().filter(|l| l.is_finite()).reduce(f32::max)?;
+        let weights: Vec<f32> =
+            logits.iter().map(|l| if l.is_finite() { ((l - max) / self.temperature).exp() } else { 0.0 }).collect();
+        let total: f32 = weights.iter().sum();
+        let mut left = self.rng.random::<f32>() * total;
+        let mut chosen = None;
+        for (i, w) in weights.iter().enumerate().filter(|(_, w)| **w > 0.0) {
+            chosen = Some(i);
+            if left < *w {
+                break;
+            }
+            left -= w;
+        }
+        chosen.and_then(|i| u32::try_from(i).ok())
     }
 }
 
@@ -222,6 +215,22 @@ mod tests {
         emit("ab\u{FFFD}", &mut emitted, &mut |p| seen.push_str(p));
         emit("abé", &mut emitted, &mut |p| seen.push_str(p));
         assert_eq!(seen, "abé");
+    }
+
+    #[test]
+    fn sampling_follows_the_weights_and_the_seed() {
+        let logits = [0.0, 5.0, f32::NEG_INFINITY, 4.0];
+        let draws = |seed| {
+            let mut sampler = Sampler::new(seed, 1.0);
+            (0..200).map(|_| sampler.sample(&logits)).collect::<Vec<_>>()
+        };
+        let first = draws(7);
+        assert_eq!(first, draws(7), "the same seed draws the same tokens");
+        assert!(first.iter().all(|t| *t != Some(2)), "a masked token is never drawn");
+        let ones = first.iter().filter(|t| **t == Some(1)).count();
+        assert!(ones > 100, "the likeliest token dominates: {ones}/200");
+        assert!(first.contains(&Some(3)));
+        assert_eq!(Sampler::new(1, 1.0).sample(&[f32::NEG_INFINITY; 3]), None);
     }
 
     #[test]

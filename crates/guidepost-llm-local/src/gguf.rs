@@ -91,6 +91,15 @@ impl<'a> Metadata<'a> {
             .or_else(|| value.to_i32().ok().and_then(|v| u32::try_from(v).ok()))
     }
 
+    /// A floating-point value (any float width), `None` when absent or not a number.
+    pub(crate) fn opt_f32(&self, key: &str) -> Option<f32> {
+        match self.0.metadata.get(key)? {
+            Value::F32(v) => Some(*v),
+            Value::F64(v) => Some(*v as f32),
+            other => integer(other).map(|v| v as f32),
+        }
+    }
+
     /// A required array of strings.
     pub(crate) fn str_array(&self, key: &str) -> Result<Vec<&'a str>, LocalError> {
         let values = self.get(key)?.to_vec().map_err(|e| LocalError::Gguf(format!("`{key}`: {e}")))?;

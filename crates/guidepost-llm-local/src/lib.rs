@@ -80,9 +80,11 @@
 //! `cargo test -p guidepost-llm-local -- --ignored` after `scripts/fetch-models.sh --with-qwen`.
 //! The benchmark: `cargo run -p guidepost-llm-local --release --example local_bench`.
 
+mod bert;
 mod chat;
 mod chat_template;
 mod constrained;
+mod decoder;
 mod embed;
 mod error;
 mod fetch;

@@ -125,6 +125,14 @@ impl ChatModel for LazyChatModel {
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         self.get().await?.stream(req).await
     }
+
+    fn needs_warm_up(&self) -> bool {
+        self.model.get().is_none()
+    }
+
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        self.get().await.map(|_| ())
+    }
 }
 
 /// A local embedder that loads on its first call.
@@ -147,8 +155,21 @@ impl Embedder for LazyEmbedder {
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
-        let embedder = self
-            .embedder
+        self.get().await?.embed(texts).await
+    }
+
+    fn needs_warm_up(&self) -> bool {
+        self.embedder.get().is_none()
+    }
+
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        self.get().await.map(|_| ())
+    }
+}
+
+impl LazyEmbedder {
+    async fn get(&self) -> Result<&LocalEmbedder, LlmError> {
+        self.embedder
             .get_or_try_init(|| async {
                 let (id, options) = (self.id.clone(), self.options.clone());
                 tokio::task::spawn_blocking(move || LocalEmbedder::load(&id, &options))
@@ -156,7 +177,6 @@ impl Embedder for LazyEmbedder {
                     .map_err(join_error)?
                     .map_err(LlmError::from)
             })
-            .await?;
-        embedder.embed(texts).await
+            .await
     }
 }

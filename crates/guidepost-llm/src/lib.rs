@@ -61,6 +61,7 @@
 
 pub mod config;
 pub mod error;
+pub mod http;
 pub mod middleware;
 pub mod ports;
 pub mod providers;
@@ -85,5 +86,5 @@ pub use schema::{
 };
 pub use stack::{ModelStack, ModelStackBuilder, StackConfig, layer, layer_embedder};
 pub use tokens::{count_message_tokens, count_tokens, estimate_tokens};
-pub use usage::{ModelPrice, PriceTable, Usage, UsageLedger, UsageTotals};
+pub use usage::{CallInProgress, ModelPrice, PriceTable, Usage, UsageLedger, UsageTotals};
 pub use validate::validate;

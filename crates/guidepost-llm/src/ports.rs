@@ -40,6 +40,18 @@ pub trait ChatModel: Send + Sync {
         let response = self.complete(req).await?;
         Ok(single_shot_stream(response))
     }
+
+    /// Whether the model has something to load before its first answer (local weights not
+    /// in memory yet). Hosted models have not.
+    fn needs_warm_up(&self) -> bool {
+        false
+    }
+
+    /// Loads what the first answer would otherwise wait for, so it can happen where a user
+    /// expects a wait (before "ready") and not inside the first turn.
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
 }
 
 /// A stream of one delta (the whole answer as text) followed by `Done`.
@@ -63,6 +75,16 @@ pub trait Embedder: Send + Sync {
 
     /// One vector per text, in order.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError>;
+
+    /// Whether the embedder has something to load before its first answer.
+    fn needs_warm_up(&self) -> bool {
+        false
+    }
+
+    /// Loads what the first call would otherwise wait for.
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        Ok(())
+    }
 }
 
 // Blanket impls: the engine passes models around as `Arc<dyn ChatModel>`, while the middleware
@@ -83,6 +105,12 @@ impl<T: ChatModel + ?Sized> ChatModel for Arc<T> {
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         (**self).stream(req).await
     }
+    fn needs_warm_up(&self) -> bool {
+        (**self).needs_warm_up()
+    }
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        (**self).warm_up().await
+    }
 }
 
 /// Forwards to the shared embedder, so an `Arc<dyn Embedder>` can be wrapped and shared.
@@ -96,6 +124,12 @@ impl<T: Embedder + ?Sized> Embedder for Arc<T> {
     }
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
         (**self).embed(texts).await
+    }
+    fn needs_warm_up(&self) -> bool {
+        (**self).needs_warm_up()
+    }
+    async fn warm_up(&self) -> Result<(), LlmError> {
+        (**self).warm_up().await
     }
 }
 

@@ -179,6 +179,11 @@ pub struct ModelStack {
     default: Arc<dyn ChatModel>,
     per_task: BTreeMap<TaskKind, Arc<dyn ChatModel>>,
     embedder: Arc<dyn Embedder>,
+    /// The provider models under the middleware, for [`warm_up`](Self::warm_up); empty when
+    /// every answer comes from recordings.
+    providers: Vec<Arc<dyn ChatModel>>,
+    /// The embedder under the middleware.
+    raw_embedder: Arc<dyn Embedder>,
 }
 
 impl std::fmt::Debug for ModelStack {
@@ -201,6 +206,29 @@ impl ModelStack {
     /// The embedder.
     pub fn embedder(&self) -> Arc<dyn Embedder> {
         Arc::clone(&self.embedder)
+    }
+
+    /// The models that have something to load before their first answer (local weights),
+    /// by id. Empty for hosted models, and for chat models when every answer is replayed.
+    pub fn models_to_warm_up(&self) -> Vec<String> {
+        let mut ids: Vec<String> =
+            self.providers.iter().filter(|m| m.needs_warm_up()).map(|m| m.model_id().to_string()).collect();
+        if self.raw_embedder.needs_warm_up() {
+            ids.push(self.raw_embedder.model_id().to_string());
+        }
+        ids
+    }
+
+    /// Loads every model of [`models_to_warm_up`](Self::models_to_warm_up), one after the
+    /// other (they compete for the same CPU), so the first turn does not wait for them.
+    pub async fn warm_up(&self) -> Result<(), LlmError> {
+        for model in self.providers.iter().filter(|m| m.needs_warm_up()) {
+            model.warm_up().await?;
+        }
+        if self.raw_embedder.needs_warm_up() {
+            self.raw_embedder.warm_up().await?;
+        }
+        Ok(())
     }
 }
 
@@ -363,12 +391,15 @@ impl ModelStackBuilder {
     /// share its limits.
     pub fn build(self) -> Result<ModelStack, LlmError> {
         let mut built: BTreeMap<String, Arc<dyn ChatModel>> = BTreeMap::new();
+        let mut providers = Vec::new();
         let mut get = |spec: &ModelSpec| -> Result<Arc<dyn ChatModel>, LlmError> {
             let name = spec.to_string();
             if let Some(model) = built.get(&name) {
                 return Ok(Arc::clone(model));
             }
-            let model = layer(self.provider(spec)?, &self.config);
+            let provider = self.provider(spec)?;
+            providers.push(Arc::clone(&provider));
+            let model = layer(provider, &self.config);
             built.insert(name, Arc::clone(&model));
             Ok(model)
         };
@@ -377,8 +408,14 @@ impl ModelStackBuilder {
         for (task, spec) in &self.settings.per_task {
             per_task.insert(task.clone(), get(spec)?);
         }
-        let embedder = layer_embedder(self.embedder_provider(&self.settings.embedder)?, &self.config);
-        Ok(ModelStack { default, per_task, embedder })
+        // Nothing to load for answers that all come from recordings.
+        let replay_only = self.config.cache_mode == CacheMode::ReplayOrFail && self.config.recordings.is_some();
+        if replay_only {
+            providers.clear();
+        }
+        let raw_embedder = self.embedder_provider(&self.settings.embedder)?;
+        let embedder = layer_embedder(Arc::clone(&raw_embedder), &self.config);
+        Ok(ModelStack { default, per_task, embedder, providers, raw_embedder })
     }
 }
 

@@ -202,6 +202,35 @@ struct LedgerState {
     totals: UsageTotals,
     by_task: BTreeMap<String, UsageTotals>,
     by_model: BTreeMap<String, UsageTotals>,
+    /// Calls started and not yet answered (or failed), per task kind.
+    in_flight: BTreeMap<String, usize>,
+}
+
+/// A model call in progress, counted by [`UsageLedger::in_flight`] until it is dropped.
+#[must_use = "the call counts as in flight until the guard is dropped"]
+pub struct CallInProgress {
+    ledgers: Vec<UsageLedger>,
+    task: String,
+}
+
+impl fmt::Debug for CallInProgress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CallInProgress").field("task", &self.task).finish_non_exhaustive()
+    }
+}
+
+impl Drop for CallInProgress {
+    fn drop(&mut self) {
+        for ledger in &self.ledgers {
+            let mut state = ledger.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(n) = state.in_flight.get_mut(&self.task) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    state.in_flight.remove(&self.task);
+                }
+            }
+        }
+    }
 }
 
 struct LedgerInner {
@@ -294,6 +323,27 @@ impl UsageLedger {
         }
     }
 
+    /// Counts a call of `task` as in flight in this ledger and its ancestors until the
+    /// returned guard is dropped (answered, failed or abandoned). Progress displays read
+    /// [`in_flight`](Self::in_flight).
+    pub fn start_call(&self, task: &TaskKind) -> CallInProgress {
+        let mut ledgers = Vec::new();
+        let mut ledger = Some(self);
+        while let Some(current) = ledger {
+            let mut state = current.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
+            *state.in_flight.entry(task.as_str().to_string()).or_default() += 1;
+            drop(state);
+            ledgers.push(current.clone());
+            ledger = current.inner.parent.as_ref();
+        }
+        CallInProgress { ledgers, task: task.as_str().to_string() }
+    }
+
+    /// Calls in flight per task kind (tasks with none are left out).
+    pub fn in_flight(&self) -> BTreeMap<String, usize> {
+        self.read(|s| s.in_flight.clone())
+    }
+
     fn read<R>(&self, f: impl FnOnce(&LedgerState) -> R) -> R {
         let state = self.inner.state.lock().unwrap_or_else(PoisonError::into_inner);
         f(&state)
@@ -348,6 +398,23 @@ mod tests {
         // 1M prompt of which 0.5M cached, 1M completion on gpt-4.1: 0.5*2 + 0.5*0.5 + 8
         let cost = table.cost(&usage("gpt-4.1", 1_000_000, 500_000, 1_000_000));
         assert!((cost.unwrap_or_default() - 9.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn calls_in_flight_are_counted_until_their_guard_drops() {
+        let session = UsageLedger::new("s");
+        let turn = session.child("t");
+        let first = turn.start_call(&TaskKind::Matching);
+        let second = turn.start_call(&TaskKind::Matching);
+        let third = turn.start_call(&TaskKind::Generation);
+        assert_eq!(turn.in_flight()["matching"], 2);
+        assert_eq!(session.in_flight()["generation"], 1);
+        drop(first);
+        drop(third);
+        assert_eq!(session.in_flight().get("matching"), Some(&1));
+        assert!(!session.in_flight().contains_key("generation"));
+        drop(second);
+        assert!(turn.in_flight().is_empty() && session.in_flight().is_empty());
     }
 
     #[test]

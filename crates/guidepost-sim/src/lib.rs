@@ -114,6 +114,7 @@ pub mod steps;
 pub mod suite;
 pub mod trajectory;
 mod transcript;
+pub mod workload;
 
 pub use agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
 pub use error::{AgentError, ScenarioError, SimError};

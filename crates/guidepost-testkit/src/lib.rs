@@ -1,6 +1,4 @@
-//! Test and benchmark support.
-//!
-//! [`workload`] loads the performance workload as agent definitions.
+//! Test and benchmark support, never linked into the `guidepost` binary.
 //!
 //! [`fake_openai`] is an OpenAI-compatible chat-completions and embeddings server that
 //! answers Guidepost's structured prompts by fixed rules, with a configurable latency,
@@ -9,7 +7,6 @@
 //! when it shares a content word with the last customer message, nothing is re-applied,
 //! a journey step waiting for the customer stays until a number arrives, a tool runs when
 //! the message has a number. Benchmarks run it in a separate process, so the engine's own
-//! CPU time can be measured apart from it.
+//! CPU time can be measured apart from it: the `guidepost-fake-llm` binary of this crate.
 
 pub mod fake_openai;
-pub mod workload;

@@ -13,6 +13,7 @@ use guidepost_core::tool::{Overlap, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value};
@@ -116,7 +117,10 @@ impl McpProvider {
                     .map_err(|e| self.unavailable(format!("MCP handshake with {where_} failed: {e}")))
             }
             McpTransport::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let transport = StreamableHttpClientTransport::with_client(
+                    crate::openapi::http_client(),
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+                );
                 ().serve(transport)
                     .await
                     .map_err(|e| self.unavailable(format!("MCP handshake with {where_} failed: {e}")))

@@ -27,7 +27,7 @@ const METHODS: [&str; 7] = ["get", "put", "post", "delete", "patch", "head", "op
 
 /// The HTTP client shared by the HTTP-based providers.
 pub(crate) fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    guidepost_llm::http::client_builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .user_agent(concat!("guidepost-tools/", env!("CARGO_PKG_VERSION")))
         .build()

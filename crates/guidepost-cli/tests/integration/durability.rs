@@ -88,7 +88,7 @@ async fn a_server_killed_mid_turn_answers_once_after_restart() {
     let data = tempfile::tempdir().unwrap();
     let dir = data.path().to_str().unwrap().to_string();
     let fake = fake_model_with_latency(2000);
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let http = guidepost_llm::http::client_builder().timeout(Duration::from_secs(60)).build().unwrap();
     let mut first = serve(&fake, &["--data-dir", &dir, "--turn-lease-secs", "2"]);
     let session = post(&http, format!("{}/sessions", first.url), json!({"agent_id": "taxi"})).await["id"]
         .as_str()
@@ -132,7 +132,7 @@ async fn postgres_database() -> Option<String> {
 async fn a_second_replica_takes_over_the_turn_of_one_killed_mid_turn() {
     let Some(db) = postgres_database().await else { return };
     let fake = fake_model_with_latency(2000);
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let http = guidepost_llm::http::client_builder().timeout(Duration::from_secs(60)).build().unwrap();
     let args = ["--database-url", db.as_str(), "--turn-lease-secs", "2"];
     let mut a = serve(&fake, &args);
     let b = serve(&fake, &args);
@@ -152,7 +152,7 @@ async fn a_second_replica_takes_over_the_turn_of_one_killed_mid_turn() {
 async fn two_replicas_answer_each_burst_once_running_one_turn_at_a_time() {
     let Some(db) = postgres_database().await else { return };
     let fake = fake_model_with_latency(300);
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap();
+    let http = guidepost_llm::http::client_builder().timeout(Duration::from_secs(60)).build().unwrap();
     let args = ["--database-url", db.as_str()];
     let replicas = [serve(&fake, &args), serve(&fake, &args)];
     let mut sessions = Vec::new();

@@ -1,5 +1,5 @@
 //! `guidepost serve` as a user runs it: the real binary, a fake OpenAI-compatible model
-//! server in another process, and the official Parlant clients (Python and TypeScript)
+//! server it reaches over HTTP, and the official Parlant clients (Python and TypeScript)
 //! and chat widget (in Debian's headless Chromium) driving it unchanged.
 //!
 //! The client tests need what `scripts/fetch-clients.sh` installs (`scripts/test.sh` runs
@@ -73,27 +73,55 @@ fn start(mut command: Command, marker: &str) -> Running {
     }
 }
 
-pub fn fake_model() -> Running {
+/// The fake OpenAI-compatible model server, in this process (on a runtime of its own); the
+/// server under test reaches it over HTTP like any provider.
+pub struct FakeModel {
+    pub url: String,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        // Tests that are async themselves drop it inside their runtime, where a blocking
+        // shutdown is not allowed.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+pub fn fake_model() -> FakeModel {
     fake_model_with_latency(0)
 }
 
-pub fn fake_model_with_latency(ms: u64) -> Running {
-    fake_model_with(&["--latency-ms", &ms.to_string()])
+pub fn fake_model_with_latency(ms: u64) -> FakeModel {
+    fake_model_with(ms, false)
 }
 
-pub fn fake_model_with(args: &[&str]) -> Running {
-    let mut cmd = Command::new(bin());
-    cmd.args(["fake-llm", "--port", "0"]).args(args);
-    let mut fake = start(cmd, "listening ");
-    fake.url = format!("http://127.0.0.1:{}", fake.url);
-    fake
+/// With `reject_keys`, every request gets a 401 that repeats the caller's key.
+pub fn fake_model_with(latency_ms: u64, reject_keys: bool) -> FakeModel {
+    use guidepost_testkit::fake_openai::{FakeState, router};
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    // Bound here, served on the fake's runtime: callers may be inside a runtime of their own.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = FakeState::new(Duration::from_millis(latency_ms));
+    if reject_keys {
+        state.reject_keys();
+    }
+    runtime.spawn(async move {
+        let listener = tokio::net::TcpListener::from_std(listener)?;
+        axum::serve(listener, router(state)).await
+    });
+    FakeModel { url: format!("http://127.0.0.1:{port}"), runtime: Some(runtime) }
 }
 
-pub fn serve(fake: &Running, args: &[&str]) -> Running {
+pub fn serve(fake: &FakeModel, args: &[&str]) -> Running {
     serve_with_env(fake, args, &[])
 }
 
-pub fn serve_with_env(fake: &Running, args: &[&str], env: &[(&str, &str)]) -> Running {
+pub fn serve_with_env(fake: &FakeModel, args: &[&str], env: &[(&str, &str)]) -> Running {
     let mut cmd = Command::new(bin());
     cmd.envs(env.iter().copied());
     cmd.args(["serve", "examples/agents", "--port", "0"])
@@ -231,7 +259,7 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
     let fake = fake_model();
     let mut first = serve(&fake, &["--data-dir", &data_dir]);
     let base = first.url.clone();
-    let http = reqwest::Client::new();
+    let http = guidepost_llm::http::client_builder().build().unwrap();
     let agents = get(&format!("{base}/agents")).await;
     assert_eq!(agents.as_array().unwrap().len(), 4, "{agents}");
     let session: serde_json::Value = http
@@ -293,7 +321,7 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
 async fn planted_secrets_never_reach_logs_or_responses() {
     const PROVIDER_KEY: &str = "sk-planted-provider-7f3a9c2e5b";
     const ADMIN_KEY: &str = "gp-planted-admin-4d8e1b6a0c";
-    let fake = fake_model_with(&["--reject-keys"]);
+    let fake = fake_model_with(0, true);
     let server = serve_with_env(
         &fake,
         &["--ephemeral"],
@@ -303,7 +331,7 @@ async fn planted_secrets_never_reach_logs_or_responses() {
             ("GUIDEPOST_LOG", "debug"),
         ],
     );
-    let http = reqwest::Client::new();
+    let http = guidepost_llm::http::client_builder().build().unwrap();
     let base = server.url.clone();
     let mut seen = String::new();
     let session: serde_json::Value = http

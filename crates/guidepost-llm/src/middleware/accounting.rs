@@ -7,7 +7,7 @@ use futures::StreamExt;
 use crate::error::LlmError;
 use crate::ports::{ChatModel, TextStream};
 use crate::request::{ChatRequest, ChatResponse, StreamEvent, TaskKind};
-use crate::usage::{Usage, UsageLedger};
+use crate::usage::{CallInProgress, Usage, UsageLedger};
 
 /// Records usage after each answer. Outermost layer of a stack, so it sees the cache's answers
 /// too (a replayed answer is recorded with the usage of its recording).
@@ -43,6 +43,11 @@ fn record(task: &TaskKind, usage: &Usage, request_ledger: Option<&UsageLedger>, 
     }
 }
 
+/// Marks a call as in flight in the request's ledger and the stack's own.
+fn in_flight(task: &TaskKind, request_ledger: Option<&UsageLedger>, own: Option<&UsageLedger>) -> Vec<CallInProgress> {
+    request_ledger.into_iter().chain(own).map(|l| l.start_call(task)).collect()
+}
+
 #[async_trait]
 impl<M: ChatModel> ChatModel for Accounting<M> {
     fn model_id(&self) -> &str {
@@ -52,6 +57,7 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = req.task.clone();
         let ledger = req.ledger.clone();
+        let _in_flight = in_flight(&task, ledger.as_ref(), self.ledger.as_ref());
         let response = self.inner.complete(req).await?;
         record(&task, &response.usage, ledger.as_ref(), self.ledger.as_ref());
         Ok(response)
@@ -61,9 +67,12 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
         let task = req.task.clone();
         let ledger = req.ledger.clone();
         let own = self.ledger.clone();
+        let mut calls = in_flight(&task, ledger.as_ref(), own.as_ref());
         let inner = self.inner.stream(req).await?;
+        // In flight until the answer is complete (or the stream is dropped).
         Ok(Box::pin(inner.inspect(move |item| {
             if let Ok(StreamEvent::Done(response)) = item {
+                calls.clear();
                 record(&task, &response.usage, ledger.as_ref(), own.as_ref());
             }
         })))

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use rand::Rng;
+use rand::RngExt;
 
 use crate::error::LlmError;
 use crate::ports::{ChatModel, Embedder, TextStream};

@@ -20,11 +20,11 @@ const MAX_ERROR_BODY: usize = 4_000;
 /// A client with sane connection defaults. Per-call time limits belong to the timeout
 /// middleware, not to the client.
 pub(crate) fn default_client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::http::client_builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .pool_idle_timeout(Duration::from_secs(90))
         .build()
-        .unwrap_or_else(|_| reqwest::Client::new())
+        .unwrap_or_else(|_| reqwest::Client::default())
 }
 
 /// Maps a transport failure to a typed error.

@@ -77,7 +77,7 @@ impl TestServer {
         Self {
             key: None,
             base: format!("http://{addr}"),
-            http: reqwest::Client::builder().timeout(Duration::from_secs(120)).build().unwrap(),
+            http: guidepost_llm::http::client_builder().timeout(Duration::from_secs(120)).build().unwrap(),
             shutdown: Some(tx),
             done: Some(done),
         }

@@ -64,7 +64,12 @@ fn transport(e: reqwest::Error) -> AgentError {
 impl ParlantRestAgent {
     /// An agent for `config` (no request is made until [`AgentUnderTest::start`]).
     pub fn new(config: ParlantRestConfig) -> Self {
-        Self { config, http: reqwest::Client::new(), session_id: None, next_offset: 0 }
+        Self {
+            config,
+            http: guidepost_llm::http::client_builder().build().unwrap_or_default(),
+            session_id: None,
+            next_offset: 0,
+        }
     }
 
     /// The session id, once started.

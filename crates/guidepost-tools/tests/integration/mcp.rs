@@ -1,26 +1,58 @@
-//! MCP servers built with the same SDK: over streamable HTTP (in this process) and over
-//! stdio (the `guidepost-mcp-fixture` binary as a child process).
+//! MCP servers written from the specification (no SDK shared with the client): over
+//! streamable HTTP (in this process) and over stdio (the `guidepost-mcp-fixture` binary as
+//! a child process).
 
 use std::time::{Duration, Instant};
 
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use guidepost_core::tool::{ParameterType, ServiceKind, ToolId, ToolService};
 use guidepost_tools::{ToolCallRequest, ToolErrorKind, ToolOutcome, ToolRegistry, ToolResult};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::common::{args, ctx, serve};
 
 #[path = "../../src/bin/guidepost-mcp-fixture/handler.rs"]
 mod handler;
 
+/// The session id the fixture hands out at `initialize` and expects afterwards.
+const SESSION: &str = "fixture-session-1";
+
+/// One POSTed JSON-RPC message: a JSON response for a request, 202 for a notification. A
+/// request after `initialize` without the session header is refused, as the streamable HTTP
+/// transport prescribes.
+async fn mcp_post(headers: HeaderMap, body: String) -> Response {
+    let message: Value = match serde_json::from_str(&body) {
+        Ok(message) => message,
+        Err(e) => return (StatusCode::BAD_REQUEST, axum::Json(handler::parse_error(&e.to_string()))).into_response(),
+    };
+    let initializing = message.get("method").and_then(Value::as_str) == Some("initialize");
+    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    if !initializing && session != Some(SESSION) {
+        return (StatusCode::BAD_REQUEST, "missing or unknown Mcp-Session-Id").into_response();
+    }
+    match handler::handle(&message).await {
+        Some(answer) => {
+            let mut response = ([(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response();
+            if initializing && let Ok(value) = SESSION.parse() {
+                response.headers_mut().insert("mcp-session-id", value);
+            }
+            response
+        }
+        None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
 async fn http_server() -> String {
-    let service = StreamableHttpService::new(
-        || Ok(handler::FixtureServer),
-        LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default(),
+    // No server-initiated stream: GET (and DELETE) are 405, which the transport allows.
+    let router = axum::Router::new().route(
+        "/mcp",
+        post(mcp_post)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::METHOD_NOT_ALLOWED }),
     );
-    let addr = serve(axum::Router::new().nest_service("/mcp", service)).await;
+    let addr = serve(router).await;
     format!("http://{addr}/mcp")
 }
 

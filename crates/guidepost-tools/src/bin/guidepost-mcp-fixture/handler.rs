@@ -1,91 +1,87 @@
-//! The tools of the MCP test fixture, shared by the stdio binary and the integration
+//! The MCP test fixture's protocol and tools, shared by the stdio binary and the integration
 //! tests' streamable HTTP server.
+//!
+//! Written from the MCP specification with plain JSON-RPC rather than with the SDK the client
+//! uses, so the tests show the client talking to a server it shares no code with. Tools:
+//! `echo`, `add` (structured content), `weather` (an enum parameter and an error result) and
+//! `sleep`.
 
 use std::time::Duration;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
-};
-use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-/// A server with `echo`, `add` (structured content), `weather` (enum + error result) and
-/// `sleep` tools.
-#[derive(Debug, Clone, Default)]
-pub struct FixtureServer;
+/// The protocol revision answered when the client asks for none.
+const PROTOCOL_VERSION: &str = "2025-06-18";
 
-fn internal(e: impl std::fmt::Display) -> ErrorData {
-    ErrorData::internal_error(e.to_string(), None)
+fn tools() -> Value {
+    json!([
+        {"name": "echo", "description": "Echo the text back",
+         "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "description": "What to echo"}}, "required": ["text"]}},
+        {"name": "add", "description": "Add two integers",
+         "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}},
+        {"name": "weather", "description": "Weather of a city",
+         "inputSchema": {"type": "object", "properties": {
+            "city": {"type": "string"},
+            "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}}, "required": ["city"]}},
+        {"name": "sleep", "description": "Sleep for a while",
+         "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}}
+    ])
 }
 
-fn result(value: Value) -> Result<CallToolResponse, ErrorData> {
-    serde_json::from_value::<CallToolResult>(value).map(Into::into).map_err(internal)
-}
-
-impl ServerHandler for FixtureServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        serde_json::from_value(json!({"tools": [
-            {"name": "echo", "description": "Echo the text back",
-             "inputSchema": {"type": "object", "properties": {"text": {"type": "string", "description": "What to echo"}}, "required": ["text"]}},
-            {"name": "add", "description": "Add two integers",
-             "inputSchema": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}},
-            {"name": "weather", "description": "Weather of a city",
-             "inputSchema": {"type": "object", "properties": {
-                "city": {"type": "string"},
-                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}}, "required": ["city"]}},
-            {"name": "sleep", "description": "Sleep for a while",
-             "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}}
-        ]}))
-        .map_err(internal)
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.unwrap_or_default();
-        match request.name.as_ref() {
-            "echo" => {
-                let text = args.get("text").and_then(Value::as_str).unwrap_or_default();
-                result(json!({"content": [{"type": "text", "text": text}]}))
-            }
-            "add" => {
-                let a = args.get("a").and_then(Value::as_i64).unwrap_or_default();
-                let b = args.get("b").and_then(Value::as_i64).unwrap_or_default();
-                result(
-                    json!({"content": [{"type": "text", "text": format!("{}", a + b)}], "structuredContent": {"sum": a + b}}),
-                )
-            }
-            "weather" => {
-                let city = args.get("city").and_then(Value::as_str).unwrap_or_default();
-                let unit = args.get("unit").and_then(Value::as_str).unwrap_or_default();
-                if city.eq_ignore_ascii_case("paris") {
-                    result(
-                        json!({"content": [{"type": "text", "text": json!({"city": "Paris", "temperature": 18, "unit": unit}).to_string()}]}),
-                    )
-                } else {
-                    result(
-                        json!({"content": [{"type": "text", "text": format!("no weather data for {city}")}], "isError": true}),
-                    )
-                }
-            }
-            "sleep" => {
-                let ms = args.get("ms").and_then(Value::as_u64).unwrap_or_default();
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                result(json!({"content": [{"type": "text", "text": "slept"}]}))
-            }
-            other => Err(ErrorData::invalid_params(format!("unknown tool {other}"), None)),
+async fn call_tool(params: &Value) -> Result<Value, (i64, String)> {
+    let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let text = |t: String| json!({"content": [{"type": "text", "text": t}]});
+    match params.get("name").and_then(Value::as_str).unwrap_or_default() {
+        "echo" => Ok(text(args.get("text").and_then(Value::as_str).unwrap_or_default().to_string())),
+        "add" => {
+            let a = args.get("a").and_then(Value::as_i64).unwrap_or_default();
+            let b = args.get("b").and_then(Value::as_i64).unwrap_or_default();
+            Ok(json!({"content": [{"type": "text", "text": (a + b).to_string()}], "structuredContent": {"sum": a + b}}))
         }
+        "weather" => {
+            let city = args.get("city").and_then(Value::as_str).unwrap_or_default();
+            let unit = args.get("unit").and_then(Value::as_str).unwrap_or_default();
+            if city.eq_ignore_ascii_case("paris") {
+                Ok(text(json!({"city": "Paris", "temperature": 18, "unit": unit}).to_string()))
+            } else {
+                let mut result = text(format!("no weather data for {city}"));
+                result["isError"] = json!(true);
+                Ok(result)
+            }
+        }
+        "sleep" => {
+            let ms = args.get("ms").and_then(Value::as_u64).unwrap_or_default();
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            Ok(text("slept".into()))
+        }
+        other => Err((-32602, format!("unknown tool {other}"))),
     }
+}
+
+/// Answers one JSON-RPC message: a response for a request, `None` for a notification or a
+/// response.
+pub async fn handle(message: &Value) -> Option<Value> {
+    let id = message.get("id").cloned()?;
+    let method = message.get("method").and_then(Value::as_str)?;
+    let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
+    let result = match method {
+        "initialize" => Ok(json!({
+            "protocolVersion": params.get("protocolVersion").and_then(Value::as_str).unwrap_or(PROTOCOL_VERSION),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "guidepost-mcp-fixture", "version": "1.0.0"}
+        })),
+        "ping" => Ok(json!({})),
+        "tools/list" => Ok(json!({"tools": tools()})),
+        "tools/call" => call_tool(&params).await,
+        other => Err((-32601, format!("method not found: {other}"))),
+    };
+    Some(match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+    })
+}
+
+/// A message that is not JSON: a parse error with no id, as JSON-RPC prescribes.
+pub fn parse_error(detail: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!("parse error: {detail}")}})
 }

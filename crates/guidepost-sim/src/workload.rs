@@ -1,5 +1,6 @@
-//! The performance workload (`bench/agents/{small,medium,large}.json`) as agent
-//! definitions.
+//! The performance workload (`bench/agents/{small,medium,large}.json`: agents and the
+//! customer messages of one conversation) as agent definitions, for `guidepost bench`,
+//! `guidepost load` and the engine's benchmarks.
 
 use guidepost_core::AgentDefinition;
 use guidepost_core::definition::{Severity, SourceFile, load_agent};

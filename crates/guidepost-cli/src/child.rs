@@ -1,0 +1,67 @@
+//! Child processes of the benchmarks: `guidepost serve` and the fake model server, each
+//! killed when dropped, and what /proc says about them.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+/// A child process, killed and reaped when dropped.
+pub struct ChildProcess(pub Child);
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Reads the child's first line of standard output, which must start with `prefix`, and
+/// returns the rest.
+pub fn first_line(child: &mut Child, prefix: &str) -> Result<String> {
+    let stdout = child.stdout.take().context("no stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line)?;
+    line.trim()
+        .strip_prefix(prefix)
+        .map(str::to_string)
+        .with_context(|| format!("expected `{prefix}...`, got {line:?}"))
+}
+
+/// Resident memory of a process in MiB (NaN where /proc cannot say).
+pub fn rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// The benchmark's fake model server, `guidepost-fake-llm`, beside this binary.
+fn fake_model_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe.parent().context("the guidepost binary has no folder")?;
+    let fake = dir.join(format!("guidepost-fake-llm{}", std::env::consts::EXE_SUFFIX));
+    if !fake.is_file() {
+        bail!(
+            "the benchmark's fake model server is not built ({} is missing): build it beside guidepost with \
+             `cargo build --release -p guidepost-cli -p guidepost-testkit` (or without --release for a debug build)",
+            fake.display()
+        );
+    }
+    Ok(fake)
+}
+
+/// Starts the fake model server with `latency_ms` per answer and returns it with its port.
+pub fn fake_model(latency_ms: u64) -> Result<(ChildProcess, u16)> {
+    let mut child = Command::new(fake_model_binary()?)
+        .args(["--port", "0", "--latency-ms", &latency_ms.to_string()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the fake model server")?;
+    let port = first_line(&mut child, "listening ")?;
+    let port = port.parse().with_context(|| format!("the fake model server reported port {port:?}"))?;
+    Ok((ChildProcess(child), port))
+}

@@ -1,0 +1,159 @@
+//! What the agent is doing while a turn runs, shown on standard error.
+//!
+//! On the local model a turn takes tens of seconds to minutes; a silent terminal looks hung.
+//! [`TurnProgress`] follows the turn's status events (interpreting, considering tools,
+//! articulating, typing) and the model calls in flight (from the stack's
+//! [`UsageLedger`]), and shows them with the elapsed time: one line rewritten in place on a
+//! terminal, a new line whenever the activity changes when standard error is a file or pipe.
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use guidepost_llm::UsageLedger;
+use guidepost_runtime::{EventSink, NewEvent};
+use serde_json::Value;
+
+/// A sink that passes events on and remembers the turn's latest status.
+pub struct ObservedSink<'a> {
+    inner: &'a dyn EventSink,
+    status: Arc<Mutex<String>>,
+}
+
+impl<'a> ObservedSink<'a> {
+    /// Wraps `inner`; `status` receives a description of each status event.
+    pub fn new(inner: &'a dyn EventSink, status: Arc<Mutex<String>>) -> Self {
+        Self { inner, status }
+    }
+}
+
+/// The activity a status event stands for, in words.
+fn describe_status(data: &Value) -> Option<String> {
+    let status = data.get("status").and_then(Value::as_str)?;
+    let stage = data.pointer("/data/stage").and_then(Value::as_str);
+    Some(match (status, stage) {
+        ("acknowledged", _) => "received".into(),
+        ("processing", Some(stage)) => stage.to_lowercase(),
+        ("processing", None) => "processing".into(),
+        ("typing", _) => "writing the reply".into(),
+        (other, _) => other.to_string(),
+    })
+}
+
+#[async_trait]
+impl EventSink for ObservedSink<'_> {
+    async fn emit(&self, event: NewEvent) -> String {
+        if event.kind == guidepost_core::EventKind::Status
+            && let Some(text) = describe_status(&event.data)
+        {
+            *self.status.lock().unwrap_or_else(PoisonError::into_inner) = text;
+        }
+        self.inner.emit(event).await
+    }
+
+    async fn update(&self, event_id: &str, data: Value) {
+        self.inner.update(event_id, data).await;
+    }
+}
+
+/// Model calls in flight, in words (`checking guidelines`, `writing the reply` ...).
+fn describe_calls(in_flight: &std::collections::BTreeMap<String, usize>) -> String {
+    in_flight
+        .iter()
+        .map(|(task, n)| {
+            let what = match task.as_str() {
+                "matching" => "checking guidelines",
+                "journey_selection" => "choosing the journey step",
+                "tool_inference" => "deciding on tool calls",
+                "generation" => "writing the reply",
+                "embedding" => "embedding",
+                other => other,
+            };
+            if *n > 1 { format!("{what} ({n} calls)") } else { what.to_string() }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Writes the activity: over the current line on a terminal, as a new line when it changed
+/// otherwise.
+fn show(terminal: bool, activity: &str, last: &str, elapsed: f64) {
+    let mut err = std::io::stderr().lock();
+    if terminal {
+        let _ = write!(err, "\r\x1b[2K  … {activity} ({elapsed:.0} s)");
+        let _ = err.flush();
+    } else if activity != last {
+        let _ = writeln!(err, "  … {activity} ({elapsed:.1} s)");
+    }
+}
+
+/// Shows a turn's progress until [`finish`](Self::finish) is called.
+pub struct TurnProgress {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TurnProgress {
+    /// Starts showing the progress of a turn whose statuses land in `status` and whose model
+    /// calls are counted in `ledger`.
+    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger) -> Self {
+        let (stop, mut stopped) = tokio::sync::watch::channel(false);
+        let terminal = std::io::stderr().is_terminal();
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            let mut last = String::new();
+            let tick = if terminal { Duration::from_millis(250) } else { Duration::from_millis(500) };
+            loop {
+                let activity = {
+                    let status = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    let calls = describe_calls(&ledger.in_flight());
+                    match (status.is_empty(), calls.is_empty()) {
+                        (true, true) => "starting".to_string(),
+                        (false, true) => status,
+                        (true, false) => calls,
+                        (false, false) if status == calls => status,
+                        (false, false) => format!("{status}: {calls}"),
+                    }
+                };
+                show(terminal, &activity, &last, started.elapsed().as_secs_f64());
+                last = activity;
+                tokio::select! {
+                    _ = tokio::time::sleep(tick) => {}
+                    _ = stopped.changed() => break,
+                }
+            }
+            if terminal {
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "\r\x1b[2K");
+                let _ = err.flush();
+            }
+        });
+        Self { stop, task }
+    }
+
+    /// Stops showing the progress and clears the line.
+    pub async fn finish(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn statuses_and_calls_read_as_activities() {
+        assert_eq!(
+            describe_status(&json!({"status": "processing", "data": {"stage": "Interpreting"}})).as_deref(),
+            Some("interpreting")
+        );
+        assert_eq!(describe_status(&json!({"status": "typing", "data": {}})).as_deref(), Some("writing the reply"));
+        let mut calls = std::collections::BTreeMap::new();
+        calls.insert("matching".to_string(), 2);
+        calls.insert("journey_selection".to_string(), 1);
+        assert_eq!(describe_calls(&calls), "choosing the journey step, checking guidelines (2 calls)");
+    }
+}

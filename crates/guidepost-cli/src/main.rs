@@ -9,6 +9,7 @@ mod bench_http;
 mod chat;
 mod check;
 mod discover;
+mod fake_parlant;
 mod graph;
 mod load;
 mod models;
@@ -301,6 +302,16 @@ enum Command {
         #[arg(long)]
         reject_keys: bool,
     },
+    /// A fake Parlant 3.3.2 server with the Guidepost engine behind it, for interop tests of
+    /// `simulate --agent parlant:…` (Parlant's wire format, the engine's answers).
+    #[command(hide = true)]
+    FakeParlant {
+        #[command(flatten)]
+        args: Box<fake_parlant::FakeParlantArgs>,
+        /// CPU threads for local models.
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Print the JSON Schema of the definition format.
     ///
     /// Point your editor at it for completion and inline checks, e.g. with a first line
@@ -452,6 +463,12 @@ fn main() -> ExitCode {
                     ))
                     .map(|()| ExitCode::SUCCESS)
                     .map_err(Into::into),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Command::FakeParlant { args, threads } => {
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(fake_parlant::run(*args, threads)),
                 Err(e) => Err(e.into()),
             }
         }

@@ -9,12 +9,14 @@ use std::sync::Arc;
 use anyhow::Result;
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
-use guidepost_core::{AgentState, EventKind, EventSource};
+use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnOutcome};
+use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
+use guidepost_sim::agents::parlant_events::PREAMBLE_TAG;
 use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;
@@ -23,13 +25,13 @@ use tokio_util::sync::CancellationToken;
 /// Opens sessions of [`AgentRuntime`]s for the simulator: one runtime per agent definition,
 /// built when a scenario first names it, all on one model stack.
 pub struct RuntimeSessions {
-    models: guidepost_runtime::RuntimeModels,
-    runtimes: tokio::sync::Mutex<HashMap<PathBuf, Arc<AgentRuntime>>>,
+    pub(crate) models: guidepost_runtime::RuntimeModels,
+    pub(crate) runtimes: tokio::sync::Mutex<HashMap<PathBuf, Arc<AgentRuntime>>>,
 }
 
 impl RuntimeSessions {
     /// The runtime of the agent defined at `path`, loaded (and its tools discovered) once.
-    async fn runtime(&self, path: &Path) -> Result<Arc<AgentRuntime>, AgentError> {
+    pub(crate) async fn runtime(&self, path: &Path) -> Result<Arc<AgentRuntime>, AgentError> {
         let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut runtimes = self.runtimes.lock().await;
         if let Some(runtime) = runtimes.get(&key) {
@@ -57,11 +59,78 @@ impl RuntimeSessions {
     }
 }
 
-struct RuntimeSession {
-    runtime: Arc<AgentRuntime>,
+/// One conversation with the engine, in memory.
+pub(crate) struct RuntimeSession {
+    pub(crate) runtime: Arc<AgentRuntime>,
     session: MemorySession,
     state: AgentState,
     id: String,
+}
+
+/// What one turn of the engine did: the events it emitted, in order, and its outcome.
+pub(crate) struct EngineTurn {
+    /// The turn's events after the customer's message (statuses, preambles, tool events,
+    /// messages), as the engine emitted them.
+    pub(crate) events: Vec<Event>,
+    /// The outcome, with the trace of what matched and why.
+    pub(crate) outcome: TurnOutcome,
+}
+
+impl RuntimeSession {
+    /// A new conversation `id` with `runtime`.
+    pub(crate) fn new(runtime: Arc<AgentRuntime>, id: &str) -> Self {
+        Self { runtime, session: MemorySession::new(), state: AgentState::default(), id: id.to_string() }
+    }
+
+    /// Processes the customer's message; the agent state moves on only when the turn completed.
+    pub(crate) async fn run_turn(&mut self, customer_message: &str) -> EngineTurn {
+        let customer = CustomerRef { id: format!("sim-{}", self.id), tags: vec![] };
+        let input = self.session.customer_turn(&self.id, customer, customer_message, &self.state);
+        let trace_id = input.trace_id.clone();
+        let outcome =
+            self.runtime.process(input, &self.session, CancellationToken::new(), EmittingLatch::default()).await;
+        if outcome.trace.error.is_none() {
+            self.state = outcome.state.clone();
+        }
+        let events =
+            self.session.events_of(&trace_id).into_iter().filter(|e| e.source != EventSource::Customer).collect();
+        EngineTurn { events, outcome }
+    }
+}
+
+/// Whether a message event is a preamble (tagged `__preamble__`).
+pub(crate) fn is_preamble(event: &Event) -> bool {
+    event.data["tags"].as_array().is_some_and(|tags| tags.iter().any(|t| t.as_str() == Some(PREAMBLE_TAG)))
+}
+
+/// The turn's preambles, tool calls and messages as engine events, in the order the engine
+/// emitted them; tool calls read from the `tool` events' entries as every agent's are.
+fn item_events(events: &[Event]) -> Vec<EngineEvent> {
+    let mut out = Vec::new();
+    for event in events {
+        match event.kind {
+            EventKind::Message if event.source == EventSource::AiAgent => {
+                let text = event.data["message"].as_str().unwrap_or_default().to_string();
+                if text.is_empty() {
+                    continue;
+                }
+                out.push(if is_preamble(event) {
+                    EngineEvent::Preamble { text }
+                } else {
+                    EngineEvent::Message { text }
+                });
+            }
+            EventKind::Tool => out.extend(
+                event.data["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|entry| EngineEvent::ToolCall(ToolCallRecord::from_parlant(entry))),
+            ),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[async_trait]
@@ -81,12 +150,7 @@ impl EngineSessionFactory for RuntimeSessions {
                     .into(),
             )
         })?;
-        Ok(Box::new(RuntimeSession {
-            runtime: self.runtime(path).await?,
-            session: MemorySession::new(),
-            state: AgentState::default(),
-            id: conversation_id.to_string(),
-        }))
+        Ok(Box::new(RuntimeSession::new(self.runtime(path).await?, conversation_id)))
     }
 }
 
@@ -94,7 +158,7 @@ impl EngineSessionFactory for RuntimeSessions {
 /// order it made them: journeys entered, every state entered (a loop back to a visited state
 /// included, even when it ends on the same path), and journeys completed. A journey the
 /// customer abandoned just stops.
-fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) -> Vec<EngineEvent> {
+pub(crate) fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) -> Vec<EngineEvent> {
     let mut events = Vec::new();
     let reached = |journey: &str, state: &str| EngineEvent::JourneyStateReached {
         journey: journey.to_string(),
@@ -123,25 +187,11 @@ fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) ->
 #[async_trait]
 impl EngineSession for RuntimeSession {
     async fn process(&mut self, customer_message: &str) -> Result<Vec<EngineEvent>, AgentError> {
-        let customer = CustomerRef { id: format!("sim-{}", self.id), tags: vec![] };
-        let input = self.session.customer_turn(&self.id, customer, customer_message, &self.state);
-        let outcome =
-            self.runtime.process(input, &self.session, CancellationToken::new(), EmittingLatch::default()).await;
+        let EngineTurn { events: emitted, outcome } = self.run_turn(customer_message).await;
         if let Some(error) = &outcome.trace.error {
             return Err(AgentError::Protocol(format!("the engine failed the turn: {error}")));
         }
-        let mut events: Vec<EngineEvent> = Vec::new();
-        for it in &outcome.trace.iterations {
-            for call in &it.tool_calls {
-                let error = (!call.ok).then(|| call.result.get("data").map(ToString::to_string).unwrap_or_default());
-                events.push(EngineEvent::ToolCall {
-                    tool: call.tool.to_string(),
-                    arguments: serde_json::Value::Object(call.arguments.clone()),
-                    result: call.result.clone(),
-                    error,
-                });
-            }
-        }
+        let mut events = item_events(&emitted);
         // Journey nodes are reported as the path they walked (below), in order; their node
         // guidelines would repeat the current state out of order.
         events.extend(
@@ -155,7 +205,6 @@ impl EngineSession for RuntimeSession {
         events.extend(journey_events(
             outcome.trace.iterations.iter().filter_map(|it| it.matching.as_ref()).flat_map(|m| m.journeys.iter()),
         ));
-        events.extend(outcome.messages.iter().map(|m| EngineEvent::Message { text: m.clone() }));
         let totals = &outcome.trace.usage;
         let mut usage = Usage::new("guidepost-engine");
         usage.calls = u32::try_from(totals.calls).unwrap_or(u32::MAX);
@@ -164,7 +213,6 @@ impl EngineSession for RuntimeSession {
         usage.cached_tokens = totals.cached_tokens;
         usage.latency = totals.latency;
         events.push(EngineEvent::Usage(usage));
-        self.state = outcome.state;
         Ok(events)
     }
 
@@ -209,10 +257,37 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
 
 #[cfg(test)]
 mod tests {
+    use guidepost_core::{EventKind, EventSource};
     use guidepost_engine::record::{JourneyDecision, JourneyRecord};
+    use guidepost_runtime::{EventSink, MemorySession, NewEvent};
     use guidepost_sim::agents::in_process::EngineEvent;
+    use serde_json::json;
 
-    use super::journey_events;
+    use super::{item_events, journey_events};
+
+    #[tokio::test]
+    async fn the_turns_items_keep_the_engines_order_and_its_preamble() {
+        let session = MemorySession::new();
+        let mut preamble = NewEvent::message("t", "weather", "小天", "稍等一下。");
+        preamble.data["tags"] = json!(["__preamble__"]);
+        session.emit(preamble).await;
+        session
+            .emit(NewEvent {
+                source: EventSource::AiAgent,
+                kind: EventKind::Tool,
+                data: json!({"tool_calls": [{"tool_id": "fixtures:get_weather", "arguments": {"location": "北京"},
+                    "result": {"data": {"temperature": 15}, "metadata": {}, "control": {}, "canned_responses": [], "canned_response_fields": {}}}]}),
+                trace_id: "t".into(),
+            })
+            .await;
+        session.emit(NewEvent::message("t", "weather", "小天", "北京15度。")).await;
+        let events = item_events(&session.events());
+        assert!(matches!(&events[0], EngineEvent::Preamble { text } if text == "稍等一下。"));
+        assert!(matches!(&events[1], EngineEvent::ToolCall(call)
+            if call.name == "get_weather" && call.service.as_deref() == Some("fixtures") && call.result == json!({"temperature": 15})));
+        assert!(matches!(&events[2], EngineEvent::Message { text } if text == "北京15度。"));
+        assert_eq!(events.len(), 3);
+    }
 
     fn record(decision: JourneyDecision) -> JourneyRecord {
         JourneyRecord {

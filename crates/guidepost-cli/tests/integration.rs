@@ -9,6 +9,8 @@ mod durability;
 mod graph;
 #[path = "integration/help.rs"]
 mod help;
+#[path = "integration/parlant_interop.rs"]
+mod parlant_interop;
 #[path = "integration/serve.rs"]
 mod serve;
 

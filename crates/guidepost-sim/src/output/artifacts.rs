@@ -121,7 +121,9 @@ impl ArtifactWriter {
         conversation_metadata.insert("status".into(), json!("finished"));
         conversation_metadata.insert("runOutcome".into(), Value::Object(outcome.clone()));
         if !result.preamble.is_empty() {
-            conversation_metadata.insert("preamble".into(), json!(result.preamble));
+            // Scripted agent lines before the first customer turn (not the agent's preambles,
+            // which are marked on their messages).
+            conversation_metadata.insert("openingAgentLines".into(), json!(result.preamble));
         }
         let mut lines: Vec<String> = result
             .traces

@@ -96,6 +96,42 @@ async fn drives_a_session_over_the_parlant_routes_and_deletes_what_it_created() 
         [JourneyStateReached { journey: "book_taxi".into(), state: "dropoff".into(), edge: Some("edge_002".into()) }]
     );
     assert!(seen.tool_was_called("book_taxi"));
+    // What the fake wrote is Parlant's sequence for such a turn.
+    let session = agent.session_id().unwrap().to_string();
+    let events: Vec<Value> =
+        reqwest::get(format!("{}/sessions/{session}/events?min_offset=0&wait_for_data=0", server.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    let sequence: Vec<String> = events
+        .iter()
+        .map(|e| {
+            // kind, source, then for a status its name and stage.
+            let words = [&e["kind"], &e["source"], &e["data"]["status"], &e["data"]["data"]["stage"]];
+            words.iter().filter_map(|w| w.as_str()).collect::<Vec<_>>().join(" ")
+        })
+        .collect();
+    assert_eq!(
+        sequence,
+        [
+            "message customer",
+            "status ai_agent acknowledged",
+            "status ai_agent typing",
+            "message ai_agent",
+            "status ai_agent ready",
+            "status ai_agent processing Interpreting",
+            "status ai_agent processing Considering tools",
+            "tool system",
+            "status ai_agent typing",
+            "message ai_agent",
+            "status ai_agent ready completed",
+        ]
+    );
+    assert_eq!(events[3]["data"]["tags"], json!(["__preamble__"]));
+    assert_eq!(events[10]["data"]["data"]["matched_guidelines"][1]["id"], "journey_node:dropoff:edge_002");
+    assert!(events[1]["trace_id"].as_str().unwrap().len() == 32 && events[0]["trace_id"] == "<main>");
     let requests = server.requests();
     // The first poll waited past the server's 1 s long-poll window: a 504, then polling again.
     let polls = requests.iter().filter(|r| r.method == "GET" && r.uri.ends_with("wait_for_data=1")).count();

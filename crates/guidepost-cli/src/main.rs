@@ -12,10 +12,10 @@ mod child;
 mod discover;
 mod graph;
 mod load;
-mod models;
 mod progress;
 mod serve;
-mod simulate;
+
+use guidepost_cli::{models, simulate};
 
 use std::path::PathBuf;
 use std::process::ExitCode;

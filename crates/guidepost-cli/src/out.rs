@@ -20,6 +20,7 @@ pub fn write(args: std::fmt::Arguments<'_>) {
 }
 
 /// `print!` through [`write`].
+#[allow(unused_macros)] // the library half of the crate prints whole lines only
 macro_rules! out {
     ($($arg:tt)*) => { $crate::out::write(format_args!($($arg)*)) };
 }

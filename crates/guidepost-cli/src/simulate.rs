@@ -9,12 +9,14 @@ use std::sync::Arc;
 use anyhow::Result;
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
-use guidepost_core::{AgentState, EventKind, EventSource};
+use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
 use guidepost_runtime::knowledge::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnOutcome};
+use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
+use guidepost_sim::agents::parlant_events::PREAMBLE_TAG;
 use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;
@@ -28,8 +30,13 @@ pub struct RuntimeSessions {
 }
 
 impl RuntimeSessions {
+    /// Sessions whose runtimes use `models`.
+    pub fn new(models: guidepost_runtime::RuntimeModels) -> Self {
+        Self { models, runtimes: tokio::sync::Mutex::default() }
+    }
+
     /// The runtime of the agent defined at `path`, loaded (and its tools discovered) once.
-    async fn runtime(&self, path: &Path) -> Result<Arc<AgentRuntime>, AgentError> {
+    pub async fn runtime(&self, path: &Path) -> Result<Arc<AgentRuntime>, AgentError> {
         let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         let mut runtimes = self.runtimes.lock().await;
         if let Some(runtime) = runtimes.get(&key) {
@@ -57,11 +64,78 @@ impl RuntimeSessions {
     }
 }
 
-struct RuntimeSession {
+/// One conversation with the engine, in memory.
+pub struct RuntimeSession {
     runtime: Arc<AgentRuntime>,
     session: MemorySession,
     state: AgentState,
     id: String,
+}
+
+/// What one turn of the engine did: the events it emitted, in order, and its outcome.
+pub struct EngineTurn {
+    /// The turn's events after the customer's message (statuses, preambles, tool events,
+    /// messages), as the engine emitted them.
+    pub events: Vec<Event>,
+    /// The outcome, with the trace of what matched and why.
+    pub outcome: TurnOutcome,
+}
+
+impl RuntimeSession {
+    /// A new conversation `id` with `runtime`.
+    pub fn new(runtime: Arc<AgentRuntime>, id: &str) -> Self {
+        Self { runtime, session: MemorySession::new(), state: AgentState::default(), id: id.to_string() }
+    }
+
+    /// Processes the customer's message; the agent state moves on only when the turn completed.
+    pub async fn run_turn(&mut self, customer_message: &str) -> EngineTurn {
+        let customer = CustomerRef { id: format!("sim-{}", self.id), tags: vec![] };
+        let input = self.session.customer_turn(&self.id, customer, customer_message, &self.state);
+        let trace_id = input.trace_id.clone();
+        let outcome =
+            self.runtime.process(input, &self.session, CancellationToken::new(), EmittingLatch::default()).await;
+        if outcome.trace.error.is_none() {
+            self.state = outcome.state.clone();
+        }
+        let events =
+            self.session.events_of(&trace_id).into_iter().filter(|e| e.source != EventSource::Customer).collect();
+        EngineTurn { events, outcome }
+    }
+}
+
+/// Whether a message event is a preamble (tagged `__preamble__`).
+pub fn is_preamble(event: &Event) -> bool {
+    event.data["tags"].as_array().is_some_and(|tags| tags.iter().any(|t| t.as_str() == Some(PREAMBLE_TAG)))
+}
+
+/// The turn's preambles, tool calls and messages as engine events, in the order the engine
+/// emitted them; tool calls read from the `tool` events' entries as every agent's are.
+fn item_events(events: &[Event]) -> Vec<EngineEvent> {
+    let mut out = Vec::new();
+    for event in events {
+        match event.kind {
+            EventKind::Message if event.source == EventSource::AiAgent => {
+                let text = event.data["message"].as_str().unwrap_or_default().to_string();
+                if text.is_empty() {
+                    continue;
+                }
+                out.push(if is_preamble(event) {
+                    EngineEvent::Preamble { text }
+                } else {
+                    EngineEvent::Message { text }
+                });
+            }
+            EventKind::Tool => out.extend(
+                event.data["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|entry| EngineEvent::ToolCall(ToolCallRecord::from_parlant(entry))),
+            ),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[async_trait]
@@ -81,12 +155,7 @@ impl EngineSessionFactory for RuntimeSessions {
                     .into(),
             )
         })?;
-        Ok(Box::new(RuntimeSession {
-            runtime: self.runtime(path).await?,
-            session: MemorySession::new(),
-            state: AgentState::default(),
-            id: conversation_id.to_string(),
-        }))
+        Ok(Box::new(RuntimeSession::new(self.runtime(path).await?, conversation_id)))
     }
 }
 
@@ -123,25 +192,11 @@ fn journey_events<'a>(decisions: impl IntoIterator<Item = &'a JourneyRecord>) ->
 #[async_trait]
 impl EngineSession for RuntimeSession {
     async fn process(&mut self, customer_message: &str) -> Result<Vec<EngineEvent>, AgentError> {
-        let customer = CustomerRef { id: format!("sim-{}", self.id), tags: vec![] };
-        let input = self.session.customer_turn(&self.id, customer, customer_message, &self.state);
-        let outcome =
-            self.runtime.process(input, &self.session, CancellationToken::new(), EmittingLatch::default()).await;
+        let EngineTurn { events: emitted, outcome } = self.run_turn(customer_message).await;
         if let Some(error) = &outcome.trace.error {
             return Err(AgentError::Protocol(format!("the engine failed the turn: {error}")));
         }
-        let mut events: Vec<EngineEvent> = Vec::new();
-        for it in &outcome.trace.iterations {
-            for call in &it.tool_calls {
-                let error = (!call.ok).then(|| call.result.get("data").map(ToString::to_string).unwrap_or_default());
-                events.push(EngineEvent::ToolCall {
-                    tool: call.tool.to_string(),
-                    arguments: serde_json::Value::Object(call.arguments.clone()),
-                    result: call.result.clone(),
-                    error,
-                });
-            }
-        }
+        let mut events = item_events(&emitted);
         // Journey nodes are reported as the path they walked (below), in order; their node
         // guidelines would repeat the current state out of order.
         events.extend(
@@ -155,7 +210,6 @@ impl EngineSession for RuntimeSession {
         events.extend(journey_events(
             outcome.trace.iterations.iter().filter_map(|it| it.matching.as_ref()).flat_map(|m| m.journeys.iter()),
         ));
-        events.extend(outcome.messages.iter().map(|m| EngineEvent::Message { text: m.clone() }));
         let totals = &outcome.trace.usage;
         let mut usage = Usage::new("guidepost-engine");
         usage.calls = u32::try_from(totals.calls).unwrap_or(u32::MAX);
@@ -164,7 +218,6 @@ impl EngineSession for RuntimeSession {
         usage.cached_tokens = totals.cached_tokens;
         usage.latency = totals.latency;
         events.push(EngineEvent::Usage(usage));
-        self.state = outcome.state;
         Ok(events)
     }
 
@@ -178,6 +231,7 @@ impl EngineSession for RuntimeSession {
     }
 }
 
+/// `guidepost simulate`: runs the suite, prints its summary and returns the exit status.
 pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode> {
     let replay_only =
         args.cache.parse::<guidepost_llm::CacheMode>().is_ok_and(|m| m == guidepost_llm::CacheMode::ReplayOrFail);
@@ -186,10 +240,7 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
         let builder = ModelStackBuilder::from_env()?.registry(crate::models::registry(threads, replay_only));
         let config = crate::models::local_friendly(guidepost_sim::simulate::stack_config(&args)?, &builder);
         let stack = builder.config(config).build()?;
-        plugins.engine = Some(Arc::new(RuntimeSessions {
-            models: crate::models::runtime_models(&stack),
-            runtimes: tokio::sync::Mutex::default(),
-        }));
+        plugins.engine = Some(Arc::new(RuntimeSessions::new(crate::models::runtime_models(&stack))));
     }
     match guidepost_sim::run(&args, plugins).await {
         Ok(outcome) => {
@@ -209,10 +260,37 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
 
 #[cfg(test)]
 mod tests {
+    use guidepost_core::{EventKind, EventSource};
     use guidepost_engine::record::{JourneyDecision, JourneyRecord};
+    use guidepost_runtime::{EventSink, MemorySession, NewEvent};
     use guidepost_sim::agents::in_process::EngineEvent;
+    use serde_json::json;
 
-    use super::journey_events;
+    use super::{item_events, journey_events};
+
+    #[tokio::test]
+    async fn the_turns_items_keep_the_engines_order_and_its_preamble() {
+        let session = MemorySession::new();
+        let mut preamble = NewEvent::message("t", "weather", "小天", "稍等一下。");
+        preamble.data["tags"] = json!(["__preamble__"]);
+        session.emit(preamble).await;
+        session
+            .emit(NewEvent {
+                source: EventSource::AiAgent,
+                kind: EventKind::Tool,
+                data: json!({"tool_calls": [{"tool_id": "fixtures:get_weather", "arguments": {"location": "北京"},
+                    "result": {"data": {"temperature": 15}, "metadata": {}, "control": {}, "canned_responses": [], "canned_response_fields": {}}}]}),
+                trace_id: "t".into(),
+            })
+            .await;
+        session.emit(NewEvent::message("t", "weather", "小天", "北京15度。")).await;
+        let events = item_events(&session.events());
+        assert!(matches!(&events[0], EngineEvent::Preamble { text } if text == "稍等一下。"));
+        assert!(matches!(&events[1], EngineEvent::ToolCall(call)
+            if call.name == "get_weather" && call.service.as_deref() == Some("fixtures") && call.result == json!({"temperature": 15})));
+        assert!(matches!(&events[2], EngineEvent::Message { text } if text == "北京15度。"));
+        assert_eq!(events.len(), 3);
+    }
 
     fn record(decision: JourneyDecision) -> JourneyRecord {
         JourneyRecord {

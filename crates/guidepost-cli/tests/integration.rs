@@ -5,10 +5,14 @@
 mod check;
 #[path = "integration/durability.rs"]
 mod durability;
+#[path = "integration/fake_parlant_engine.rs"]
+mod fake_parlant_engine;
 #[path = "integration/graph.rs"]
 mod graph;
 #[path = "integration/help.rs"]
 mod help;
+#[path = "integration/parlant_interop.rs"]
+mod parlant_interop;
 #[path = "integration/serve.rs"]
 mod serve;
 

@@ -71,6 +71,10 @@ pub struct CoverageReport {
     pub guidelines_matched: BTreeMap<String, usize>,
     /// Guidelines never matched.
     pub guidelines_missed: Vec<String>,
+    /// Journey nodes the agent reported that could not be attributed to a journey (opaque
+    /// Parlant node ids), with counts: they may hide visits the states above do not show.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unattributed_journey_nodes: BTreeMap<String, usize>,
 }
 
 /// Computes the coverage of `definition` by `runs`.
@@ -156,6 +160,10 @@ pub fn compute_coverage<'a>(
         }
     }
     let missed = definition.guidelines.iter().filter(|g| !matched.contains_key(&g.id)).map(|g| g.id.clone()).collect();
+    let mut unattributed: BTreeMap<String, usize> = BTreeMap::new();
+    for node in runs.iter().flat_map(|r| &r.observations.unattributed_journey_nodes) {
+        *unattributed.entry(node.node.clone()).or_default() += 1;
+    }
     CoverageReport {
         agent: definition.agent.name.clone(),
         runs: runs.len(),
@@ -163,6 +171,7 @@ pub fn compute_coverage<'a>(
         journeys,
         guidelines_matched: matched,
         guidelines_missed: missed,
+        unattributed_journey_nodes: unattributed,
     }
 }
 
@@ -197,6 +206,11 @@ impl CoverageReport {
         out.push(format!("  guidelines matched {}/{total}", self.guidelines_matched.len()));
         if !self.guidelines_missed.is_empty() {
             out.push(format!("    never matched: {}", self.guidelines_missed.join(", ")));
+        }
+        if !self.unattributed_journey_nodes.is_empty() {
+            let nodes: Vec<String> =
+                self.unattributed_journey_nodes.iter().map(|(n, c)| format!("{n} ({c})")).collect();
+            out.push(format!("  journey nodes of no known journey: {}", nodes.join(", ")));
         }
         out.join("\n")
     }

@@ -56,6 +56,10 @@ pub enum AgentError {
     /// The agent's model failed.
     #[error("agent model failed: {0}")]
     Model(#[from] LlmError),
+    /// Ending the conversation left something behind (a session or customer that could not
+    /// be deleted, a process that did not stop).
+    #[error("cleanup failed: {0}")]
+    Cleanup(String),
 }
 
 /// Every error the simulator's public API returns.

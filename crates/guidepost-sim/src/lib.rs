@@ -116,9 +116,11 @@ pub mod trajectory;
 mod transcript;
 pub mod workload;
 
-pub use agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
+pub use agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord, TurnItem};
 pub use error::{AgentError, ScenarioError, SimError};
-pub use observations::{EngineExpectation, EngineObservations, JourneyStateReached, ToolCalled};
+pub use observations::{
+    EngineExpectation, EngineObservations, JourneyStateReached, ToolCalled, UnattributedJourneyNode,
+};
 pub use runner::{RunResult, RunSetup, ScriptItem, run_trajectory};
 pub use scenario::{Scenario, load_scenarios};
 pub use simulate::{AgentTarget, Plugins, SimulateArgs, run};

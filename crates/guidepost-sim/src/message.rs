@@ -46,10 +46,13 @@ pub enum ContentPart {
     ToolCall {
         /// Id pairing the call with its result.
         tool_call_id: String,
-        /// The tool.
+        /// The tool's name (without its service).
         tool_name: String,
         /// The arguments.
         input: Value,
+        /// `{"guidepost": {"service": …}}` when the agent named the tool's service.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_options: Option<Value>,
     },
     /// The result of a tool call.
     #[serde(rename_all = "camelCase")]
@@ -80,17 +83,40 @@ pub struct ModelMessage {
     pub role: MessageRole,
     /// What it says.
     pub content: MessageContent,
+    /// AI SDK `providerOptions`: Guidepost's marks live under `guidepost`
+    /// (`{"guidepost": {"preamble": true}}` on a preamble).
+    #[serde(default, rename = "providerOptions", skip_serializing_if = "Option::is_none")]
+    pub provider_options: Option<Value>,
 }
 
 impl ModelMessage {
+    /// A message of `role` with `content`.
+    pub fn new(role: MessageRole, content: MessageContent) -> Self {
+        Self { role, content, provider_options: None }
+    }
+
     /// A customer message.
     pub fn user(text: impl Into<String>) -> Self {
-        Self { role: MessageRole::User, content: MessageContent::Text(text.into()) }
+        Self::new(MessageRole::User, MessageContent::Text(text.into()))
     }
 
     /// An agent text message.
     pub fn assistant(text: impl Into<String>) -> Self {
-        Self { role: MessageRole::Assistant, content: MessageContent::Text(text.into()) }
+        Self::new(MessageRole::Assistant, MessageContent::Text(text.into()))
+    }
+
+    /// An agent's preamble: a short acknowledgement sent before the reply was ready, marked
+    /// `providerOptions.guidepost.preamble` so readers can tell it from the reply.
+    pub fn preamble(text: impl Into<String>) -> Self {
+        let mut message = Self::assistant(text);
+        message.provider_options = Some(serde_json::json!({"guidepost": {"preamble": true}}));
+        message
+    }
+
+    /// Whether this is a preamble (see [`ModelMessage::preamble`]).
+    pub fn is_preamble(&self) -> bool {
+        self.provider_options.as_ref().and_then(|o| o.pointer("/guidepost/preamble")).and_then(Value::as_bool)
+            == Some(true)
     }
 
     /// The text of the message (text parts joined with newlines; tool parts left out).

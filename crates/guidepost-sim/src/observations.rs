@@ -18,7 +18,9 @@ pub struct JourneyStateReached {
 }
 
 impl JourneyStateReached {
-    /// Parses a projected node guideline id, `journey_node:{journey}.{state}[:{edge}]`.
+    /// Parses a node guideline id of Guidepost's projection, `journey_node:{journey}.{state}[:{edge}]`.
+    /// Parlant's own form, `journey_node:{node}[:{edge}]` with an opaque node id, names no
+    /// journey: see [`parlant_events`](crate::agents::parlant_events) for how those are attributed.
     ///
     /// ```
     /// use guidepost_sim::observations::JourneyStateReached;
@@ -34,6 +36,22 @@ impl JourneyStateReached {
         let (journey, state) = node.split_once('.')?;
         Some(Self { journey: journey.to_string(), state: state.to_string(), edge })
     }
+}
+
+/// A journey node an agent reported that could not be attributed to one journey: Parlant's
+/// node ids are opaque and its API lists no nodes, so a node is attributed through the
+/// journeys active in the turn or the agent definition's state ids; when neither settles it,
+/// the node is kept here, with the journeys it may belong to, rather than dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+pub struct UnattributedJourneyNode {
+    /// The node id as the agent reported it.
+    pub node: String,
+    /// The transition that entered it, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<String>,
+    /// The journeys it may belong to (none known when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
 }
 
 /// A tool call the engine made.
@@ -65,6 +83,9 @@ pub struct EngineObservations {
     /// Guidelines matched (ids).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guidelines_matched: Vec<String>,
+    /// Journey nodes reported without a journey they could be attributed to.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unattributed_journey_nodes: Vec<UnattributedJourneyNode>,
 }
 
 impl EngineObservations {
@@ -75,6 +96,7 @@ impl EngineObservations {
         self.journey_states.extend(other.journey_states.iter().cloned());
         self.tools_called.extend(other.tools_called.iter().cloned());
         self.guidelines_matched.extend(other.guidelines_matched.iter().cloned());
+        self.unattributed_journey_nodes.extend(other.unattributed_journey_nodes.iter().cloned());
     }
 
     /// Whether a tool whose name is `tool` (or ends with `:tool`) was called.

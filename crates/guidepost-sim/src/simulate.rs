@@ -18,6 +18,7 @@ use crate::agents::AgentFactory;
 use crate::agents::in_process::{EngineSessionFactory, InProcessFactory};
 use crate::agents::jsonl_command::JsonlCommandFactory;
 use crate::agents::openai_chat::ChatModelAgentFactory;
+use crate::agents::parlant_events::JourneyStateIndex;
 use crate::agents::parlant_rest::{ParlantRestConfig, ParlantRestFactory};
 use crate::coverage::compute_coverage;
 use crate::error::SimError;
@@ -42,7 +43,8 @@ pub struct SimulateArgs {
     /// System prompt file of a `model:` agent.
     #[arg(long)]
     pub system_prompt: Option<PathBuf>,
-    /// Agent definition used for journey coverage (default: each scenario's `agent`).
+    /// Agent definition used for journey coverage, and to name the journey states a Parlant
+    /// server reports (default: each scenario's `agent`).
     #[arg(long)]
     pub definition: Option<PathBuf>,
     /// Trials per scenario.
@@ -263,21 +265,6 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
             SimModels { customer: stack.model_for(&TaskKind::Simulation), judge: stack.model_for(&TaskKind::Judge) }
         }
     };
-    let factory: Arc<dyn AgentFactory> = match target {
-        AgentTarget::ParlantRest(config) => {
-            let mut config = config;
-            config.turn_timeout = Duration::from_secs(args.turn_timeout_secs.max(1));
-            Arc::new(ParlantRestFactory { config })
-        }
-        AgentTarget::Model { spec, system_prompt } => {
-            let model = layer(builder.provider(&spec)?, &config);
-            Arc::new(ChatModelAgentFactory::new(model, system_prompt))
-        }
-        AgentTarget::Command(command) => Arc::new(JsonlCommandFactory { command }),
-        AgentTarget::InProcess(sessions) => {
-            Arc::new(InProcessFactory { sessions, definition: args.definition.clone() })
-        }
-    };
     // The agent definitions the scenarios name (or --definition), loaded before any run so a
     // broken one fails the command at once; coverage is measured per definition.
     let mut definition_of: HashMap<&str, PathBuf> = HashMap::new();
@@ -290,6 +277,23 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
         }
         definition_of.insert(scenario.id.as_str(), path);
     }
+    let factory: Arc<dyn AgentFactory> = match target {
+        AgentTarget::ParlantRest(config) => {
+            let mut config = config;
+            config.turn_timeout = Duration::from_secs(args.turn_timeout_secs.max(1));
+            // Parlant names journey states by node id; the definitions' state ids name them.
+            config.journey_states = Arc::new(JourneyStateIndex::from_definitions(definitions.iter().map(|(_, d)| d)));
+            Arc::new(ParlantRestFactory { config })
+        }
+        AgentTarget::Model { spec, system_prompt } => {
+            let model = layer(builder.provider(&spec)?, &config);
+            Arc::new(ChatModelAgentFactory::new(model, system_prompt))
+        }
+        AgentTarget::Command(command) => Arc::new(JsonlCommandFactory { command }),
+        AgentTarget::InProcess(sessions) => {
+            Arc::new(InProcessFactory { sessions, definition: args.definition.clone() })
+        }
+    };
     let mut outcome = run_suite(&scenarios, factory, &models, &suite_options(args)).await;
     for (path, definition) in &definitions {
         let runs = outcome.runs.iter().filter(|r| definition_of.get(r.scenario_id.as_str()) == Some(path));

@@ -126,6 +126,62 @@ impl StopReason {
     }
 }
 
+impl StopReason {
+    /// The reason Tally's files carry, one of its six (`goal-reached`, `max-turns`,
+    /// `policy-violation`, `agent-loop`, `no-step-match`, `error`; its viewers reject any
+    /// other): Guidepost's finer reasons map to the nearest, and are kept beside it.
+    ///
+    /// - `customer-ended`: `goal-reached` when the run completed, else `policy-violation`
+    ///   (the run's stop policy ended it short of the goal);
+    /// - `budget-exceeded`: `max-turns` (a limit of the run was reached);
+    /// - `checkpoint-failed`, `step-failed`: `policy-violation` (the agent failed an assertion
+    ///   or a step);
+    /// - `script-ended`: `goal-reached` when the run completed, else `max-turns` (the script
+    ///   ran out of turns).
+    ///
+    /// ```
+    /// use guidepost_sim::StopReason;
+    /// assert_eq!(StopReason::BudgetExceeded.to_tally(false), StopReason::MaxTurns);
+    /// assert_eq!(StopReason::ScriptEnded.to_tally(true), StopReason::GoalReached);
+    /// assert!(StopReason::CheckpointFailed.to_tally(false).is_tally());
+    /// ```
+    pub fn to_tally(self, completed: bool) -> StopReason {
+        match self {
+            Self::GoalReached
+            | Self::MaxTurns
+            | Self::PolicyViolation
+            | Self::AgentLoop
+            | Self::NoStepMatch
+            | Self::Error => self,
+            Self::CustomerEnded if completed => Self::GoalReached,
+            Self::CustomerEnded | Self::CheckpointFailed | Self::StepFailed => Self::PolicyViolation,
+            Self::BudgetExceeded => Self::MaxTurns,
+            Self::ScriptEnded if completed => Self::GoalReached,
+            Self::ScriptEnded => Self::MaxTurns,
+        }
+    }
+
+    /// Whether Tally knows this reason (its `TrajectoryStopReason`).
+    pub fn is_tally(self) -> bool {
+        self.to_tally(false) == self
+    }
+
+    /// Every reason, Guidepost's own included.
+    pub const ALL: [StopReason; 11] = [
+        Self::GoalReached,
+        Self::MaxTurns,
+        Self::PolicyViolation,
+        Self::AgentLoop,
+        Self::NoStepMatch,
+        Self::Error,
+        Self::CustomerEnded,
+        Self::BudgetExceeded,
+        Self::CheckpointFailed,
+        Self::StepFailed,
+        Self::ScriptEnded,
+    ];
+}
+
 impl std::fmt::Display for StopReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -170,18 +226,56 @@ pub struct Selection {
 }
 
 /// The end marker on the last trace of a run.
+///
+/// Written as Tally's `StepTraceEnd`: `reason` is Tally's reason
+/// ([`StopReason::to_tally`]) and `guidepostReason` Guidepost's own; reading prefers
+/// `guidepostReason`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(into = "EndMarkerWire", from = "EndMarkerWire")]
 pub struct EndMarker {
     /// Always true.
     pub is_final: bool,
-    /// Why the run stopped.
+    /// Why the run stopped (Guidepost's reason).
     pub reason: StopReason,
     /// Whether the goal was reached.
     pub completed: bool,
     /// A sentence on how it ended.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EndMarkerWire {
+    is_final: bool,
+    reason: StopReason,
+    completed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    guidepost_reason: Option<StopReason>,
+}
+
+impl From<EndMarker> for EndMarkerWire {
+    fn from(end: EndMarker) -> Self {
+        Self {
+            is_final: true,
+            reason: end.reason.to_tally(end.completed),
+            completed: end.completed,
+            summary: end.summary,
+            guidepost_reason: Some(end.reason),
+        }
+    }
+}
+
+impl From<EndMarkerWire> for EndMarker {
+    fn from(wire: EndMarkerWire) -> Self {
+        Self {
+            is_final: wire.is_final,
+            reason: wire.guidepost_reason.unwrap_or(wire.reason),
+            completed: wire.completed,
+            summary: wire.summary,
+        }
+    }
 }
 
 /// Where a customer turn came from.

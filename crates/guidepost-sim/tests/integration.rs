@@ -26,3 +26,7 @@ mod simulate;
 mod stop_reasons;
 #[path = "integration/suite.rs"]
 mod suite;
+#[path = "integration/tally_artifacts.rs"]
+mod tally_artifacts;
+#[path = "integration/tally_schema.rs"]
+mod tally_schema;

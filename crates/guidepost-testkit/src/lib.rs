@@ -8,5 +8,10 @@
 //! a journey step waiting for the customer stays until a number arrives, a tool runs when
 //! the message has a number. Benchmarks run it in a separate process, so the engine's own
 //! CPU time can be measured apart from it: the `guidepost-fake-llm` binary of this crate.
+//!
+//! [`fake_parlant`] is a fake Parlant 3.3.2 server (its routes, status codes, long polls and
+//! event sequence) with any agent behind it: scripted turns, or a Guidepost engine, so the
+//! simulator's Parlant client is tested against Parlant's wire format.
 
 pub mod fake_openai;
+pub mod fake_parlant;

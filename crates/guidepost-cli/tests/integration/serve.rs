@@ -39,7 +39,7 @@ pub fn bin() -> PathBuf {
 
 /// Starts `command` and waits for a stdout line starting with `marker`; the rest of that
 /// line is the process's address.
-fn start(mut command: Command, marker: &str) -> Running {
+pub fn start(mut command: Command, marker: &str) -> Running {
     command.current_dir(repo_root()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();

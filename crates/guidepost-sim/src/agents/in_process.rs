@@ -12,14 +12,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use guidepost_llm::Usage;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
 use crate::error::AgentError;
 use crate::observations::{EngineObservations, JourneyStateReached, ToolCalled};
 use crate::scenario::Scenario;
 
-/// What the engine reports while processing one customer message, in order.
+/// What the engine reports while processing one customer message, in the order it happened
+/// (the order of messages, preambles and tool calls is the order of the turn's items).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum EngineEvent {
@@ -28,17 +28,15 @@ pub enum EngineEvent {
         /// Its text.
         text: String,
     },
-    /// A tool call and its result.
-    ToolCall {
-        /// `service:name`.
-        tool: String,
-        /// Arguments.
-        arguments: Value,
-        /// Result data.
-        result: Value,
-        /// The error, when the call failed.
-        error: Option<String>,
+    /// A preamble: a short acknowledgement sent while the reply was being prepared (the
+    /// engine tags its message `__preamble__`).
+    Preamble {
+        /// Its text.
+        text: String,
     },
+    /// A tool call and its result, in the form every agent reports
+    /// ([`ToolCallRecord::from_parlant`] reads the engine's `tool` event entries).
+    ToolCall(ToolCallRecord),
     /// A guideline matched (ids of projected journey nodes are reported as states instead).
     GuidelineMatched {
         /// The guideline id.
@@ -99,10 +97,11 @@ pub fn turn_from_engine_events(events: Vec<EngineEvent>) -> AgentTurn {
     let mut usage: Option<Usage> = None;
     for event in events {
         match event {
-            EngineEvent::Message { text } => turn.messages.push(text),
-            EngineEvent::ToolCall { tool, arguments, result, error } => {
-                seen.tools_called.push(ToolCalled { tool: tool.clone(), arguments: arguments.clone() });
-                turn.tool_calls.push(ToolCallRecord { id: String::new(), name: tool, arguments, result, error });
+            EngineEvent::Message { text } => turn.push_message(text),
+            EngineEvent::Preamble { text } => turn.push_preamble(text),
+            EngineEvent::ToolCall(call) => {
+                seen.tools_called.push(ToolCalled { tool: call.tool_id(), arguments: call.arguments.clone() });
+                turn.push_tool_call(call);
             }
             EngineEvent::GuidelineMatched { guideline } => {
                 match JourneyStateReached::from_node_guideline_id(&guideline) {

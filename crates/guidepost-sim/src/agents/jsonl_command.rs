@@ -28,8 +28,18 @@
 //! {"type":"error","message":"what went wrong"}
 //! ```
 //!
-//! `tool_calls`, `observations` and `usage` are optional. A command that exits, or does not
-//! answer within the turn timeout, fails the turn.
+//! `tool_calls`, `observations` and `usage` are optional. A tool's `name` may be `service:name`
+//! (or give `service` apart). `messages` and `tool_calls` say nothing of their relative order
+//! (the tool calls are taken as made before the messages); a command that knows the order
+//! answers with `items` instead, in order:
+//!
+//! ```text
+//! {"type":"reply","items":[{"type":"preamble","text":"One moment."},
+//!   {"type":"tool_call","name":"book_taxi","arguments":{"pickup":"Oak St"},"result":{"id":"TX-1"}},
+//!   {"type":"message","text":"Booked."}]}
+//! ```
+//!
+//! A command that exits, or does not answer within the turn timeout, fails the turn.
 
 use std::process::Stdio;
 
@@ -39,26 +49,29 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
+use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord, TurnItem};
 use crate::error::AgentError;
 use crate::observations::EngineObservations;
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum AgentLine {
-    Reply {
-        #[serde(default)]
-        messages: Vec<String>,
-        #[serde(default)]
-        tool_calls: Vec<ToolCallRecord>,
-        #[serde(default)]
-        observations: Option<EngineObservations>,
-        #[serde(default)]
-        usage: Option<UsageLine>,
-    },
-    Error {
-        message: String,
-    },
+    Reply(Box<ReplyLine>),
+    Error { message: String },
+}
+
+#[derive(Debug, Deserialize)]
+struct ReplyLine {
+    #[serde(default)]
+    items: Vec<TurnItem>,
+    #[serde(default)]
+    messages: Vec<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallRecord>,
+    #[serde(default)]
+    observations: Option<EngineObservations>,
+    #[serde(default)]
+    usage: Option<UsageLine>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,11 +124,19 @@ impl JsonlCommandAgent {
                 continue;
             }
             return match serde_json::from_str::<AgentLine>(trimmed) {
-                Ok(AgentLine::Reply { messages, tool_calls, observations, usage }) => Ok(AgentTurn {
-                    messages,
-                    tool_calls,
-                    observations,
-                    usage: usage.map(|u| {
+                Ok(AgentLine::Reply(reply)) => Ok(AgentTurn {
+                    items: reply
+                        .items
+                        .into_iter()
+                        .chain(reply.tool_calls.into_iter().map(|call| TurnItem::ToolCall(Box::new(call))))
+                        .chain(reply.messages.into_iter().map(|text| TurnItem::Message { text }))
+                        .map(|item| match item {
+                            TurnItem::ToolCall(call) => TurnItem::ToolCall(Box::new(call.normalized())),
+                            other => other,
+                        })
+                        .collect(),
+                    observations: reply.observations,
+                    usage: reply.usage.map(|u| {
                         let mut usage = guidepost_llm::Usage::new(u.model);
                         usage.prompt_tokens = u.prompt_tokens;
                         usage.completion_tokens = u.completion_tokens;

@@ -4,98 +4,23 @@
 //! - [`openai_chat`]: a model with a system prompt behind any OpenAI-compatible endpoint;
 //! - [`jsonl_command`]: a command speaking JSON lines on stdin/stdout;
 //! - [`in_process`]: a Guidepost engine in the same process (the trait it implements).
+//!
+//! Every kind answers a customer message with an [`AgentTurn`]: an ordered list of
+//! [`TurnItem`]s (messages, preambles, tool calls in one form, [`ToolCallRecord`]).
 
 pub mod in_process;
 pub mod jsonl_command;
 pub mod openai_chat;
+pub mod parlant_events;
 pub mod parlant_rest;
+mod turn;
+
+pub use turn::{AgentTurn, ToolCallRecord, TurnItem};
 
 use async_trait::async_trait;
-use guidepost_llm::Usage;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::error::AgentError;
-use crate::message::{ContentPart, MessageContent, MessageRole, ModelMessage, ToolOutput};
-use crate::observations::EngineObservations;
 use crate::scenario::Scenario;
-
-/// A tool call the agent made during a turn, with its result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCallRecord {
-    /// Call id (generated when the agent gives none).
-    #[serde(default)]
-    pub id: String,
-    /// The tool.
-    pub name: String,
-    /// The arguments.
-    #[serde(default)]
-    pub arguments: Value,
-    /// The result.
-    #[serde(default)]
-    pub result: Value,
-    /// The error, when the call failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// The agent's answer to one customer message.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct AgentTurn {
-    /// Messages to the customer, in order.
-    pub messages: Vec<String>,
-    /// Tool calls, in order.
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Engine state, when the agent is a Guidepost engine.
-    pub observations: Option<EngineObservations>,
-    /// Model usage of the agent, when it reports it.
-    pub usage: Option<Usage>,
-}
-
-impl AgentTurn {
-    /// A turn of plain messages.
-    pub fn text(messages: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        Self { messages: messages.into_iter().map(Into::into).collect(), ..Self::default() }
-    }
-
-    /// The turn as AI SDK messages: an assistant message with the tool calls and a tool message
-    /// with their results (when there were calls), then one assistant message per text.
-    pub fn to_model_messages(&self, turn_index: u32) -> Vec<ModelMessage> {
-        let mut out = Vec::new();
-        if !self.tool_calls.is_empty() {
-            let id = |i: usize, call: &ToolCallRecord| {
-                if call.id.is_empty() { format!("call-{turn_index}-{i}") } else { call.id.clone() }
-            };
-            let calls = self
-                .tool_calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ContentPart::ToolCall {
-                    tool_call_id: id(i, c),
-                    tool_name: c.name.clone(),
-                    input: c.arguments.clone(),
-                })
-                .collect();
-            let results = self
-                .tool_calls
-                .iter()
-                .enumerate()
-                .map(|(i, c)| ContentPart::ToolResult {
-                    tool_call_id: id(i, c),
-                    tool_name: c.name.clone(),
-                    output: match &c.error {
-                        Some(e) => ToolOutput::ErrorText(e.clone()),
-                        None => ToolOutput::Json(c.result.clone()),
-                    },
-                })
-                .collect();
-            out.push(ModelMessage { role: MessageRole::Assistant, content: MessageContent::Parts(calls) });
-            out.push(ModelMessage { role: MessageRole::Tool, content: MessageContent::Parts(results) });
-        }
-        out.extend(self.messages.iter().map(ModelMessage::assistant));
-        out
-    }
-}
 
 /// An agent being tested. One value serves one conversation; [`AgentFactory`] makes one per run.
 #[async_trait]
@@ -114,7 +39,9 @@ pub trait AgentUnderTest: Send {
         Ok(())
     }
 
-    /// Ends the conversation (close sessions, stop processes).
+    /// Ends the conversation: closes sessions, deletes what the agent created on a server,
+    /// stops processes. Called once per run however it ended (also when [`start`](Self::start)
+    /// failed half-way); an error is kept in the run's result as its cleanup error.
     async fn finish(&mut self) -> Result<(), AgentError> {
         Ok(())
     }

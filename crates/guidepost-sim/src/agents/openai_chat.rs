@@ -61,7 +61,7 @@ impl AgentUnderTest for ChatModelAgent {
         let response = self.model.complete(self.request()).await?;
         let text = response.output.to_text();
         self.history.push((true, text.clone()));
-        Ok(AgentTurn { messages: vec![text], usage: Some(response.usage), ..AgentTurn::default() })
+        Ok(AgentTurn { usage: Some(response.usage), ..AgentTurn::text([text]) })
     }
 
     async fn inject_agent_message(&mut self, text: &str) -> Result<(), AgentError> {

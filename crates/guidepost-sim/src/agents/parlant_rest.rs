@@ -4,21 +4,27 @@
 //! `POST /sessions/{id}/events` with `{kind: "message", source: "customer", message}`, then
 //! long-poll `GET /sessions/{id}/events?min_offset=N&wait_for_data=S` (a 504 means "nothing
 //! yet") until a `status` event with `data.status == "ready"` and
-//! `data.data.stage == "completed"` arrives. The turn's events are then read once more without
-//! waiting (streamed messages are complete by then): `message` events from the agent become
-//! its messages, `tool` events its tool calls, and the completed `ready` status's
-//! `matched_guidelines`, `matched_journeys` and `matched_journey_states` become
-//! [`EngineObservations`]. Injected agent lines are posted with source
-//! `human_agent_on_behalf_of_ai_agent`, which does not trigger processing.
+//! `data.data.stage == "completed"` arrives. Parlant writes an engine failure's `error` status
+//! *after* that `ready`, so a turn that produced no message is polled once more for a short
+//! while before it is taken as silent. The turn's events are then read once more without
+//! waiting (streamed messages are complete by then) and folded by
+//! [`parlant_events`](crate::agents::parlant_events) into an [`AgentTurn`] (messages,
+//! preambles and tool calls in order, journey states attributed). Injected agent lines are
+//! posted with source `human_agent_on_behalf_of_ai_agent`, which does not trigger processing.
+//!
+//! When the run ends, however it ended, the session and the customer the run created are
+//! deleted (`DELETE /sessions/{id}`, `DELETE /customers/{id}`; a 404 counts as gone); a
+//! deletion that fails is the run's cleanup error.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, ToolCallRecord};
+use crate::agents::parlant_events::{JourneyStateIndex, is_agent_message, is_error_status, is_turn_end, turn_trace};
+use crate::agents::{AgentFactory, AgentTurn, AgentUnderTest, parlant_events};
 use crate::error::AgentError;
-use crate::observations::{EngineObservations, JourneyStateReached, ToolCalled};
 
 /// How to reach the server.
 #[derive(Debug, Clone)]
@@ -27,23 +33,30 @@ pub struct ParlantRestConfig {
     pub base_url: String,
     /// The agent's id on the server.
     pub agent_id: String,
-    /// An existing customer; when `None` a customer is created per run.
+    /// An existing customer; when `None` a customer is created per run (and deleted after it).
     pub customer_id: Option<String>,
     /// Seconds of one long poll.
     pub wait_for_data: u64,
+    /// Seconds to wait, after a turn ended without a message, for an `error` status.
+    pub error_grace_secs: u64,
     /// Time limit of one turn.
     pub turn_timeout: Duration,
+    /// State ids of the agent's definition, to name Parlant's journey nodes.
+    pub journey_states: Arc<JourneyStateIndex>,
 }
 
 impl ParlantRestConfig {
-    /// Defaults: a customer per run, 30 s polls, 180 s per turn.
+    /// Defaults: a customer per run, 30 s polls, 1 s of grace for a late error, 180 s per
+    /// turn, no definition.
     pub fn new(base_url: impl Into<String>, agent_id: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into().trim_end_matches('/').to_string(),
             agent_id: agent_id.into(),
             customer_id: None,
             wait_for_data: 30,
+            error_grace_secs: 1,
             turn_timeout: Duration::from_secs(180),
+            journey_states: Arc::default(),
         }
     }
 }
@@ -54,6 +67,7 @@ pub struct ParlantRestAgent {
     config: ParlantRestConfig,
     http: reqwest::Client,
     session_id: Option<String>,
+    created_customer: Option<String>,
     next_offset: u64,
 }
 
@@ -68,6 +82,7 @@ impl ParlantRestAgent {
             config,
             http: guidepost_llm::http::client_builder().build().unwrap_or_default(),
             session_id: None,
+            created_customer: None,
             next_offset: 0,
         }
     }
@@ -87,6 +102,18 @@ impl ParlantRestAgent {
         }
         serde_json::from_str(&text)
             .map_err(|e| AgentError::Protocol(format!("POST {path}: invalid JSON ({e}): {}", excerpt(&text))))
+    }
+
+    /// `DELETE path`; a 404 means it is already gone.
+    async fn delete(&self, path: &str) -> Result<(), String> {
+        let url = format!("{}{path}", self.config.base_url);
+        let response = self.http.delete(&url).send().await.map_err(|e| format!("DELETE {path}: {e}"))?;
+        let status = response.status();
+        if status.is_success() || status.as_u16() == 404 {
+            return Ok(());
+        }
+        let text = response.text().await.unwrap_or_default();
+        Err(format!("DELETE {path} answered {status}: {}", excerpt(&text)))
     }
 
     /// Events from `min_offset`; `None` when the long poll timed out (504).
@@ -114,6 +141,31 @@ impl ParlantRestAgent {
     fn session(&self) -> Result<String, AgentError> {
         self.session_id.clone().ok_or_else(|| AgentError::Protocol("the session was not started".into()))
     }
+
+    /// Waits for the end of the turn whose events start at `start`; returns the offset after
+    /// the last event seen.
+    async fn wait_for_turn_end(&self, session: &str, start: u64) -> Result<u64, AgentError> {
+        let deadline = Instant::now() + self.config.turn_timeout;
+        let mut cursor = start;
+        loop {
+            if Instant::now() >= deadline {
+                return Err(AgentError::Timeout(self.config.turn_timeout));
+            }
+            let Some(events) = self.events(session, cursor, self.config.wait_for_data).await? else {
+                continue;
+            };
+            if let Some(last) = events.iter().filter_map(offset_of).max() {
+                cursor = cursor.max(last + 1);
+            }
+            if events.iter().any(|e| is_turn_end(e) || is_error_status(e)) {
+                return Ok(cursor);
+            }
+            if events.is_empty() {
+                // A server that answers `[]` instead of 504 must not make us spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }
 
 fn excerpt(text: &str) -> String {
@@ -124,99 +176,6 @@ fn offset_of(event: &Value) -> Option<u64> {
     event.get("offset").and_then(Value::as_u64)
 }
 
-fn is_turn_end(event: &Value) -> bool {
-    event.get("kind").and_then(Value::as_str) == Some("status")
-        && event.pointer("/data/status").and_then(Value::as_str) == Some("ready")
-        && event.pointer("/data/data/stage").and_then(Value::as_str) == Some("completed")
-}
-
-fn is_error_status(event: &Value) -> bool {
-    event.get("kind").and_then(Value::as_str) == Some("status")
-        && event.pointer("/data/status").and_then(Value::as_str) == Some("error")
-}
-
-fn ids(value: Option<&Value>) -> Vec<String> {
-    value
-        .and_then(Value::as_array)
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|i| i.get("id").and_then(Value::as_str).or_else(|| i.as_str()).map(String::from))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Folds one turn's events into an [`AgentTurn`].
-pub fn turn_from_events(events: &[Value]) -> Result<AgentTurn, AgentError> {
-    let mut turn = AgentTurn::default();
-    let mut seen = EngineObservations::default();
-    let mut any_status = false;
-    for event in events {
-        let kind = event.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let source = event.get("source").and_then(Value::as_str).unwrap_or_default();
-        match kind {
-            "message" if source == "ai_agent" || source == "human_agent_on_behalf_of_ai_agent" => {
-                let text = event.pointer("/data/message").and_then(Value::as_str).map(String::from).or_else(|| {
-                    event
-                        .pointer("/data/chunks")
-                        .and_then(Value::as_array)
-                        .map(|chunks| chunks.iter().filter_map(Value::as_str).collect())
-                });
-                if let Some(text) = text.filter(|t| !t.is_empty()) {
-                    turn.messages.push(text);
-                }
-            }
-            "tool" => {
-                for call in event.pointer("/data/tool_calls").and_then(Value::as_array).into_iter().flatten() {
-                    let name = call.get("tool_id").and_then(Value::as_str).unwrap_or("unknown").to_string();
-                    let arguments = call.get("arguments").cloned().unwrap_or(Value::Null);
-                    let result = call
-                        .pointer("/result/data")
-                        .cloned()
-                        .or_else(|| call.get("result").cloned())
-                        .unwrap_or(Value::Null);
-                    seen.tools_called.push(ToolCalled { tool: name.clone(), arguments: arguments.clone() });
-                    turn.tool_calls.push(ToolCallRecord { id: String::new(), name, arguments, result, error: None });
-                }
-            }
-            "status" => {
-                any_status = true;
-                if event.pointer("/data/status").and_then(Value::as_str) == Some("error") {
-                    let why = event
-                        .pointer("/data/data/exception")
-                        .map(|v| v.as_str().map(String::from).unwrap_or_else(|| v.to_string()));
-                    return Err(AgentError::Reported(why.unwrap_or_else(|| "error status".into())));
-                }
-                if is_turn_end(event) {
-                    let data = event.pointer("/data/data");
-                    for id in ids(data.and_then(|d| d.get("matched_guidelines"))) {
-                        match JourneyStateReached::from_node_guideline_id(&id) {
-                            Some(state) => seen.journey_states.push(state),
-                            None => seen.guidelines_matched.push(id),
-                        }
-                    }
-                    seen.journeys_entered.extend(ids(data.and_then(|d| d.get("matched_journeys"))));
-                    for id in ids(data.and_then(|d| d.get("matched_journey_states"))) {
-                        if let Some(state) = JourneyStateReached::from_node_guideline_id(&id) {
-                            seen.journey_states.push(state);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-    seen.journey_states.dedup();
-    for state in &seen.journey_states {
-        if state.state == guidepost_core::journey::END_STATE && !seen.journeys_completed.contains(&state.journey) {
-            seen.journeys_completed.push(state.journey.clone());
-        }
-    }
-    turn.observations = any_status.then_some(seen);
-    Ok(turn)
-}
-
 #[async_trait]
 impl AgentUnderTest for ParlantRestAgent {
     async fn start(&mut self, conversation_id: &str) -> Result<(), AgentError> {
@@ -225,11 +184,13 @@ impl AgentUnderTest for ParlantRestAgent {
             None => {
                 let customer =
                     self.post("/customers", json!({"name": format!("Simulated customer {conversation_id}")})).await?;
-                customer
+                let id = customer
                     .get("id")
                     .and_then(Value::as_str)
                     .map(String::from)
-                    .ok_or_else(|| AgentError::Protocol("customer without id".into()))?
+                    .ok_or_else(|| AgentError::Protocol("customer without id".into()))?;
+                self.created_customer = Some(id.clone());
+                id
             }
         };
         let session = self
@@ -255,29 +216,20 @@ impl AgentUnderTest for ParlantRestAgent {
             )
             .await?;
         let start = offset_of(&posted).map_or(self.next_offset, |o| o + 1);
-        let deadline = Instant::now() + self.config.turn_timeout;
-        let mut cursor = start;
-        loop {
-            if Instant::now() >= deadline {
-                return Err(AgentError::Timeout(self.config.turn_timeout));
-            }
-            let Some(events) = self.events(&session, cursor, self.config.wait_for_data).await? else {
-                continue;
-            };
-            if let Some(last) = events.iter().filter_map(offset_of).max() {
-                cursor = cursor.max(last + 1);
-            }
-            if events.iter().any(|e| is_turn_end(e) || is_error_status(e)) {
-                break;
-            }
-            if events.is_empty() {
-                // A server that answers `[]` instead of 504 must not make us spin.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+        let cursor = self.wait_for_turn_end(&session, start).await?;
+        let mut events = self.events(&session, start, 0).await?.unwrap_or_default();
+        let trace = turn_trace(&events).map(String::from);
+        let of_turn = |e: &Value| trace.is_none() || e.get("trace_id").and_then(Value::as_str) == trace.as_deref();
+        let silent = !events.iter().any(|e| of_turn(e) && (is_agent_message(e) || is_error_status(e)));
+        if silent && self.config.error_grace_secs > 0 {
+            // Parlant emits the completed `ready` before the `error` of a failed turn.
+            let next = events.iter().filter_map(offset_of).max().map_or(cursor, |o| o + 1);
+            if let Some(late) = self.events(&session, next, self.config.error_grace_secs).await? {
+                events.extend(late);
             }
         }
-        let events = self.events(&session, start, 0).await?.unwrap_or_default();
         self.next_offset = events.iter().filter_map(offset_of).max().map_or(cursor, |o| o + 1);
-        turn_from_events(&events)
+        parlant_events::turn_from_events(&events, &self.config.journey_states)
     }
 
     async fn inject_agent_message(&mut self, text: &str) -> Result<(), AgentError> {
@@ -292,6 +244,21 @@ impl AgentUnderTest for ParlantRestAgent {
             self.next_offset = o + 1;
         }
         Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<(), AgentError> {
+        let mut problems = Vec::new();
+        if let Some(session) = self.session_id.take()
+            && let Err(e) = self.delete(&format!("/sessions/{session}")).await
+        {
+            problems.push(format!("session {session} was left on the server ({e})"));
+        }
+        if let Some(customer) = self.created_customer.take()
+            && let Err(e) = self.delete(&format!("/customers/{customer}")).await
+        {
+            problems.push(format!("customer {customer} was left on the server ({e})"));
+        }
+        if problems.is_empty() { Ok(()) } else { Err(AgentError::Cleanup(problems.join("; "))) }
     }
 }
 

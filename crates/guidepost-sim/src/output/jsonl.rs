@@ -1,5 +1,6 @@
 //! `toJSONL`: one JSON line per step of a run, every line with the run's one conversation id
-//! and the result-level fields (`completed`, `reason`, `summary`).
+//! and the result-level fields (`completed`, `reason` as Tally names it, `guidepostReason`,
+//! `summary`).
 
 use serde_json::json;
 
@@ -12,8 +13,12 @@ pub fn to_jsonl(result: &RunResult) -> Vec<String> {
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let mut metadata =
-                json!({"completed": result.completed, "reason": result.reason, "summary": result.summary});
+            let mut metadata = json!({
+                "completed": result.completed,
+                "reason": result.reason.to_tally(result.completed),
+                "guidepostReason": result.reason,
+                "summary": result.summary,
+            });
             if let (Some(end), Some(obj)) = (&t.end, metadata.as_object_mut()) {
                 obj.insert("end".into(), serde_json::to_value(end).unwrap_or_default());
             }

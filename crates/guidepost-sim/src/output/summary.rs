@@ -17,6 +17,9 @@ pub fn summarize(result: &RunResult) -> String {
     if let Some(error) = &result.error {
         out.push(format!("Error: {error}"));
     }
+    if let Some(cleanup) = &result.cleanup_error {
+        out.push(format!("Cleanup: {cleanup}"));
+    }
     out.push("Steps:".to_string());
     for trace in &result.traces {
         let text: String = trace.user_message.text().chars().take(50).collect();
@@ -36,6 +39,11 @@ pub fn summarize_suite(report: &SuiteReport) -> String {
         let pass_k: Vec<String> = s.pass_hat_k.iter().map(|(k, v)| format!("pass^{k}={v:.2}")).collect();
         let reasons: Vec<String> = s.runs.iter().map(|r| r.reason.to_string()).collect();
         out.push(format!("  {} {}/{} passed [{}] {}", s.id, s.passed, s.trials, reasons.join(", "), pass_k.join(" ")));
+    }
+    for run in report.scenarios.iter().flat_map(|s| &s.runs) {
+        if let Some(cleanup) = &run.cleanup_error {
+            out.push(format!("  {} trial {}: {cleanup}", run.scenario_id, run.trial));
+        }
     }
     let t = &report.totals;
     out.push(format!(

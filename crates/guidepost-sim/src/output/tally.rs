@@ -1,5 +1,7 @@
-//! Tally's shapes: `Conversation` / `ConversationStep` (the `conversation.jsonl` codec) and
-//! `TrajectoryMetaV1` (`trajectory.meta.json`).
+//! Tally's shapes: `Conversation` / `ConversationStep` (the `conversation.jsonl` codec),
+//! `TrajectoryMetaV1` (`trajectory.meta.json`) and `TrajectoryRunMeta`
+//! (`runs/trajectory/<runId>.json`). Optional fields are left out rather than written as
+//! `null`, which Tally's loaders reject.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -187,4 +189,66 @@ fn loop_json(loops: &LoopDetection) -> Value {
         "maxCycleLength": loops.max_cycle_length,
         "maxCycleRepetitions": loops.max_cycle_repetitions,
     })
+}
+
+/// The header-only first line of `conversation.jsonl`: `{conversationId, conversationMetadata}`
+/// with no step keys. Tally takes the id and metadata from it and skips it as a step, which is
+/// how a conversation of zero turns loads (Tally rejects an empty file).
+pub fn conversation_header(conversation_id: &str, conversation_metadata: &Map<String, Value>) -> String {
+    json!({"conversationId": conversation_id, "conversationMetadata": conversation_metadata}).to_string()
+}
+
+/// The `runs/trajectory/<runId>.json` of a run, in Tally's `TrajectoryRunMeta` shape: `runId`,
+/// `conversationId`, `timestamp`, `goal`, `persona`, `completed`, `reason` (one of Tally's six,
+/// see [`StopReason::to_tally`](crate::StopReason::to_tally)), `totalTurns`, `stepCount` and
+/// `stepsCompleted` with a step graph, and `metadata` with Guidepost's own reason, summary,
+/// error and cleanup problem. `result` holds the run's summary: Tally's viewers open every run
+/// file as a run report and need a `result` object.
+pub fn trajectory_run_meta(run_id: &str, trajectory: &Trajectory, result: &crate::runner::RunResult) -> Value {
+    let mut meta = Map::new();
+    meta.insert("runId".into(), json!(run_id));
+    meta.insert("conversationId".into(), json!(result.conversation_id));
+    meta.insert("timestamp".into(), json!(result.finished_at));
+    meta.insert("goal".into(), json!(trajectory.goal));
+    let mut persona = Map::new();
+    if let Some(name) = &trajectory.persona.name {
+        persona.insert("name".into(), json!(name));
+    }
+    persona.insert("description".into(), json!(trajectory.persona.description));
+    meta.insert("persona".into(), Value::Object(persona));
+    meta.insert("completed".into(), json!(result.completed));
+    meta.insert("reason".into(), json!(result.reason.to_tally(result.completed)));
+    meta.insert("totalTurns".into(), json!(result.traces.len()));
+    if let Some(graph) = &trajectory.steps {
+        meta.insert("stepCount".into(), json!(graph.steps.len()));
+        let done = result.steps.iter().filter(|s| s.status == crate::steps::StepStatus::Satisfied).count();
+        meta.insert("stepsCompleted".into(), json!(done));
+    }
+    meta.insert("metadata".into(), Value::Object(run_outcome(result)));
+    meta.insert("result".into(), serde_json::to_value(result.summary_record()).unwrap_or_else(|_| json!({})));
+    Value::Object(meta)
+}
+
+/// How a run ended, for the files' metadata: Tally's `reason` beside Guidepost's
+/// `guidepostReason`, `completed`, `summary`, `turns`, and `scenarioId`, `trial`, `error`,
+/// `failure` and `cleanupError` when there are any (never `null`).
+pub fn run_outcome(result: &crate::runner::RunResult) -> Map<String, Value> {
+    let mut outcome = Map::new();
+    outcome.insert("reason".into(), json!(result.reason.to_tally(result.completed)));
+    outcome.insert("guidepostReason".into(), json!(result.reason));
+    outcome.insert("completed".into(), json!(result.completed));
+    outcome.insert("summary".into(), json!(result.summary));
+    outcome.insert("turns".into(), json!(result.traces.len()));
+    outcome.insert("scenarioId".into(), json!(result.scenario_id));
+    outcome.insert("trial".into(), json!(result.trial));
+    if let Some(error) = &result.error {
+        outcome.insert("error".into(), json!(error));
+    }
+    if let Some(failure) = &result.failure {
+        outcome.insert("failure".into(), json!(failure));
+    }
+    if let Some(cleanup) = &result.cleanup_error {
+        outcome.insert("cleanupError".into(), json!(cleanup));
+    }
+    outcome
 }

@@ -103,13 +103,18 @@ pub async fn run_trajectory(setup: &RunSetup, agent: &mut dyn AgentUnderTest, en
             Err(e) => Some(Stop::error(FailureSource::Agent, format!("agent failed to start: {e}"))),
         };
     }
-    match tokio::time::timeout(env.turn_timeout, run.agent.finish()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "agent failed to finish the conversation"),
-        Err(_) => tracing::warn!("agent did not finish the conversation in time"),
+    // However the run ended (also when `start` failed half-way), the agent removes what it
+    // created; what it could not remove is reported with the run.
+    let cleanup_error = match tokio::time::timeout(env.turn_timeout, run.agent.finish()).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some(format!("the agent did not finish the conversation within {:?}", env.turn_timeout)),
+    };
+    if let Some(e) = &cleanup_error {
+        tracing::warn!(error = %e, "the agent did not clean up after the run");
     }
     let stop = stop.unwrap_or_else(|| run.final_policy_stop());
-    run.finalize(stop, started_at)
+    run.finalize(stop, started_at, cleanup_error)
 }
 
 impl Run<'_> {
@@ -409,7 +414,7 @@ impl Run<'_> {
         }
     }
 
-    fn finalize(mut self, mut stop: Stop, started_at: DateTime<Utc>) -> RunResult {
+    fn finalize(mut self, mut stop: Stop, started_at: DateTime<Utc>, cleanup_error: Option<String>) -> RunResult {
         for expectation in &self.setup.expect {
             let passed = expectation.holds(&self.observations);
             self.checkpoints.push(CheckpointResult {
@@ -452,6 +457,7 @@ impl Run<'_> {
             started_at,
             finished_at: Utc::now(),
             artifacts_dir: self.writer.as_ref().map(|w| w.dir().to_path_buf()),
+            cleanup_error,
         };
         if let Some(writer) = &self.writer
             && let Err(e) = writer.finish(&result)

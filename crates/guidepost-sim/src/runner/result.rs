@@ -91,6 +91,9 @@ pub struct RunResult {
     pub finished_at: DateTime<Utc>,
     /// The artifact folder, when written.
     pub artifacts_dir: Option<PathBuf>,
+    /// What the agent could not clean up when the run ended (a session or customer left on
+    /// the server), if anything.
+    pub cleanup_error: Option<String>,
 }
 
 /// The serializable summary of a run (reports and `runs/trajectory/<runId>.json`).
@@ -126,6 +129,9 @@ pub struct RunSummary {
     pub duration_ms: u64,
     /// The artifact folder.
     pub artifacts_dir: Option<PathBuf>,
+    /// What the agent could not clean up, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup_error: Option<String>,
 }
 
 impl RunResult {
@@ -152,6 +158,7 @@ impl RunResult {
             usage: self.usage.clone(),
             duration_ms: u64::try_from((self.finished_at - self.started_at).num_milliseconds().max(0)).unwrap_or(0),
             artifacts_dir: self.artifacts_dir.clone(),
+            cleanup_error: self.cleanup_error.clone(),
         }
     }
 }

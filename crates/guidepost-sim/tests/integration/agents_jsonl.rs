@@ -22,12 +22,15 @@ async fn speaks_the_line_protocol_with_a_child_process() {
     let mut agent = JsonlCommandAgent::new(AGENT);
     agent.start("conv").await.unwrap();
     let turn = agent.reply("hello").await.unwrap();
-    assert_eq!(turn.messages, ["answer 1"]);
-    assert_eq!(turn.tool_calls[0].result, serde_json::json!({"id": "TX-1"}));
+    assert_eq!(turn.messages(), ["answer 1"]);
+    let call = turn.tool_calls().next().unwrap();
+    assert_eq!((call.name.as_str(), &call.result), ("book_taxi", &serde_json::json!({"id": "TX-1"})));
+    // Without `items`, the tool calls are taken as made before the messages.
+    assert!(matches!(turn.items[0], guidepost_sim::TurnItem::ToolCall(_)));
     assert!(EngineExpectation::JourneyEntered("book_taxi".into()).holds(turn.observations.as_ref().unwrap()));
     assert_eq!(turn.usage.unwrap().prompt_tokens, 3);
     agent.inject_agent_message("scripted").await.unwrap();
-    assert_eq!(agent.reply("again").await.unwrap().messages, ["answer 2"]);
+    assert_eq!(agent.reply("again").await.unwrap().messages(), ["answer 2"]);
     assert_eq!(agent.reply("please fail").await.unwrap_err(), AgentError::Reported("cannot help".into()));
     agent.finish().await.unwrap();
 

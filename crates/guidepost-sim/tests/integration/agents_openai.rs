@@ -28,7 +28,7 @@ async fn keeps_the_conversation_and_reports_usage() {
     let mut agent = factory.create().await.unwrap();
     agent.start("c").await.unwrap();
     let first = agent.reply("I need a taxi").await.unwrap();
-    assert_eq!(first.messages, ["Where should I pick you up?"]);
+    assert_eq!(first.messages(), ["Where should I pick you up?"]);
     assert_eq!(first.usage.as_ref().map(|u| (u.prompt_tokens, u.completion_tokens)), Some((20, 7)));
     assert!(first.observations.is_none());
     agent.inject_agent_message("Also, prices rise at 18:00.").await.unwrap();

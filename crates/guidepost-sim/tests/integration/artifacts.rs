@@ -40,16 +40,15 @@ async fn artifacts_have_the_reference_shapes() {
     });
     let s = setup(trajectory(Some(graph(vec![hello, book], &["book"])), Some(6)));
     let mut agent = ScriptedAgent::new(|turn, _| {
-        let mut t = AgentTurn::text(["Booked."]);
+        let mut t = AgentTurn::default();
         if turn == 1 {
-            t.tool_calls.push(ToolCallRecord {
-                id: String::new(),
-                name: "book_taxi".into(),
-                arguments: json!({"pickup": "Oak Street"}),
-                result: json!({"booking_id": "TX-1"}),
-                error: None,
-            });
+            t.push_tool_call(ToolCallRecord::new(
+                "fixtures:book_taxi",
+                json!({"pickup": "Oak Street"}),
+                json!({"booking_id": "TX-1"}),
+            ));
         }
+        t.push_message("Booked.");
         Ok(t)
     });
     let result = run_trajectory(&s, &mut agent, &env(&model, Some(dir.path()))).await;
@@ -65,7 +64,12 @@ async fn artifacts_have_the_reference_shapes() {
     let text = std::fs::read_to_string(folder.join("conversation.jsonl")).unwrap();
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2);
-    assert_eq!(keys(&lines[0]), ["stepIndex", "input", "output", "timestamp", "metadata", "conversationId"]);
+    assert_eq!(
+        keys(&lines[0]),
+        ["stepIndex", "input", "output", "timestamp", "metadata", "conversationId", "conversationMetadata"]
+    );
+    assert_eq!(lines[0]["conversationMetadata"]["runOutcome"]["reason"], "goal-reached");
+    assert!(lines[1].get("conversationMetadata").is_none());
     assert_eq!(lines[0]["conversationId"], "test-trial0");
     assert_eq!(lines[1]["conversationId"], "test-trial0", "one conversation id per run");
     assert_eq!(lines[0]["input"], json!({"role": "user", "content": "hi"}));
@@ -75,13 +79,15 @@ async fn artifacts_have_the_reference_shapes() {
     assert_eq!(lines[1]["metadata"]["selection"]["method"], "preconditions-ordered");
     assert_eq!(
         lines[1]["metadata"]["end"],
-        json!({"isFinal": true, "reason": "goal-reached", "completed": true, "summary": "Terminal step \"book\" satisfied"})
+        json!({"isFinal": true, "reason": "goal-reached", "completed": true, "summary": "Terminal step \"book\" satisfied",
+            "guidepostReason": "goal-reached"})
     );
     let output = &lines[1]["output"];
     assert_eq!(output[0]["role"], "assistant");
     assert_eq!(
         output[0]["content"][0],
-        json!({"type": "tool-call", "toolCallId": "call-1-0", "toolName": "book_taxi", "input": {"pickup": "Oak Street"}})
+        json!({"type": "tool-call", "toolCallId": "call-1-0", "toolName": "book_taxi", "input": {"pickup": "Oak Street"},
+            "providerOptions": {"guidepost": {"service": "fixtures"}}})
     );
     assert_eq!(output[1]["role"], "tool");
     assert_eq!(
@@ -128,7 +134,8 @@ async fn artifacts_have_the_reference_shapes() {
     assert!(parts[2].len() == 6 && parts[2].chars().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
 
     let conversation = parse_conversation_jsonl(&text).unwrap();
-    assert_eq!(conversation, to_conversation("test-trial0", &result.traces, None));
+    assert_eq!(conversation, to_conversation("test-trial0", &result.traces, conversation.metadata.clone()));
+    assert_eq!(conversation.metadata.unwrap()["status"], "finished");
     let jsonl = to_jsonl(&result);
     let line: Value = serde_json::from_str(&jsonl[1]).unwrap();
     assert_eq!(line["conversationId"], "test-trial0");
@@ -155,7 +162,8 @@ async fn a_mid_run_failure_keeps_the_appended_lines_and_meta_says_error() {
     let model = Models::new().customer(vec![say("one"), say("two"), say("three")]).build();
     let result = run_trajectory(&setup(trajectory(None, Some(10))), &mut agent, &env(&model, Some(&root))).await;
     assert_eq!(result.reason, StopReason::Error);
-    assert_eq!(seen_lines.load(Ordering::SeqCst), 2);
+    // The header line, then the two turns.
+    assert_eq!(seen_lines.load(Ordering::SeqCst), 3);
     let folder = root.join("conversations").join("test-trial0");
     let meta = read_json(&folder.join("meta.json"));
     assert_eq!(meta["reason"], "error");

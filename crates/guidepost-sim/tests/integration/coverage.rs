@@ -41,13 +41,7 @@ async fn engine_observations_satisfy_steps_and_measure_journey_coverage() {
                 seen.journey_states.extend([state("book"), state("booked"), state("end")]);
                 seen.tools_called.push(ToolCalled { tool: "fixtures:book_taxi".into(), arguments: args.clone() });
                 seen.journeys_completed.push("book_taxi".into());
-                t.tool_calls.push(ToolCallRecord {
-                    id: String::new(),
-                    name: "book_taxi".into(),
-                    arguments: args,
-                    result: json!({}),
-                    error: None,
-                });
+                t.push_tool_call(ToolCallRecord::new("book_taxi", args, json!({})));
             }
         }
         t.observations = Some(seen);

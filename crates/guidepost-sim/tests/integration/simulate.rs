@@ -132,12 +132,11 @@ impl EngineSession for Session {
             EngineEvent::JourneyEntered { journey: "book_taxi".into() },
             EngineEvent::GuidelineMatched { guideline: "journey_node:book_taxi.pickup:edge_001".into() },
             EngineEvent::GuidelineMatched { guideline: "price_question".into() },
-            EngineEvent::ToolCall {
-                tool: "fixtures:book_taxi".into(),
-                arguments: json!({"pickup": message}),
-                result: json!({}),
-                error: None,
-            },
+            EngineEvent::ToolCall(guidepost_sim::ToolCallRecord::new(
+                "fixtures:book_taxi",
+                json!({"pickup": message}),
+                json!({}),
+            )),
             EngineEvent::Message { text: format!("turn {}", self.0) },
         ])
     }

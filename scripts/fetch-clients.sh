@@ -6,7 +6,7 @@
 #   - parlant-client (TypeScript) and parlant-chat-react from npm, with the exact versions
 #     of crates/guidepost-server/tests/clients/node/package-lock.json, into that folder's
 #     node_modules, and the widget page built with esbuild
-#   - chromium and chromium-driver from Debian when /usr/bin/chromium is missing (as root)
+#   - chromium and chromium-driver from Debian when /usr/bin/chromium is missing, and jq (as root)
 #
 #   eval "$(scripts/fetch-clients.sh)"
 #
@@ -22,7 +22,7 @@ if [ ! -f "$python_dir/.installed" ]; then
     echo "fetch-clients: installing parlant-client 3.3.1 (Python) into $python_dir" >&2
     rm -rf "$python_dir"
     mkdir -p "$python_dir"
-    python3 -m pip install --quiet --disable-pip-version-check --no-warn-conflicts \
+    python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-warn-conflicts \
         --target "$python_dir" "parlant-client==3.3.1" >&2
     touch "$python_dir/.installed"
 fi
@@ -39,13 +39,18 @@ if [ "$(cat "$node_dir/node_modules/.guidepost-lock-sha" 2>/dev/null)" != "$want
 fi
 (cd "$node_dir" && npm run --silent build >&2)
 
-if [ ! -x /usr/bin/chromium ]; then
+# Debian's chromium (the widget and web page tests) and jq (the README's curl examples).
+missing=""
+[ -x /usr/bin/chromium ] || missing="chromium chromium-driver"
+command -v jq >/dev/null 2>&1 || missing="$missing jq"
+if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then
-        echo "fetch-clients: installing Debian's chromium" >&2
+        echo "fetch-clients: installing from Debian:$missing" >&2
         apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >&2
+        # shellcheck disable=SC2086
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >&2
     else
-        echo "fetch-clients: /usr/bin/chromium is missing: apt-get install chromium chromium-driver" >&2
+        echo "fetch-clients: missing:$missing (apt-get install$missing)" >&2
         exit 1
     fi
 fi

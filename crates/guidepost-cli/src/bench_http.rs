@@ -4,7 +4,6 @@
 //! its turn), beside the in-process figures.
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,9 +25,12 @@ pub struct HttpFigures {
 
 /// Runs the workload at `path` through `guidepost serve` against the fake model at
 /// `fake_base`.
-pub async fn run(path: &Path, fake_base: &str, http: &reqwest::Client) -> Result<HttpFigures> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
+pub async fn run(
+    workload: (guidepost_core::AgentDefinition, Vec<String>),
+    fake_base: &str,
+    http: &reqwest::Client,
+) -> Result<HttpFigures> {
+    let (definition, messages) = workload;
     let dir = std::env::temp_dir().join(format!("guidepost-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join(format!("{}.yaml", definition.agent.id));

@@ -1,11 +1,26 @@
-//! Child processes of the benchmarks: `guidepost serve` and the fake model server, each
-//! killed when dropped, and what /proc says about them.
+//! What the benchmarks need around them: the workload, child processes (`guidepost serve`
+//! and the fake model server, each killed when dropped) and what /proc says about them.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, Result, bail};
+
+/// The workload of `size` (`small`, `medium`, `large`) from `agents/<size>.json`: the agent
+/// and the customer messages of its conversation.
+pub fn workload(agents: &std::path::Path, size: &str) -> Result<(guidepost_core::AgentDefinition, Vec<String>)> {
+    let path = agents.join(format!("{size}.json"));
+    if !path.is_file() {
+        bail!(
+            "no workload `{size}` at {} (the workloads are in bench/agents of the repository: run from its root, \
+             or give --agents DIR)",
+            path.display()
+        );
+    }
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    guidepost_sim::workload::load(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
 
 /// A child process, killed and reaped when dropped.
 pub struct ChildProcess(pub Child);

@@ -108,9 +108,7 @@ struct Run {
 }
 
 async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
-    let text = std::fs::read_to_string(options.agents.join(format!("{}.json", options.size)))
-        .with_context(|| format!("reading the {} workload", options.size))?;
-    let (definition, messages) = guidepost_sim::workload::load(&text).map_err(anyhow::Error::msg)?;
+    let (definition, messages) = crate::child::workload(&options.agents, &options.size)?;
     let dir = std::env::temp_dir().join(format!("guidepost-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;

@@ -247,7 +247,7 @@ enum Command {
     /// reference system's figures.
     Bench {
         /// Directory with small.json, medium.json, large.json.
-        #[arg(long, default_value = "../shared/bench/agents")]
+        #[arg(long, default_value = "bench/agents")]
         agents: PathBuf,
         /// Workload sizes.
         #[arg(long, value_delimiter = ',', default_value = "small,medium,large")]
@@ -272,7 +272,7 @@ enum Command {
     /// at idle and at peak, and its CPU time per turn.
     Load {
         /// Directory with small.json, medium.json, large.json.
-        #[arg(long, default_value = "../shared/bench/agents")]
+        #[arg(long, default_value = "bench/agents")]
         agents: PathBuf,
         /// Workload size.
         #[arg(long, default_value = "medium")]

@@ -64,7 +64,9 @@ pub fn stack_observed(
     if ledger.is_some() {
         config.ledger = ledger;
     }
-    builder.config(config).registry(registry(threads, false)).build().context("building the model stack")
+    // Every chat answer replayed: local weights need not be installed.
+    let replay_only = config.cache_mode == guidepost_llm::CacheMode::ReplayOrFail && config.recordings.is_some();
+    builder.config(config).registry(registry(threads, replay_only)).build().context("building the model stack")
 }
 
 /// A local model on a busy CPU can take minutes for one long prompt: the per-call timeout

@@ -211,6 +211,20 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     }
     eprintln!("ready in {:.2} s", started.elapsed().as_secs_f64());
     outln!("listening on http://{bound}");
+    // Local weights load now, in the background, so the first message does not pay for them
+    // (one that arrives sooner waits for the same load).
+    let to_load = stack.models_to_warm_up();
+    if !to_load.is_empty() {
+        eprintln!("loading {} in the background", to_load.join(", "));
+        let stack = stack.clone();
+        tokio::spawn(async move {
+            let loading = Instant::now();
+            match stack.warm_up().await {
+                Ok(()) => eprintln!("models loaded in {:.1} s", loading.elapsed().as_secs_f64()),
+                Err(e) => eprintln!("warning: loading the models failed ({e}); each turn will try again"),
+            }
+        });
+    }
     eprintln!("web page: http://{bound}/ (chat, inspector, agents, simulations)");
     server.run(listener, shutdown_signal()).await.context("serving")?;
     drop(stack);

@@ -13,6 +13,8 @@ mod graph;
 mod help;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
+#[path = "integration/readme.rs"]
+mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
 

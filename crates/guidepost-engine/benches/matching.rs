@@ -1,4 +1,4 @@
-//! Matching benchmark on the shared workloads (`/work/shared/bench/agents/*.json`, or the
+//! Matching benchmark on the shared workloads (`bench/agents/*.json` in the repository, or the
 //! directory in `GUIDEPOST_BENCH_AGENTS`): the five customer messages of each workload run
 //! as one session against a zero-latency model that answers like the bench's fake LLM.
 //!
@@ -173,7 +173,7 @@ fn run_session(
 
 fn main() {
     let dir = std::env::var("GUIDEPOST_BENCH_AGENTS")
-        .map_or_else(|_| PathBuf::from("/work/shared/bench/agents"), PathBuf::from);
+        .map_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/agents")), PathBuf::from);
     if !dir.join("small.json").exists() {
         println!("no workloads in {} (set GUIDEPOST_BENCH_AGENTS); nothing to measure", dir.display());
         return;

@@ -69,6 +69,7 @@
 //!     budgets: Vec::new(),
 //!     turn_timeout: std::time::Duration::from_secs(5),
 //!     artifacts_root: None,
+//!     progress: indicatif::ProgressBar::hidden(),
 //! };
 //! let setup = RunSetup {
 //!     scenario_id: "opening-hours".into(),

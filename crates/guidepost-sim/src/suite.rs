@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use guidepost_llm::{ChatModel, UsageLedger, UsageTotals};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -206,15 +206,70 @@ async fn provider_semaphore(map: &Semaphores, key: &str, permits: usize) -> Arc<
     Arc::clone(map.entry(key.to_string()).or_insert_with(|| Arc::new(Semaphore::new(permits.max(1)))))
 }
 
-fn progress_bar(total: usize, enabled: bool) -> ProgressBar {
-    let bar = ProgressBar::new(u64::try_from(total).unwrap_or(u64::MAX));
-    if !enabled || !std::io::stderr().is_terminal() {
-        bar.set_draw_target(ProgressDrawTarget::hidden());
+/// What the suite shows while it runs: on a terminal, a bar over all runs and a line per run
+/// in flight (its turn and whom it waits for); elsewhere (a log, CI) a line per finished run.
+/// Failed runs are always reported with their reason.
+struct SuiteProgress {
+    bars: Option<MultiProgress>,
+    overall: ProgressBar,
+    lines: bool,
+}
+
+impl SuiteProgress {
+    fn new(total: usize, enabled: bool) -> Self {
+        let terminal = enabled && std::io::stderr().is_terminal();
+        let bars = terminal.then(MultiProgress::new);
+        let overall = match &bars {
+            Some(bars) => bars.add(ProgressBar::new(u64::try_from(total).unwrap_or(u64::MAX))),
+            None => ProgressBar::hidden(),
+        };
+        if let Ok(style) = ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} runs {msg}") {
+            overall.set_style(style);
+        }
+        Self { bars, overall, lines: enabled && !terminal }
     }
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs {msg}") {
-        bar.set_style(style);
+
+    /// The line of one run, shown while it is in flight.
+    fn run_bar(&self, name: &str) -> ProgressBar {
+        let Some(bars) = &self.bars else { return ProgressBar::hidden() };
+        let bar = bars.add(ProgressBar::new_spinner());
+        if let Ok(style) = ProgressStyle::with_template("  {spinner} {prefix} [{elapsed}] {msg}") {
+            bar.set_style(style);
+        }
+        bar.set_prefix(name.to_string());
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
     }
-    bar
+
+    fn finished(&self, run_bar: &ProgressBar, result: &RunResult, took: Duration) {
+        run_bar.finish_and_clear();
+        if let Some(bars) = &self.bars {
+            bars.remove(run_bar);
+        }
+        self.overall.inc(1);
+        self.overall.set_message(format!("{} {}", result.scenario_id, result.reason));
+        let name = format!("{} (trial {})", result.scenario_id, result.trial);
+        let line = if result.passed() {
+            self.lines.then(|| format!("passed {name}: {} in {:.1} s", result.reason, took.as_secs_f64()))
+        } else {
+            Some(format!("FAILED {name}: {}: {}", result.reason, result.summary))
+        };
+        if let Some(line) = line {
+            match &self.bars {
+                Some(bars) => {
+                    let _ = bars.println(line);
+                }
+                None => eprintln!("{line}"),
+            }
+        }
+    }
+
+    fn finish(&self) {
+        self.overall.finish_and_clear();
+        if let Some(bars) = &self.bars {
+            let _ = bars.clear();
+        }
+    }
 }
 
 /// Runs every scenario `options.trials` times against agents made by `agent`.
@@ -229,13 +284,13 @@ pub async fn run_suite(
     let semaphores: Semaphores = Arc::default();
     let jobs: Vec<(usize, &Scenario, u32)> =
         scenarios.iter().enumerate().flat_map(|(i, s)| (0..options.trials.max(1)).map(move |t| (i, s, t))).collect();
-    let bar = progress_bar(jobs.len(), options.progress);
+    let progress = SuiteProgress::new(jobs.len(), options.progress);
     let mut results: Vec<(usize, u32, RunResult)> = futures::stream::iter(jobs)
         .map(|(index, scenario, trial)| {
             let agent = Arc::clone(&agent);
             let semaphores = Arc::clone(&semaphores);
             let suite_ledger = suite_ledger.clone();
-            let bar = bar.clone();
+            let progress = &progress;
             async move {
                 let mut keys = vec![agent.provider_key(), models.customer.model_id().to_string()];
                 keys.sort();
@@ -254,6 +309,8 @@ pub async fn run_suite(
                     setup.trajectory.max_turns = options.default_max_turns;
                 }
                 let ledgers = ParticipantLedgers::under(&suite_ledger, &setup.trajectory.conversation_id);
+                let run_bar = progress.run_bar(&format!("{} (trial {trial})", scenario.id));
+                let clock = std::time::Instant::now();
                 let run_budget = scenario.file.budget.unwrap_or(options.run_budget);
                 let env = RunEnv {
                     customer: SimulatedCustomer::new(
@@ -267,6 +324,7 @@ pub async fn run_suite(
                     ledgers,
                     turn_timeout: options.turn_timeout,
                     artifacts_root: options.artifacts_root.clone(),
+                    progress: run_bar.clone(),
                 };
                 let mut instance: Box<dyn AgentUnderTest> = match agent.create_for(scenario).await {
                     Ok(a) => a,
@@ -274,15 +332,14 @@ pub async fn run_suite(
                 };
                 let result = run_trajectory(&setup, instance.as_mut(), &env).await;
                 drop(permits);
-                bar.inc(1);
-                bar.set_message(format!("{} {}", result.scenario_id, result.reason));
+                progress.finished(&run_bar, &result, clock.elapsed());
                 (index, trial, result)
             }
         })
         .buffer_unordered(options.concurrency.max(1))
         .collect()
         .await;
-    bar.finish_and_clear();
+    progress.finish();
     results.sort_by_key(|(i, t, _)| (*i, *t));
     let runs: Vec<RunResult> = results.into_iter().map(|(_, _, r)| r).collect();
     let report = build_report(agent.describe(), scenarios, &runs, started_at);

@@ -228,6 +228,7 @@ impl Run<'_> {
         let step = selected.step_id.as_deref().and_then(|id| graph.and_then(|g| g.step(id)));
         let ctx =
             TurnContext { trajectory: &self.setup.trajectory, traces: &self.traces, preamble: &self.preamble, step };
+        self.env.progress.set_message(format!("turn {}: the customer is writing", self.traces.len() + 1));
         let reply = match self.env.customer.next_message(ctx).await {
             Ok(reply) => reply,
             Err(CustomerError::RoleSlip(why)) => {
@@ -306,6 +307,7 @@ impl Run<'_> {
             limit = limit.min(timeout.saturating_sub(spent).max(Duration::from_millis(1)));
         }
         let clock = Instant::now();
+        self.env.progress.set_message(format!("turn {}: waiting for the agent", self.traces.len() + 1));
         let outcome = match tokio::time::timeout(limit, self.agent.reply(&message)).await {
             Ok(result) => result,
             Err(_) => Err(AgentError::Timeout(limit)),

@@ -108,6 +108,9 @@ pub struct RunEnv {
     pub turn_timeout: Duration,
     /// Where artifacts go (`None`: nothing written).
     pub artifacts_root: Option<PathBuf>,
+    /// Where the run shows what it is doing (turn, waiting for the agent or the customer);
+    /// hidden by default.
+    pub progress: indicatif::ProgressBar,
 }
 
 /// One ledger per participant of a run.

@@ -141,21 +141,41 @@ async fn example_scenarios_run_against_a_scripted_agent() {
         .judge(false)
         .build();
     let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
-    let agent = ScriptedFactory::new(|_, m| {
+    let agent: std::sync::Arc<dyn guidepost_sim::AgentFactory> = ScriptedFactory::new(|_, m| {
         Ok(guidepost_sim::AgentTurn::text([format!("I can talk to an advisor about: {m}")]))
     });
     let dir = tempfile::tempdir().unwrap();
     let options = guidepost_sim::SuiteOptions { artifacts_root: Some(dir.path().to_path_buf()), ..Default::default() };
-    let outcome = guidepost_sim::run_suite(&scenarios, agent, &models, &options).await;
+    let outcome = guidepost_sim::run_suite(&scenarios, std::sync::Arc::clone(&agent), &models, &options).await;
     for run in &outcome.runs {
         assert!(run.error.is_none(), "{}: {:?}", run.scenario_id, run.error);
         assert!(dir.path().join("conversations").join(&run.conversation_id).join("stepTraces.json").exists());
     }
+    // Scripted lines name their steps.
     let advice = outcome.runs.iter().find(|r| r.scenario_id == "banking-advice-off-script").unwrap();
-    // The agent mentioned an advisor, so the custom precondition `agent_said("advisor")` opens
-    // the gated step, which precondition-first selection picks at once.
-    assert_eq!(advice.traces[1].step_id.as_deref(), Some("accept_call"));
-    assert_eq!(advice.traces[1].selection.method, guidepost_sim::trajectory::SelectionMethod::PreconditionsOrdered);
+    let steps: Vec<Option<&str>> = advice.traces.iter().map(|t| t.step_id.as_deref()).collect();
+    assert_eq!(steps, [Some("ask_advice"), Some("ask_advice"), Some("accept_call")]);
     let off_script = outcome.runs.iter().find(|r| r.scenario_id == "taxi-off-script").unwrap();
     assert_eq!(off_script.reason, guidepost_sim::StopReason::CheckpointFailed, "the echo agent enters no journey");
+
+    // The same scenario without its script: the agent mentioned an advisor, so the custom
+    // precondition `agent_said("advisor")` opens the gated step, which precondition-first
+    // selection picks at once.
+    let text = std::fs::read_to_string(examples().join("banking-advice-off-script.yaml")).unwrap();
+    let start = text.find("\nscript:").unwrap();
+    let end = text[start + 1..].find("\npolicies:").map_or(text.len(), |i| start + 1 + i);
+    let unscripted = format!("{}{}", &text[..start], &text[end..]);
+    let file = dir.path().join("advice-unscripted.yaml");
+    std::fs::write(&file, unscripted).unwrap();
+    let scenarios = load_scenarios(&[file]).unwrap();
+    let model = Models::new()
+        .customer(vec![say("Hello"), say("Could you help me?"), done("gave_up")])
+        .ranking(vec![])
+        .judge(false)
+        .build();
+    let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
+    let outcome = guidepost_sim::run_suite(&scenarios, std::sync::Arc::clone(&agent), &models, &options).await;
+    let advice = &outcome.runs[0];
+    assert_eq!(advice.traces[1].step_id.as_deref(), Some("accept_call"));
+    assert_eq!(advice.traces[1].selection.method, guidepost_sim::trajectory::SelectionMethod::PreconditionsOrdered);
 }

@@ -97,6 +97,7 @@ pub fn env(model: &Arc<ScriptedModel>, artifacts: Option<&std::path::Path>) -> R
         budgets: Vec::new(),
         turn_timeout: Duration::from_secs(5),
         artifacts_root: artifacts.map(std::path::Path::to_path_buf),
+        progress: indicatif::ProgressBar::hidden(),
     }
 }
 

@@ -1,0 +1,350 @@
+//! Every shell block of the README, run as a reader runs it from the repository root.
+//!
+//! Each ```` ```sh ```` block runs with `bash -eo pipefail`, with this build's `guidepost` first on
+//! the `PATH`, in a scratch folder that looks like the repository root (links to `examples/`,
+//! `bench/`, `schema/`, `crates/`), so the files a block writes (`agent.schema.json`,
+//! `.guidepost/`, `.tally/`) land there. A comment on the line before a block says how it runs
+//! (`<!-- readme-test: MODE -->`):
+//!
+//! - no comment: as written;
+//! - `replay`: model calls are answered from `examples/recordings` (what a live model would
+//!   answer there takes minutes on the CI's CPU): `GUIDEPOST_LLM_CACHE=replay-or-fail`, and
+//!   `simulate` gets `--cache replay-or-fail`;
+//! - `background`: each `guidepost serve` command runs until it says `listening on`, then is
+//!   stopped; fixed ports become free ones, and the fake model server stands in for the model;
+//! - `server` (`server with-keys`): a `guidepost serve examples/agents` (with API keys,
+//!   exported to the block as `ADMIN_KEY` and `CLIENT_KEY`) runs on a free port, which
+//!   replaces port 8800 in the block;
+//! - `skip: REASON`: not run (the README's own two commands, hosted models, shell setup).
+//!
+//! Blocks that need `$GUIDEPOST_DATABASE_URL` get the test database
+//! (`GUIDEPOST_TEST_DATABASE_URL`) or are left out when there is none, unless
+//! `GUIDEPOST_REQUIRE_POSTGRES=1`.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use crate::repo_root;
+use crate::serve::{FakeModel, bin, fake_model};
+
+/// How a block runs.
+#[derive(Debug, Clone, PartialEq)]
+enum Mode {
+    AsWritten,
+    Replay,
+    Background,
+    Server { keys: bool },
+    Skip(String),
+}
+
+#[derive(Debug)]
+struct Block {
+    /// 1-based line of the opening fence.
+    line: usize,
+    mode: Mode,
+    /// The commands, continuation lines joined.
+    commands: Vec<String>,
+}
+
+fn parse_mode(comment: &str) -> Option<Mode> {
+    let inner = comment.trim().strip_prefix("<!-- readme-test:")?.strip_suffix("-->")?.trim();
+    Some(match inner {
+        "replay" => Mode::Replay,
+        "background" => Mode::Background,
+        "server" => Mode::Server { keys: false },
+        "server with-keys" => Mode::Server { keys: true },
+        other => match other.strip_prefix("skip:") {
+            Some(reason) if !reason.trim().is_empty() => Mode::Skip(reason.trim().to_string()),
+            _ => panic!("unknown readme-test mode `{other}`"),
+        },
+    })
+}
+
+fn blocks(readme: &str) -> Vec<Block> {
+    let lines: Vec<&str> = readme.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() == "```sh" {
+            let mode = (1..=2)
+                .filter_map(|back| i.checked_sub(back).map(|j| lines[j]))
+                .find(|l| !l.trim().is_empty())
+                .and_then(parse_mode)
+                .unwrap_or(Mode::AsWritten);
+            let start = i + 1;
+            let mut commands = Vec::new();
+            let mut current = String::new();
+            i += 1;
+            while i < lines.len() && lines[i].trim() != "```" {
+                let line = lines[i];
+                match line.strip_suffix('\\') {
+                    Some(head) => {
+                        current.push_str(head);
+                        current.push(' ');
+                    }
+                    None => {
+                        current.push_str(line);
+                        if !current.trim().is_empty() && !current.trim_start().starts_with('#') {
+                            commands.push(std::mem::take(&mut current));
+                        }
+                        current.clear();
+                    }
+                }
+                i += 1;
+            }
+            out.push(Block { line: start, mode, commands });
+        }
+        i += 1;
+    }
+    out
+}
+
+/// `command` without a trailing `# comment` (a `#` after whitespace; `#` inside a model spec
+/// stays).
+fn strip_comment(command: &str) -> &str {
+    match command.find(" #") {
+        Some(i) => command[..i].trim_end(),
+        None => command.trim_end(),
+    }
+}
+
+/// A scratch folder that looks like the repository root.
+fn scratch_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    for name in ["examples", "bench", "schema", "crates", "scripts"] {
+        std::os::unix::fs::symlink(root.join(name), dir.path().join(name)).unwrap();
+    }
+    dir
+}
+
+fn path_with_guidepost() -> String {
+    let bin_dir = bin().parent().unwrap().to_path_buf();
+    format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default())
+}
+
+fn database_url() -> Option<String> {
+    std::env::var("GUIDEPOST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())
+}
+
+fn shell(cwd: &Path, script: &str) -> Command {
+    // A block that hangs fails after five minutes instead of holding the suite.
+    let mut cmd = Command::new("timeout");
+    cmd.args(["--kill-after=10", "300", "bash", "-c"])
+        .arg(format!("set -eo pipefail\n{script}"))
+        .current_dir(cwd)
+        .env("PATH", path_with_guidepost())
+        .env_remove("GUIDEPOST_MODEL")
+        .env_remove("GUIDEPOST_EMBEDDER")
+        .env_remove("GUIDEPOST_API_KEYS")
+        .env_remove("GUIDEPOST_DATABASE_URL")
+        .stdin(Stdio::null());
+    if let Some(url) = database_url() {
+        cmd.env("GUIDEPOST_DATABASE_URL", url);
+    }
+    cmd
+}
+
+fn model_env(cmd: &mut Command, fake: &FakeModel) {
+    cmd.env("GUIDEPOST_MODEL", format!("openai-compatible:{}/v1#gpt-4.1", fake.url))
+        .env("GUIDEPOST_EMBEDDER", format!("openai-compatible:{}/v1#fake-embed", fake.url));
+}
+
+fn run_to_end(mut cmd: Command, block: &Block) {
+    let output = cmd.output().unwrap();
+    assert!(
+        output.status.success(),
+        "README.md:{} ({:?}) failed: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        block.line,
+        block.mode,
+        block.commands,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Replay: every model call from the recordings.
+fn replayed(command: &str) -> String {
+    let command = strip_comment(command);
+    if !command.contains("guidepost simulate") {
+        return command.to_string();
+    }
+    let mut words: Vec<String> = command.split_whitespace().map(String::from).collect();
+    match words.iter().position(|w| w == "--cache") {
+        Some(i) if i + 1 < words.len() => words[i + 1] = "replay-or-fail".into(),
+        _ => words.extend(["--cache".into(), "replay-or-fail".into()]),
+    }
+    words.push("--no-progress".into());
+    words.join(" ")
+}
+
+/// Background: fixed ports become free ones.
+fn on_free_port(command: &str) -> String {
+    let command = strip_comment(command);
+    let mut words: Vec<String> = command.split_whitespace().map(String::from).collect();
+    match words.iter().position(|w| w == "--port") {
+        Some(i) if i + 1 < words.len() => words[i + 1] = "0".into(),
+        _ => words.extend(["--port".into(), "0".into()]),
+    }
+    words.join(" ")
+}
+
+/// Kills the process group of a block's shell when dropped.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // `--`: a negative number names a process group, not an option.
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).stderr(Stdio::null()).status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `script` in its own process group and waits for `count` lines containing `marker`
+/// on its standard output.
+fn start_until(mut cmd: Command, count: usize, marker: &str, what: &str) -> (Group, Vec<String>) {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = cmd.spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let group = Group(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (etx, erx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = etx.send(line);
+        }
+    });
+    let mut found = Vec::new();
+    while found.len() < count {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) if line.contains(marker) => found.push(line),
+            Ok(_) => {}
+            Err(_) => panic!(
+                "{what}: {} of {count} `{marker}` lines within 60 s; stderr:\n{}",
+                found.len(),
+                erx.try_iter().collect::<Vec<_>>().join("\n")
+            ),
+        }
+    }
+    (group, found)
+}
+
+fn run_block(block: &Block, cwd: &Path, fake: &FakeModel) {
+    match &block.mode {
+        Mode::Skip(_) => {}
+        Mode::AsWritten => {
+            let mut cmd = shell(cwd, &block.commands.join("\n"));
+            cmd.env_remove("GUIDEPOST_LLM_CACHE");
+            run_to_end(cmd, block);
+        }
+        Mode::Replay => {
+            let script: Vec<String> = block.commands.iter().map(|c| replayed(c)).collect();
+            let mut cmd = shell(cwd, &script.join("\n"));
+            cmd.env("GUIDEPOST_LLM_CACHE", "replay-or-fail").env("GUIDEPOST_LLM_RECORDINGS", "examples/recordings");
+            run_to_end(cmd, block);
+        }
+        Mode::Background => {
+            let mut script = Vec::new();
+            let mut servers = 0;
+            for command in &block.commands {
+                if command.contains("GUIDEPOST_DATABASE_URL") && database_url().is_none() {
+                    assert!(
+                        std::env::var("GUIDEPOST_REQUIRE_POSTGRES").as_deref() != Ok("1"),
+                        "README.md:{}: no test database for `{command}`",
+                        block.line
+                    );
+                    eprintln!("README.md:{}: left out (no test database): {command}", block.line);
+                    continue;
+                }
+                if command.contains("guidepost serve") {
+                    // Each server in a data folder of its own, in the background.
+                    servers += 1;
+                    script.push(format!("{} --data-dir .guidepost-{servers} &", on_free_port(command)));
+                } else {
+                    script.push(strip_comment(command).to_string());
+                }
+            }
+            if servers == 0 {
+                return;
+            }
+            script.push("wait".into());
+            let mut cmd = shell(cwd, &script.join("\n"));
+            model_env(&mut cmd, fake);
+            let (_group, _) = start_until(cmd, servers, "listening on http://", &format!("README.md:{}", block.line));
+        }
+        Mode::Server { keys } => {
+            let admin = "readme-admin-key-0123456789abcdef";
+            let client = "readme-client-key-0123456789abcdef";
+            let mut server = shell(cwd, "exec guidepost serve examples/agents --port 0");
+            model_env(&mut server, fake);
+            if *keys {
+                server.env("GUIDEPOST_API_KEYS", format!("admin:{admin},client:{client}"));
+            }
+            let (_server, lines) = start_until(server, 1, "listening on http://", "the README's server");
+            let address = lines[0].trim().trim_start_matches("listening on http://").to_string();
+            let script = block
+                .commands
+                .iter()
+                .map(|c| c.replace("localhost:8800", &address).replace("127.0.0.1:8800", &address))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut cmd = shell(cwd, &script);
+            cmd.env("ADMIN_KEY", admin).env("CLIENT_KEY", client);
+            run_to_end(cmd, block);
+        }
+    }
+}
+
+#[test]
+fn every_shell_block_of_the_readme_runs() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let blocks = blocks(&readme);
+    assert!(blocks.len() >= 10, "{blocks:?}");
+    // Every block that is not run says why.
+    let skipped: Vec<(usize, String)> = blocks
+        .iter()
+        .filter_map(|b| match &b.mode {
+            Mode::Skip(reason) => Some((b.line, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(skipped.len() <= 4, "too many README blocks left out: {skipped:?}");
+    let fake = fake_model();
+    for block in &blocks {
+        let scratch = scratch_root();
+        let started = std::time::Instant::now();
+        run_block(block, scratch.path(), &fake);
+        eprintln!("README.md:{} ({:?}): {:.1} s", block.line, block.mode, started.elapsed().as_secs_f64());
+    }
+}
+
+#[test]
+fn the_readme_parser_reads_modes_and_continuations() {
+    let text = "intro\n\n<!-- readme-test: replay -->\n```sh\nguidepost chat x.yaml \\\n    --quiet  # note\n# a comment\n```\n\n```sh\necho hi\n```\n";
+    let parsed = blocks(text);
+    assert_eq!(parsed.len(), 2);
+    assert_eq!(parsed[0].mode, Mode::Replay);
+    assert_eq!(parsed[0].commands.len(), 1);
+    assert_eq!(strip_comment(&parsed[0].commands[0]), "guidepost chat x.yaml      --quiet");
+    assert_eq!(parsed[1].mode, Mode::AsWritten);
+    assert_eq!(
+        replayed("guidepost simulate s --cache record"),
+        "guidepost simulate s --cache replay-or-fail --no-progress"
+    );
+    assert_eq!(on_free_port("guidepost serve a --port 8801"), "guidepost serve a --port 0");
+    assert_eq!(on_free_port("guidepost serve a # b"), "guidepost serve a --port 0");
+}

@@ -55,6 +55,14 @@ fn describe(outcome: &TurnOutcome, runtime: &AgentRuntime, elapsed: std::time::D
     for missing in &outcome.trace.tool_insights.missing {
         lines.push(format!("missing for {}: {}", missing.tool.name, missing.parameter));
     }
+    let composition = &outcome.trace.composition;
+    for (attempt, problems) in composition.reply_checks.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+        let found: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        lines.push(format!("reply {} refused: {}", attempt + 1, found.join("; ")));
+    }
+    if composition.fallback {
+        lines.push("fallback reply sent: no reply the model wrote passed the checks".to_string());
+    }
     let usage = &outcome.trace.usage;
     lines.push(format!(
         "{} model calls, {} prompt tokens, {:.1} s",

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use async_trait::async_trait;
 use guidepost_core::definition::{SourceFile, load_agent};
+use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
@@ -124,6 +125,17 @@ fn item_events(events: &[Event]) -> Vec<EngineEvent> {
                 } else {
                     EngineEvent::Message { text }
                 });
+                if event.data["reply_checks"]["fallback"] == true {
+                    let problems = event.data["reply_checks"]["problems"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|attempt| attempt.as_array().into_iter().flatten())
+                        .filter_map(|p| serde_json::from_value::<ReplyProblem>(p.clone()).ok())
+                        .map(|p| p.to_string())
+                        .collect();
+                    out.push(EngineEvent::ReplyFallback { problems });
+                }
             }
             EventKind::Tool => out.extend(
                 event.data["tool_calls"]

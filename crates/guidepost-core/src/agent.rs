@@ -71,6 +71,14 @@ pub struct Agent {
     pub preamble: Preamble,
     /// The reply sent in `canned_strict` mode when no template fits.
     pub no_match_reply: Option<String>,
+    /// The language replies are written in: a language code (`zh`, `en`, `pt-BR`), or
+    /// `None` (or `customer`) for the language the customer writes in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// The reply sent when every composed reply failed the reply checks (see
+    /// [`crate::reply_check`]); a short apology in the agent's language when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reply: Option<String>,
 }
 
 /// Default bound on preparation iterations, as in the response lifecycle.

@@ -62,6 +62,18 @@ impl AgentBuilder {
         self.file.agent.get_or_insert_with(Default::default)
     }
 
+    /// Sets the language replies are written in (a code such as `zh`, or `customer`).
+    pub fn language(mut self, code: impl Into<String>) -> Self {
+        self.section().language = Some(code.into());
+        self
+    }
+
+    /// Sets the reply sent when no composed reply passes the reply checks.
+    pub fn fallback_reply(mut self, text: impl Into<String>) -> Self {
+        self.section().fallback_reply = Some(text.into());
+        self
+    }
+
     /// Sets the stable id (default: a slug of the name).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.section().id = Some(id.into());

@@ -47,6 +47,7 @@ pub mod model;
 pub mod path;
 pub mod projection;
 pub mod relationship;
+pub mod reply_check;
 pub mod session;
 pub mod tool;
 

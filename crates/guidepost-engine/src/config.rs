@@ -29,7 +29,7 @@ pub enum NumericPriority {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictStyle {
-    /// [`Direct`](Self::Direct) for local models (model ids `local:...`), else
+    /// [`Single`](Self::Single) for local models (model ids `local:...`), else
     /// [`Reasoned`](Self::Reasoned). The default.
     #[default]
     Auto,
@@ -40,13 +40,19 @@ pub enum VerdictStyle {
     /// output tokens. Small local models judge conditions far better this way (asked for a
     /// rationale first, they argue every condition into holding).
     Direct,
+    /// One call per condition, answered `yes` or `no`, after a worked example. The most
+    /// reliable style for small models (judging several conditions at once, they answer
+    /// them alike), and cheap on a model that keeps the shared prompt prefix between calls.
+    /// Conditions of guidelines already followed are still asked together
+    /// ([`Direct`](Self::Direct)).
+    Single,
 }
 
 impl VerdictStyle {
     /// The style used with the model `model_id` (`provider:model`).
     pub fn for_model(self, model_id: &str) -> VerdictStyle {
         match self {
-            VerdictStyle::Auto if guidepost_llm::is_local_model(model_id) => VerdictStyle::Direct,
+            VerdictStyle::Auto if guidepost_llm::is_local_model(model_id) => VerdictStyle::Single,
             VerdictStyle::Auto => VerdictStyle::Reasoned,
             other => other,
         }

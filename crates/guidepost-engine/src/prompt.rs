@@ -17,7 +17,7 @@ use crate::error::BatchError;
 pub const DYNAMIC_MARKER: &str = "<<<DYNAMIC>>>";
 
 /// The prompt templates, by name.
-pub const TEMPLATES: [(&str, &str); 9] = [
+pub const TEMPLATES: [(&str, &str); 10] = [
     ("agent.j2", include_str!("prompts/agent.j2")),
     ("conversation.j2", include_str!("prompts/conversation.j2")),
     ("observational.j2", include_str!("prompts/observational.j2")),
@@ -27,6 +27,7 @@ pub const TEMPLATES: [(&str, &str); 9] = [
     ("disambiguation.j2", include_str!("prompts/disambiguation.j2")),
     ("journey_selection.j2", include_str!("prompts/journey_selection.j2")),
     ("direct.j2", include_str!("prompts/direct.j2")),
+    ("single.j2", include_str!("prompts/single.j2")),
 ];
 
 fn environment() -> &'static Result<Environment<'static>, String> {

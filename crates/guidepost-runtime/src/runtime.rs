@@ -107,6 +107,9 @@ pub struct RuntimeConfig {
     /// copies its draft from its own earlier messages, and the check then finds nothing
     /// wrong; asked for the reply alone, it follows the current step.
     pub self_check: Option<bool>,
+    /// The checks every composed reply must pass before it is sent (see
+    /// [`guidepost_core::reply_check`]); `None` (the default) runs them all.
+    pub reply_checks: Option<Vec<guidepost_core::reply_check::ReplyCheck>>,
 }
 
 /// Runs an agent's turns.
@@ -575,6 +578,8 @@ impl AgentRuntime {
                 .config
                 .self_check
                 .unwrap_or_else(|| !guidepost_llm::is_local_model(self.models.generation.model_id())),
+            reply_checks: self.config.reply_checks.as_deref().unwrap_or(&guidepost_core::reply_check::ReplyCheck::ALL),
+            now: self.clock.now(),
         };
         let model = self.models.generation.as_ref();
         let output_mode = agent.output_mode;
@@ -644,6 +649,8 @@ impl AgentRuntime {
                 .unwrap_or_default(),
             template_id: composed.template_id.clone(),
             self_check: composed.self_check.clone(),
+            reply_checks: composed.reply_checks.clone(),
+            fallback: composed.fallback,
             model_calls: composed.usage.iter().map(|u| u.calls).sum(),
             prompt_tokens: composed.usage.iter().map(|u: &Usage| u.prompt_tokens).sum(),
         };
@@ -679,6 +686,9 @@ impl AgentRuntime {
             }
             if let Some(draft) = &composed.draft {
                 event.data["draft"] = json!(draft);
+            }
+            if composed.fallback || !composed.reply_checks.is_empty() {
+                event.data["reply_checks"] = json!({"fallback": composed.fallback, "problems": composed.reply_checks});
             }
             sink.emit(event).await;
         }

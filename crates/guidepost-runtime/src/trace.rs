@@ -45,6 +45,12 @@ pub struct CompositionTrace {
     pub template_id: Option<String>,
     /// Problems the self-check found in the draft.
     pub self_check: Vec<String>,
+    /// What the reply checks found in each reply the model wrote (empty: the first passed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reply_checks: Vec<Vec<guidepost_core::reply_check::ReplyProblem>>,
+    /// Whether the agent's fallback reply was sent because no written reply passed.
+    #[serde(default)]
+    pub fallback: bool,
     /// Model calls made.
     pub model_calls: u32,
     /// Prompt tokens.

@@ -16,5 +16,7 @@ mod journeys;
 mod lifecycle;
 #[path = "integration/prompts.rs"]
 mod prompts;
+#[path = "integration/reply_checks.rs"]
+mod reply_checks;
 #[path = "integration/tools.rs"]
 mod tools;

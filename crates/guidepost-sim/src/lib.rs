@@ -106,6 +106,7 @@ pub mod observations;
 pub mod output;
 pub mod policy;
 mod prompts;
+pub mod reply_quality;
 pub mod runner;
 pub mod satisfaction;
 pub mod scenario;

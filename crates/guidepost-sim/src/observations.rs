@@ -86,6 +86,10 @@ pub struct EngineObservations {
     /// Journey nodes reported without a journey they could be attributed to.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unattributed_journey_nodes: Vec<UnattributedJourneyNode>,
+    /// Replies replaced by the agent's fallback because every reply the model wrote failed
+    /// the engine's reply checks: what the checks found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reply_fallbacks: Vec<String>,
 }
 
 impl EngineObservations {
@@ -97,6 +101,7 @@ impl EngineObservations {
         self.tools_called.extend(other.tools_called.iter().cloned());
         self.guidelines_matched.extend(other.guidelines_matched.iter().cloned());
         self.unattributed_journey_nodes.extend(other.unattributed_journey_nodes.iter().cloned());
+        self.reply_fallbacks.extend(other.reply_fallbacks.iter().cloned());
     }
 
     /// Whether a tool whose name is `tool` (or ends with `:tool`) was called.

@@ -41,9 +41,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use guidepost_core::AgentDefinition;
+
 use crate::error::{ScenarioError, SimError, SourceLocation};
 use crate::observations::EngineExpectation;
 use crate::policy::{ForbiddenAgentPhrases, Policy, RequireStepMatch};
+use crate::reply_quality::{ReplyChecksSetting, ReplyQuality};
 use crate::runner::{Budget, RunSetup, ScriptItem};
 use crate::steps::expr::Expr;
 use crate::steps::{CustomCheck, OnFailure, Precondition, SatisfactionSpec, StepDefinition, StepGraph};
@@ -91,6 +94,12 @@ pub struct ScenarioFile {
     /// Extra stop rules.
     #[serde(default)]
     pub policies: PoliciesFile,
+    /// The reply checks every agent reply must pass (`true`, the default: all but
+    /// `repeated`; `false`: none; or a list such as `[echo, customer_voice, invented_fact,
+    /// wrong_language, repeated]`). A failed check, or an engine's fallback reply, stops the
+    /// run with `policy-violation`.
+    #[serde(default)]
+    pub reply_checks: ReplyChecksSetting,
     /// Token and cost limits of one run.
     #[serde(default)]
     pub budget: Option<Budget>,
@@ -350,7 +359,14 @@ impl Scenario {
 
     /// The run setup of trial `trial`. The conversation id is `<scenario id>-trial<trial>`.
     pub fn setup(&self, trial: u32) -> RunSetup {
-        let mut policies: Vec<Arc<dyn Policy>> = Vec::new();
+        self.setup_for(trial, None)
+    }
+
+    /// The run setup of trial `trial`, with the agent's definition for the reply checks (its
+    /// language, and the facts it states).
+    pub fn setup_for(&self, trial: u32, definition: Option<Arc<AgentDefinition>>) -> RunSetup {
+        let mut policies: Vec<Arc<dyn Policy>> =
+            vec![Arc::new(ReplyQuality { checks: self.file.reply_checks.checks(), definition })];
         if !self.file.policies.forbidden_agent_phrases.is_empty() {
             policies
                 .push(Arc::new(ForbiddenAgentPhrases { phrases: self.file.policies.forbidden_agent_phrases.clone() }));

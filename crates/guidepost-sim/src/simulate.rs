@@ -294,7 +294,13 @@ pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, 
             Arc::new(InProcessFactory { sessions, definition: args.definition.clone() })
         }
     };
-    let mut outcome = run_suite(&scenarios, factory, &models, &suite_options(args)).await;
+    let mut options = suite_options(args);
+    for (id, path) in &definition_of {
+        if let Some((_, definition)) = definitions.iter().find(|(p, _)| p == path) {
+            options.definitions.insert((*id).to_string(), Arc::new(definition.clone()));
+        }
+    }
+    let mut outcome = run_suite(&scenarios, factory, &models, &options).await;
     for (path, definition) in &definitions {
         let runs = outcome.runs.iter().filter(|r| definition_of.get(r.scenario_id.as_str()) == Some(path));
         outcome.report.coverage.push(compute_coverage(definition, runs));

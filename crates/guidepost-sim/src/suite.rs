@@ -61,6 +61,8 @@ pub struct SuiteOptions {
     /// Turn limit of scenarios that set none (`None`: unlimited; runs then end only by goal,
     /// loop, policy, budget or the customer's done signal).
     pub default_max_turns: Option<u32>,
+    /// The agent definition of each scenario (by scenario id), for the reply checks.
+    pub definitions: std::collections::HashMap<String, Arc<guidepost_core::AgentDefinition>>,
 }
 
 impl Default for SuiteOptions {
@@ -76,6 +78,7 @@ impl Default for SuiteOptions {
             progress: false,
             customer: CustomerOptions::default(),
             default_max_turns: Some(30),
+            definitions: Default::default(),
         }
     }
 }
@@ -304,7 +307,7 @@ pub async fn run_suite(
                         }
                     }
                 }
-                let mut setup = scenario.setup(trial);
+                let mut setup = scenario.setup_for(trial, options.definitions.get(&scenario.id).cloned());
                 if setup.trajectory.max_turns.is_none() {
                     setup.trajectory.max_turns = options.default_max_turns;
                 }

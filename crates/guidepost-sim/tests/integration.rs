@@ -16,6 +16,8 @@ mod artifacts;
 mod coverage;
 #[path = "integration/prompts.rs"]
 mod prompts;
+#[path = "integration/reply_quality.rs"]
+mod reply_quality;
 #[path = "integration/scenarios.rs"]
 mod scenarios;
 #[path = "integration/selection.rs"]

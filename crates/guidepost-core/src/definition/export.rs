@@ -26,6 +26,8 @@ pub fn export(definition: &AgentDefinition) -> AgentFile {
         preamble: (a.preamble != Default::default())
             .then(|| PreambleDecl { enabled: a.preamble.enabled, examples: a.preamble.examples.clone() }),
         no_match_reply: a.no_match_reply.clone(),
+        language: a.language.clone(),
+        fallback_reply: a.fallback_reply.clone(),
     };
     AgentFile {
         schema: None,

@@ -94,6 +94,17 @@ pub struct AgentSection {
     /// Reply sent in `canned_strict` mode when no template fits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_match_reply: Option<String>,
+    /// The language the agent replies in: a language code such as `zh`, `en` or `pt-BR`, or
+    /// `customer` (the default) for the language of the customer's messages. Replies follow
+    /// it whatever language the instructions are written in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^(customer|[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*)$"))]
+    pub language: Option<String>,
+    /// Reply sent when every reply the model composed failed the reply checks (it echoed
+    /// the customer, spoke in the customer's voice, stated a fact from nowhere or used the
+    /// wrong language). Defaults to a short apology in the agent's language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reply: Option<String>,
 }
 
 /// Preamble settings.

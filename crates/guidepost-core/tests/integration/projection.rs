@@ -19,6 +19,8 @@ fn definition_with(journey: Journey) -> AgentDefinition {
             tags: vec![],
             preamble: Default::default(),
             no_match_reply: None,
+            language: None,
+            fallback_reply: None,
         },
         tags: vec![],
         guidelines: vec![],

@@ -8,6 +8,7 @@ pub mod journey_selection;
 pub mod low_criticality;
 pub mod observational;
 pub mod previously_applied;
+pub mod single;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -191,7 +192,11 @@ pub async fn evaluate_checks(
 ) -> CallOutcome<Vec<GuidelineVerdict>> {
     let task = TaskKind::Matching;
     let checks = !matches!(category, Category::Disambiguation | Category::JourneyNodeSelection);
-    let (outcome, map) = if style == VerdictStyle::Direct && checks {
+    let reapply = matches!(category, Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent);
+    let (outcome, map) = if style == VerdictStyle::Single && checks && !reapply {
+        let (list, map) = local_items(items);
+        (single::evaluate(model, &list, conversation, temperature).await, map)
+    } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
         let (prompt, schema, map) = render_direct(category, items, conversation);
         let schema = (direct::SCHEMA_NAME.to_string(), schema);
         let outcome = call_with_schema::<BTreeMap<String, bool>>(model, task, prompt, temperature, schema).await;

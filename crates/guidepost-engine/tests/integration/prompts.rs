@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use guidepost_core::{EventSource, JourneyPath, ToolId};
-use guidepost_engine::batches::{disambiguation, journey_selection, render_checks, render_direct};
+use guidepost_engine::batches::{disambiguation, journey_selection, local_items, render_checks, render_direct};
 use guidepost_engine::context::events::message;
 use guidepost_engine::prompt::{ConversationView, RenderedPrompt};
 use guidepost_engine::{Category, CompiledAgent, MatchingContext, StagedToolResult};
@@ -142,6 +142,18 @@ fn direct_checks_prompt() {
 fn direct_reapply_prompt() {
     // the customer-dependent item is flagged; the rule for it is in the fixed part
     insta::assert_snapshot!(direct_prompt(Category::PreviouslyApplied, &["refund", "order_number"]));
+}
+
+#[test]
+fn single_check_prompt() {
+    let (agent, conversation) = fixture();
+    let (items, _) = local_items(&[agent.guideline("refund").unwrap()]);
+    let prompt = guidepost_engine::batches::single::render_single(&items[0], &conversation).unwrap();
+    insta::assert_snapshot!(format!(
+        "{}\n\n===== answer schema =====\n\n{}",
+        show(&prompt),
+        guidepost_engine::batches::single::answer_schema()
+    ));
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! Verdict styles: local models get direct checks (one boolean per condition, keyed by the
-//! condition), hosted models keep a rationale per verdict, and either can be forced.
+//! Verdict styles: local models get single checks (one yes-or-no question per condition),
+//! direct checks (one boolean per condition, keyed by the condition) for guidelines already
+//! followed; hosted models keep a rationale per verdict; any style can be forced.
 
 use std::sync::Arc;
 
@@ -51,6 +52,21 @@ fn direct(req: &ChatRequest, rules: &[(&str, &str)]) -> Value {
     Value::Object(answer)
 }
 
+/// The statement a single check asks about.
+fn statement(req: &ChatRequest) -> String {
+    let user = &req.messages[1].content;
+    let (_, rest) = user.rsplit_once("Statement:\n- ").expect("a single check names its statement");
+    rest.trim_end().trim_end_matches(':').to_string()
+}
+
+/// A single-check answer under the same rules as [`direct`].
+fn single(req: &ChatRequest, rules: &[(&str, &str)]) -> Value {
+    let last = last_customer(req).to_lowercase();
+    let said = statement(req);
+    let holds = rules.iter().any(|(cond, word)| said.contains(cond) && last.contains(word));
+    Value::String(if holds { "yes" } else { "no" }.into())
+}
+
 fn local_model(answer: fn(&ChatRequest) -> Value) -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
@@ -60,9 +76,21 @@ fn local_model(answer: fn(&ChatRequest) -> Value) -> Arc<ScriptedModel> {
     )
 }
 
+/// A local model answering single checks by `rules`, and direct checks the same way.
+fn local_single_model(rules: &'static [(&'static str, &'static str)]) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .with_id("local:qwen2.5-coder-1.5b")
+            .when(schema_is("Verdict"))
+            .reply_with(move |req| Ok(single(req, rules)))
+            .when(schema_is("DirectChecks"))
+            .reply_with(move |req| Ok(direct(req, rules))),
+    )
+}
+
 #[tokio::test]
-async fn local_models_get_one_boolean_per_condition_and_no_actions() {
-    let model = local_model(|req| direct(req, &[("how much", "cost"), ("student", "student")]));
+async fn local_models_get_one_question_per_condition_and_no_actions() {
+    let model = local_single_model(&[("how much", "cost"), ("student", "student")]);
     let matcher = matcher(inline(TAXI), Arc::clone(&model));
     let mut session = Session::new();
     let o =
@@ -72,15 +100,17 @@ async fn local_models_get_one_boolean_per_condition_and_no_actions() {
     assert!(!o.matched("correction"));
     assert!(!o.matched("tone"));
     let requests = model.requests();
-    assert!(!requests.is_empty());
+    let statements: Vec<String> = requests.iter().map(statement).collect();
+    assert_eq!(requests.len(), 4, "one call per condition: {statements:?}");
     for req in &requests {
-        let keys = keys(req);
-        assert!(keys.iter().all(|k| k.starts_with('[')), "{keys:?}");
+        assert!(schema_is("Verdict")(req));
         let text = format!("{}{}", req.messages[0].content, req.messages[1].content);
-        assert!(!text.contains("Explain that the fare is metered"), "actions stay out of direct checks:\n{text}");
+        assert!(!text.contains("Explain that the fare is metered"), "actions stay out of the checks:\n{text}");
+        // Every call shares its prefix (instructions, agent, conversation) with the others.
+        let prefix = req.messages[1].content.rsplit_once("Statement:").unwrap().0;
+        assert_eq!(prefix, requests[0].messages[1].content.rsplit_once("Statement:").unwrap().0);
     }
-    let all: Vec<String> = requests.iter().flat_map(keys).collect();
-    assert!(all.iter().any(|k| k.ends_with("] The customer asks how much the ride will cost")), "{all:?}");
+    assert!(statements.contains(&"The customer asks how much the ride will cost".to_string()), "{statements:?}");
     let price = o.record.candidate("price").unwrap();
     assert_eq!(price.verdict, Verdict::Matched);
     assert_eq!(price.rationale, None);
@@ -108,7 +138,7 @@ async fn hosted_models_keep_the_reasoned_checks() {
 
 #[tokio::test]
 async fn the_style_can_be_forced_either_way() {
-    assert_eq!(VerdictStyle::Auto.for_model("local:qwen"), VerdictStyle::Direct);
+    assert_eq!(VerdictStyle::Auto.for_model("local:qwen"), VerdictStyle::Single);
     assert_eq!(VerdictStyle::Auto.for_model("anthropic:claude"), VerdictStyle::Reasoned);
     assert_eq!(VerdictStyle::Reasoned.for_model("local:qwen"), VerdictStyle::Reasoned);
     assert_eq!(VerdictStyle::Direct.for_model("openai:gpt-4.1"), VerdictStyle::Direct);
@@ -135,7 +165,8 @@ async fn a_condition_left_out_of_the_answer_has_no_verdict() {
         answer.insert(first, Value::Bool(false));
         Value::Object(answer)
     });
-    let matcher = matcher(inline(TAXI), model);
+    let config = MatcherConfig { verdicts: VerdictStyle::Direct, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(TAXI), model, None, config);
     let mut session = Session::new();
     let o = matcher.match_turn(&session.customer("Hello")).await.unwrap();
     let verdicts: Vec<(Option<Category>, Verdict)> = ["correction", "price"]
@@ -149,7 +180,7 @@ async fn a_condition_left_out_of_the_answer_has_no_verdict() {
 
 #[tokio::test]
 async fn applied_guidelines_are_asked_whether_to_follow_them_again() {
-    let model = local_model(|req| direct(req, &[("how much", "cost")]));
+    let model = local_single_model(&[("how much", "cost")]);
     let matcher = matcher(inline(TAXI), Arc::clone(&model));
     let mut session = Session::new();
     let first = matcher.match_turn(&session.customer("What would it cost?")).await.unwrap();

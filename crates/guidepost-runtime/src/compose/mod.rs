@@ -14,6 +14,7 @@ mod canned;
 
 use futures::StreamExt;
 use guidepost_core::agent::{CompositionMode, OutputMode};
+use guidepost_core::reply_check::{Grounding, ReplyCheck, ReplyContext, ReplyProblem, check_reply, fallback_reply};
 use guidepost_core::{AgentDefinition, Criticality};
 use guidepost_engine::{GuidelineMatch, MatchKind};
 use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, Role, StreamEvent, TaskKind, Usage};
@@ -42,6 +43,12 @@ pub struct Composed {
     pub self_check: Vec<String>,
     /// The draft before the self-check, when there was one.
     pub draft: Option<String>,
+    /// What the reply checks found in each reply the model wrote, in order (a reply asked
+    /// for again after a problem has its own entry).
+    pub reply_checks: Vec<Vec<ReplyProblem>>,
+    /// Whether the text is the agent's fallback reply, sent because no reply the model
+    /// wrote passed the reply checks.
+    pub fallback: bool,
     /// Mode used.
     pub mode: CompositionMode,
     /// Model usage.
@@ -84,6 +91,52 @@ pub struct ComposeInput<'a> {
     /// Whether the reply call drafts and self-checks before the final reply (see
     /// [`crate::RuntimeConfig::self_check`]).
     pub self_check: bool,
+    /// The checks every composed reply must pass (see [`guidepost_core::reply_check`]).
+    pub reply_checks: &'a [ReplyCheck],
+    /// Now, for the dates a reply may state.
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl ComposeInput<'_> {
+    /// What a reply's facts may come from: the definition, this turn's tool results, the
+    /// context variables, the glossary and the date (the conversation is added by the check).
+    fn grounding(&self) -> Grounding {
+        let mut grounding = Grounding::from_definition(self.definition);
+        for call in &self.state.tool_calls {
+            grounding.add_json(&Value::Object(call.arguments.clone()));
+            grounding.add_json(&call.result);
+        }
+        for value in self.state.context_variables.values() {
+            grounding.add_json(value);
+        }
+        for term in &self.state.glossary_terms {
+            grounding.add_json(&serde_json::to_value(term).unwrap_or_default());
+        }
+        grounding.add_date(self.now);
+        grounding
+    }
+
+    /// The problems of a reply the model wrote.
+    fn check(&self, reply: &str, grounding: &Grounding) -> Vec<ReplyProblem> {
+        let context = ReplyContext {
+            history: self.history,
+            grounding,
+            language: self.definition.agent.language.as_deref(),
+            checks: self.reply_checks,
+        };
+        check_reply(reply, &context)
+    }
+
+    /// The fallback reply, in the language the reply was due in.
+    fn fallback(&self) -> String {
+        let context = ReplyContext {
+            history: self.history,
+            grounding: &Grounding::new(),
+            language: self.definition.agent.language.as_deref(),
+            checks: &[],
+        };
+        fallback_reply(&self.definition.agent, context.expected_language().as_deref())
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -189,6 +242,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         .collect();
     let history: Vec<Value> = input.history.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
     json!({
+        "language": d.agent.language.as_deref().map(guidepost_core::reply_check::language_name),
         "agent_name": d.agent.name,
         "agent_description": d.agent.description,
         "structured": structured,
@@ -268,27 +322,49 @@ pub async fn compose(
                     json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());
             }
             let mut usage = Vec::new();
-            let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage).await?;
-            // A reply that only repeats the customer's words, or the agent's own earlier words,
-            // is asked for once more.
-            if answer.template_id.as_deref().is_none_or(|id| id == "none")
-                && let Some(why) = repetition(&answer.reply, input.history)
-            {
-                ctx["rejected_echo"] = json!(answer.reply.trim());
-                ctx["rejected_why"] = json!(why);
-                // Sampled: asked again at the same temperature, a model tends to give the very
-                // same reply, refusal note or not.
-                answer = fluid_call(model, &input, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
-            }
-            let chosen = match (answer.template_id.as_deref(), answer.fit.as_deref()) {
+            let grounding = input.grounding();
+            let chosen_template = |answer: &FluidAnswer| match (answer.template_id.as_deref(), answer.fit.as_deref()) {
                 (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
                 _ => None,
             };
+            let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage).await?;
+            let mut reply_checks = Vec::new();
+            let mut fallback = false;
+            // A reply that fails a check (an echo, the customer's voice, a figure from
+            // nowhere, the wrong language) is asked for once more with the reason; when the
+            // second fails too, the fallback reply goes out instead, marked as such.
+            if chosen_template(&answer).is_none() {
+                let problems = input.check(&answer.reply, &grounding);
+                if !problems.is_empty() {
+                    ctx["rejected_echo"] = json!(answer.reply.trim());
+                    ctx["rejected_why"] =
+                        json!(problems.iter().map(ReplyProblem::explanation).collect::<Vec<_>>().join(" Also, "));
+                    reply_checks.push(problems);
+                    // Sampled: asked again at the same temperature, a model tends to give the
+                    // very same reply, refusal note or not.
+                    answer = fluid_call(model, &input, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
+                    if chosen_template(&answer).is_none() {
+                        let problems = input.check(&answer.reply, &grounding);
+                        // Saying again what the agent already said is poor but not unsafe
+                        // (a question the customer left unanswered); the rest is.
+                        fallback = problems.iter().any(|p| p.check != ReplyCheck::Repeated);
+                        reply_checks.push(problems);
+                    }
+                }
+            }
+            let chosen = chosen_template(&answer);
+            let text = match chosen {
+                Some(c) => c.text.clone(),
+                None if fallback => input.fallback(),
+                None => answer.reply.trim().to_string(),
+            };
             Ok(Composed {
-                text: chosen.map_or_else(|| answer.reply.trim().to_string(), |c| c.text.clone()),
+                text,
                 template_id: chosen.map(|c| c.id.clone()),
                 self_check: answer.problems,
                 draft: (!answer.draft.is_empty()).then_some(answer.draft),
+                reply_checks,
+                fallback,
                 mode,
                 usage,
             })
@@ -389,27 +465,6 @@ fn reply_note(ctx: &Value) -> Option<String> {
     (!parts.is_empty()).then(|| format!("(Note for {name}, not from the customer. {})", parts.join(" ")))
 }
 
-/// Why `reply` is a repetition, if it is one: it only repeats the customer's latest message
-/// (ignoring spacing and punctuation, or as its tail: "OK, I see. <the customer's words>"),
-/// or it is word for word a message the agent already sent.
-fn repetition(reply: &str, history: &[(String, String)]) -> Option<&'static str> {
-    let letters = |t: &str| t.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect::<String>();
-    let reply = letters(reply);
-    if reply.is_empty() {
-        return None;
-    }
-    if let Some(last) = crate::prompt::last_customer(history).map(letters)
-        && !last.is_empty()
-        && (reply == last || (last.chars().count() >= 6 && reply.ends_with(&last)))
-    {
-        return Some("it only repeats the customer's words.");
-    }
-    history
-        .iter()
-        .any(|(who, text)| who != "customer" && letters(text) == reply)
-        .then_some("you already sent exactly this earlier; the conversation has moved on.")
-}
-
 async fn stream_fluid(
     model: &dyn ChatModel,
     input: &ComposeInput<'_>,
@@ -436,7 +491,15 @@ async fn stream_fluid(
             }
         }
     }
-    Ok(Composed { text: text.trim().to_string(), mode: CompositionMode::Fluid, usage, ..Composed::default() })
+    // Already sent as it was written: the checks can only report what they find.
+    let problems = input.check(&text, &input.grounding());
+    Ok(Composed {
+        text: text.trim().to_string(),
+        mode: CompositionMode::Fluid,
+        usage,
+        reply_checks: if problems.is_empty() { Vec::new() } else { vec![problems] },
+        ..Composed::default()
+    })
 }
 
 async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: &Value) -> Result<Composed, LlmError> {

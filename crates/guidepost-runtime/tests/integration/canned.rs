@@ -78,3 +78,38 @@ async fn strict_templates_are_rendered_with_tool_fields() {
     assert_eq!(outcome.messages, ["Your balance is 1200 dollars."]);
     assert_eq!(outcome.trace.composition.template_id.as_deref(), Some("balance_reply"));
 }
+
+const COMPOSITED: &str = r#"
+agent: {name: Bank, composition_mode: canned_composited}
+guidelines:
+  - {id: balance, condition: The customer asks about their balance, action: Tell them their balance, tools: [get_balance], canned_responses: [balance_reply]}
+tools:
+  - {name: get_balance, fixture: {cases: [{args: {}, result: {balance: 1200}}]}}
+canned_responses:
+  - {id: balance_reply, template: "Your balance is {{ balance }} dollars.", field_dependencies: [balance]}
+"#;
+
+#[tokio::test]
+async fn composited_replies_are_written_in_the_templates_style_and_checked() {
+    // The model sees the approved reply rendered with the tool's fields as the style to
+    // follow; its first reply states a figure the tool never gave and is asked for again.
+    let n = Arc::new(AtomicUsize::new(0));
+    let counter = n.clone();
+    let model = with_reply(ScriptedModel::new(), move |p| {
+        assert!(p.contains("Write in the style and tone of these approved replies"), "{p}");
+        assert!(p.contains("- Your balance is 1200 dollars."), "{p}");
+        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+            "Your balance is 1,500 dollars.".into()
+        } else {
+            "Your balance is 1,200 dollars today.".into()
+        }
+    });
+    let model = Arc::new(with_matching(model, Arc::new(|c: &str, _: &str, _: &str| c.contains("balance"))));
+    let definition = inline(COMPOSITED);
+    let rt = runtime(definition.clone(), model, fixtures(&definition));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "what's my balance").await;
+    assert_eq!(outcome.messages, ["Your balance is 1,200 dollars today."]);
+    assert_eq!(outcome.trace.composition.mode, "canned_composited");
+    assert_eq!(n.load(Ordering::SeqCst), 2);
+    assert_eq!(outcome.trace.composition.reply_checks[0][0].evidence, "1,500");
+}

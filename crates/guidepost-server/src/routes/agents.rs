@@ -104,6 +104,8 @@ pub async fn create(state: State, Body(params): Body<AgentCreationParams>) -> Ap
         tags,
         preamble: Preamble::default(),
         no_match_reply: None,
+        language: None,
+        fallback_reply: None,
     };
     state.store.apply(vec![Write::insert(&Record::new(id, agent.clone()))?]).await?;
     Ok(created(AgentDto::from(&agent)))

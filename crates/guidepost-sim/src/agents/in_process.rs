@@ -63,6 +63,12 @@ pub enum EngineEvent {
     },
     /// Model usage of the turn.
     Usage(Usage),
+    /// The reply sent was the agent's fallback: no reply the model wrote passed the reply
+    /// checks.
+    ReplyFallback {
+        /// What the checks found, one line per problem.
+        problems: Vec<String>,
+    },
 }
 
 /// One conversation with the in-process engine.
@@ -114,6 +120,7 @@ pub fn turn_from_engine_events(events: Vec<EngineEvent>) -> AgentTurn {
                 seen.journey_states.push(JourneyStateReached { journey, state, edge })
             }
             EngineEvent::JourneyCompleted { journey } => seen.journeys_completed.push(journey),
+            EngineEvent::ReplyFallback { problems } => seen.reply_fallbacks.push(problems.join("; ")),
             EngineEvent::Usage(u) => match &mut usage {
                 Some(total) => total.absorb(&u),
                 None => usage = Some(u),

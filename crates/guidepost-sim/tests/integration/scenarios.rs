@@ -141,8 +141,13 @@ async fn example_scenarios_run_against_a_scripted_agent() {
         .judge(false)
         .build();
     let models = guidepost_sim::SimModels { customer: model.clone(), judge: model };
-    let agent: std::sync::Arc<dyn guidepost_sim::AgentFactory> = ScriptedFactory::new(|_, m| {
-        Ok(guidepost_sim::AgentTurn::text([format!("I can talk to an advisor about: {m}")]))
+    let agent: std::sync::Arc<dyn guidepost_sim::AgentFactory> = ScriptedFactory::new(|turn, m| {
+        // Not an echo of the customer (the reply checks would stop the run), but a reply
+        // to each message.
+        let words = m.split_whitespace().count().min(9);
+        Ok(guidepost_sim::AgentTurn::text([format!(
+            "Reply {turn}: I can talk to an advisor about those {words} words."
+        )]))
     });
     let dir = tempfile::tempdir().unwrap();
     let options = guidepost_sim::SuiteOptions { artifacts_root: Some(dir.path().to_path_buf()), ..Default::default() };

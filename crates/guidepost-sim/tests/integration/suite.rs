@@ -52,7 +52,9 @@ fn comparable(outcome: &guidepost_sim::SuiteOutcome) -> Vec<Value> {
 #[tokio::test]
 async fn results_do_not_depend_on_the_concurrency() {
     let scenarios = vec![scenario("alpha", 1), scenario("beta", 3), scenario("gamma", 2), scenario("delta", 9)];
-    let agent = ScriptedFactory::new(|turn, m| Ok(AgentTurn::text([format!("reply {turn} to {m}")])));
+    let agent = ScriptedFactory::new(|turn, m| {
+        Ok(AgentTurn::text([format!("reply {turn} to a message of {} words", m.split_whitespace().count().min(9))]))
+    });
     let mut options = SuiteOptions { trials: 2, concurrency: 1, ..SuiteOptions::default() };
     let serial = run_suite(&scenarios, agent.clone(), &models(), &options).await;
     options.concurrency = 4;

@@ -204,6 +204,20 @@ impl<'a> Resolver<'a> {
                 }
                 None => slug(&section.name).unwrap_or_else(|| derive_id(&["agent", &section.name])),
             };
+            if let Some(language) = &section.language
+                && language != "customer"
+                && !crate::reply_check::is_language_code(language)
+            {
+                self.error(
+                    "invalid-language",
+                    &Loc { file: i, path: "agent.language".into() },
+                    format!("`{language}` is not a language code"),
+                    Some(
+                        "write a code such as `en`, `zh` or `pt-BR`, or `customer` to reply in the customer's language"
+                            .into(),
+                    ),
+                );
+            }
             let agent = Agent {
                 id,
                 name: section.name.clone(),
@@ -218,6 +232,8 @@ impl<'a> Resolver<'a> {
                     .map(|p| Preamble { enabled: p.enabled, examples: p.examples.clone() })
                     .unwrap_or_default(),
                 no_match_reply: section.no_match_reply.clone(),
+                language: section.language.clone().filter(|l| l != "customer"),
+                fallback_reply: section.fallback_reply.clone(),
             };
             found = Some((i, agent));
         }

@@ -1,0 +1,296 @@
+//! Facts stated in a reply, and where the agent may have them from.
+//!
+//! The facts checked are the ones a customer acts on and a model invents most readily:
+//! figures (amounts, temperatures, percentages, times, dates, order and phone numbers). A
+//! figure is grounded when it appears in what the agent was given: tool results, context
+//! variables, glossary, the agent's definition, the conversation itself, or the date.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::AgentDefinition;
+
+/// A figure as written in a text.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Figure {
+    /// As written (`$15,000`, `10:00`, `3.5%`).
+    pub text: String,
+    /// The digits and inner separators, thousands separators removed (`15000`, `10:00`).
+    pub normalized: String,
+    /// The value, when it is a plain number.
+    pub value: Option<f64>,
+    /// Whether a unit, currency or percent sign is attached.
+    pub has_unit: bool,
+    /// Whether it starts a line as a list marker (`1.` or `2)`).
+    pub list_marker: bool,
+    /// Whether it is written as part of a date (`25th`, `11月26日`, `November 26`).
+    pub date_like: bool,
+}
+
+const MONTHS: &[&str] = &[
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+];
+
+/// Whether the figure between `before` and `after` is written as part of a date.
+fn is_date_like(before: &[char], after: &[char]) -> bool {
+    let next: String = after.iter().skip_while(|c| **c == ' ').take(12).collect::<String>().to_lowercase();
+    if next.starts_with(['日', '号', '月', '年']) {
+        return true;
+    }
+    let suffix: String = next.chars().take_while(char::is_ascii_alphabetic).collect();
+    if matches!(suffix.as_str(), "st" | "nd" | "rd" | "th") || MONTHS.contains(&suffix.as_str()) {
+        return true;
+    }
+    let previous: String = before
+        .iter()
+        .rev()
+        .skip_while(|c| **c == ' ' || **c == ',')
+        .take_while(|c| c.is_ascii_alphabetic())
+        .collect::<String>()
+        .chars()
+        .rev()
+        .collect::<String>()
+        .to_lowercase();
+    MONTHS.contains(&previous.as_str())
+}
+
+const UNIT_AFTER: &[char] = &['%', '°', '℃', '℉', '度', '元', '円', '€', '$', '£', '¥', '号', '月', '日', '年'];
+const UNIT_BEFORE: &[char] = &['$', '€', '£', '¥', '₹', '₩', '#'];
+
+/// Every figure in `text`: runs of digits joined by single `.`, `,` or `:` between digits.
+pub(super) fn figures(text: &str) -> Vec<Figure> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        // Digits inside an identifier (`ORD123`, `B2B`) are not a figure.
+        if i > 0 && chars[i - 1].is_ascii_alphabetic() {
+            while i < chars.len() && chars[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            continue;
+        }
+        let start = i;
+        while i < chars.len()
+            && (chars[i].is_ascii_digit()
+                || (matches!(chars[i], '.' | ',' | ':') && chars.get(i + 1).is_some_and(char::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let raw: String = chars[start..i].iter().collect();
+        let normalized = normalize(&raw);
+        let value = normalized.parse::<f64>().ok();
+        let before = start.checked_sub(1).map(|j| chars[j]);
+        let after = chars[i..].iter().find(|c| **c != ' ').copied();
+        let has_unit = before.is_some_and(|c| UNIT_BEFORE.contains(&c))
+            || after.is_some_and(|c| UNIT_AFTER.contains(&c))
+            || raw.contains(':');
+        let line_start = chars[..start].iter().rev().take_while(|c| **c != '\n').all(|c| c.is_whitespace());
+        let list_marker = line_start && matches!(chars.get(i), Some('.' | ')' | '、'));
+        let date_like = is_date_like(&chars[..start], &chars[i..]);
+        out.push(Figure { text: raw, normalized, value, has_unit, list_marker, date_like });
+    }
+    out
+}
+
+/// Removes thousands separators (`15,000` → `15000`); a comma before fewer or more than
+/// three digits is a decimal comma (`3,5` → `3.5`).
+fn normalize(raw: &str) -> String {
+    if raw.contains(':') {
+        return raw.to_string();
+    }
+    let groups: Vec<&str> = raw.split(',').collect();
+    if groups.len() > 1 && groups[1..].iter().all(|g| g.split('.').next().is_some_and(|d| d.len() == 3)) {
+        return groups.concat();
+    }
+    raw.replace(',', ".")
+}
+
+/// What a reply's facts may come from.
+#[derive(Debug, Clone, Default)]
+pub struct Grounding {
+    figures: BTreeSet<String>,
+    values: Vec<f64>,
+    /// Days, months and years of the dates added: they ground only figures written as dates.
+    dates: BTreeSet<u32>,
+}
+
+impl Grounding {
+    /// Nothing known yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// What the agent's definition states (descriptions, instructions, journeys, tool
+    /// descriptions, glossary, canned responses), leaving out tool fixtures and parameter
+    /// examples: those are answers a tool may give, not facts the agent knows.
+    pub fn from_definition(definition: &AgentDefinition) -> Self {
+        let mut grounding = Self::new();
+        if let Ok(mut value) = serde_json::to_value(definition) {
+            strip_keys(&mut value, &["fixture", "examples"]);
+            grounding.add_json(&value);
+        }
+        grounding
+    }
+
+    /// Adds the figures of a text (a message, a glossary entry, a rendered date).
+    pub fn add_text(&mut self, text: &str) {
+        for figure in figures(text) {
+            if let Some(v) = figure.value {
+                self.values.push(v);
+            }
+            // `10:30` also grounds its parts, `2026-11-25` each of its numbers.
+            for part in figure.normalized.split(':') {
+                if let Ok(v) = part.parse::<f64>() {
+                    self.values.push(v);
+                }
+            }
+            self.figures.insert(figure.normalized);
+        }
+    }
+
+    /// Adds every number and string of a JSON value (a tool result, context variables).
+    pub fn add_json(&mut self, value: &Value) {
+        match value {
+            Value::Number(n) => {
+                if let Some(v) = n.as_f64() {
+                    self.values.push(v);
+                    self.add_text(&n.to_string());
+                }
+            }
+            Value::String(s) => self.add_text(s),
+            Value::Array(items) => items.iter().for_each(|v| self.add_json(v)),
+            Value::Object(map) => map.iter().for_each(|(k, v)| {
+                self.add_text(k);
+                self.add_json(v);
+            }),
+            Value::Bool(_) | Value::Null => {}
+        }
+    }
+
+    /// Adds a date and the week after it (a reply may say what "tomorrow" is). They ground
+    /// only figures written as dates (`26日`, `November 26th`), not a temperature of 26.
+    pub fn add_date(&mut self, now: chrono::DateTime<chrono::Utc>) {
+        use chrono::Datelike;
+        for day in 0..8 {
+            let d = now + chrono::Duration::days(day);
+            self.dates.extend([d.day(), d.month(), u32::try_from(d.year()).unwrap_or_default()]);
+        }
+    }
+
+    pub(super) fn grounds(&self, figure: &Figure) -> bool {
+        if self.figures.contains(&figure.normalized) {
+            return true;
+        }
+        if figure.date_like && figure.normalized.parse::<u32>().is_ok_and(|n| self.dates.contains(&n)) {
+            return true;
+        }
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
+        match figure.value {
+            // A rounded figure of a known one (`15.3` said as `15`) is grounded too.
+            Some(v) => self.values.iter().any(|k| close(*k, v) || (v.fract() == 0.0 && close(k.round(), v))),
+            None => {
+                figure
+                    .normalized
+                    .split(':')
+                    .all(|p| p.parse::<f64>().is_ok_and(|v| self.values.iter().any(|k| close(*k, v))) && p.len() <= 2)
+                    && self.figures.iter().any(|f| f.contains(':'))
+            }
+        }
+    }
+}
+
+fn strip_keys(value: &mut Value, keys: &[&str]) {
+    match value {
+        Value::Object(map) => {
+            for key in keys {
+                map.remove(*key);
+            }
+            map.values_mut().for_each(|v| strip_keys(v, keys));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| strip_keys(v, keys)),
+        _ => {}
+    }
+}
+
+/// The figures of `reply` that nothing grounds. Small counts without a unit ("2 options")
+/// and list markers are not facts worth checking.
+pub(super) fn ungrounded(reply: &str, grounding: &Grounding) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for figure in figures(reply) {
+        if figure.list_marker {
+            continue;
+        }
+        if !figure.has_unit && figure.value.is_some_and(|v| v.fract() == 0.0 && (0.0..=10.0).contains(&v)) {
+            continue;
+        }
+        if !grounding.grounds(&figure) && !out.contains(&figure.text) {
+            out.push(figure.text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn figures_are_read_with_separators_and_units() {
+        let f = figures("Your balance is $15,000.50; pickup at 10:00, humidity 45%.\n1. Beijing");
+        let norm: Vec<&str> = f.iter().map(|f| f.normalized.as_str()).collect();
+        assert_eq!(norm, ["15000.50", "10:00", "45", "1"]);
+        assert!(f[0].has_unit && f[1].has_unit && f[2].has_unit);
+        assert!(f[3].list_marker);
+        assert!(figures("order ORD123 and B2B").is_empty(), "digits inside identifiers are not figures");
+    }
+
+    #[test]
+    fn figures_from_tool_results_ground_the_reply() {
+        let mut g = Grounding::new();
+        g.add_json(&json!({"city": "上海", "temperature": 20, "humidity": 60, "balance": 15000.0}));
+        assert!(ungrounded("上海今天多云，气温20度，湿度60%。", &g).is_empty());
+        assert!(ungrounded("Your balance is $15,000.", &g).is_empty());
+        assert_eq!(ungrounded("明天巴黎气温18度，湿度70%。", &g), ["18", "70"]);
+        assert_eq!(ungrounded("Pickup at 10:00 AM.", &g), ["10:00"]);
+        assert!(ungrounded("There are 2 options.", &g).is_empty());
+    }
+
+    #[test]
+    fn dates_ground_only_figures_written_as_dates() {
+        let mut g = Grounding::new();
+        g.add_date(chrono::DateTime::parse_from_rfc3339("2026-11-25T10:00:00Z").unwrap().to_utc());
+        assert!(ungrounded("明天是11月26日。", &g).is_empty());
+        assert!(ungrounded("Tomorrow, November 26th, it is open.", &g).is_empty());
+        assert_eq!(ungrounded("It will be 26 degrees.", &g), ["26"]);
+    }
+}

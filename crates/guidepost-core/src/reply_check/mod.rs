@@ -1,0 +1,277 @@
+//! Checks on a reply before it reaches the customer.
+//!
+//! A model asked for the agent's next message can get it wrong in ways a customer notices at
+//! once and the model itself rarely does: it repeats the customer's words, writes the
+//! customer's next message instead of the agent's, states a figure it was never given, or
+//! answers in another language than the agent speaks. Each of these is told from the text,
+//! with no model call, by [`check_reply`]; the runtime asks again or falls back to a safe
+//! reply, and the simulator checks every reply of every run the same way.
+//!
+//! ```
+//! use guidepost_core::reply_check::{Grounding, ReplyCheck, ReplyContext, check_reply};
+//! use serde_json::json;
+//!
+//! let history = vec![("customer".to_string(), "Hi, what is the weather in Paris tomorrow?".to_string())];
+//! let mut grounding = Grounding::new();
+//! grounding.add_json(&json!({"error": "no data for this city; supported: 北京, 上海"}));
+//! let context = ReplyContext { history: &history, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL };
+//!
+//! let problems = check_reply("你好，我想查询巴黎明天的天气。", &context);
+//! assert_eq!(problems[0].check, ReplyCheck::CustomerVoice);
+//! let problems = check_reply("巴黎明天晴，18度。", &context);
+//! assert_eq!(problems[0].check, ReplyCheck::InventedFact);
+//! assert!(check_reply("抱歉，暂时查不到巴黎的天气。可以查询：北京、上海。", &context).is_empty());
+//! ```
+
+mod facts;
+mod language;
+mod voice;
+
+use serde::{Deserialize, Serialize};
+
+pub use facts::Grounding;
+pub use language::{LanguageCode, detect_language, is_language_code, language_name, matches_language, primary_subtag};
+
+/// One kind of reply check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyCheck {
+    /// The reply only repeats the customer's latest message.
+    Echo,
+    /// The reply is word for word a message the agent already sent.
+    Repeated,
+    /// The reply speaks as the customer: asks for what the customer asked, or calls the
+    /// customer's things its own.
+    CustomerVoice,
+    /// The reply states a figure (amount, temperature, time, date, number) that no tool
+    /// result, variable, glossary term, instruction or message gave.
+    InventedFact,
+    /// The reply is not in the agent's language (or the customer's, for an agent that
+    /// follows the customer).
+    WrongLanguage,
+}
+
+impl ReplyCheck {
+    /// Every check.
+    pub const ALL: [ReplyCheck; 5] = [
+        ReplyCheck::Echo,
+        ReplyCheck::Repeated,
+        ReplyCheck::CustomerVoice,
+        ReplyCheck::InventedFact,
+        ReplyCheck::WrongLanguage,
+    ];
+
+    /// The check's name as written in scenarios and traces (`customer_voice`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReplyCheck::Echo => "echo",
+            ReplyCheck::Repeated => "repeated",
+            ReplyCheck::CustomerVoice => "customer_voice",
+            ReplyCheck::InventedFact => "invented_fact",
+            ReplyCheck::WrongLanguage => "wrong_language",
+        }
+    }
+}
+
+/// A problem found in a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyProblem {
+    /// The check that found it.
+    pub check: ReplyCheck,
+    /// What in the reply shows it (the phrase, the figure, the language found).
+    pub evidence: String,
+}
+
+impl ReplyProblem {
+    fn new(check: ReplyCheck, evidence: impl Into<String>) -> Self {
+        Self { check, evidence: evidence.into() }
+    }
+
+    /// Why the reply was refused, addressed to the model that wrote it.
+    pub fn explanation(&self) -> String {
+        match self.check {
+            ReplyCheck::Echo => "it only repeats the customer's words.".to_string(),
+            ReplyCheck::Repeated => "you already sent exactly this earlier; the conversation has moved on.".to_string(),
+            ReplyCheck::CustomerVoice => format!(
+                "it speaks as the customer (\"{}\"). You are the agent: answer the customer, do not ask what they asked.",
+                self.evidence
+            ),
+            ReplyCheck::InventedFact => format!(
+                "it states {}, which no tool result, instruction or message gave you. State only facts you were given; if you do not have them, say so.",
+                self.evidence
+            ),
+            ReplyCheck::WrongLanguage => format!("it is not written in {}.", self.evidence),
+        }
+    }
+}
+
+impl std::fmt::Display for ReplyProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.check {
+            ReplyCheck::Echo => write!(f, "echo: repeats the customer's message"),
+            ReplyCheck::Repeated => write!(f, "repeated: an earlier agent message word for word"),
+            ReplyCheck::CustomerVoice => write!(f, "customer_voice: speaks as the customer (\"{}\")", self.evidence),
+            ReplyCheck::InventedFact => write!(f, "invented_fact: states {} from nowhere", self.evidence),
+            ReplyCheck::WrongLanguage => write!(f, "wrong_language: not in {}", self.evidence),
+        }
+    }
+}
+
+/// What a reply is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct ReplyContext<'a> {
+    /// The conversation before the reply, as (speaker, text): `customer`, `agent`, or
+    /// another speaker.
+    pub history: &'a [(String, String)],
+    /// What the reply's facts may come from (add the conversation's texts too).
+    pub grounding: &'a Grounding,
+    /// The agent's language setting: a code, or `None` (or `customer`) to follow the
+    /// customer.
+    pub language: Option<&'a str>,
+    /// The checks to run.
+    pub checks: &'a [ReplyCheck],
+}
+
+impl ReplyContext<'_> {
+    fn last_customer(&self) -> Option<&str> {
+        self.history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| t.as_str())
+    }
+
+    /// The language the reply must be in: the agent's, or the customer's latest message
+    /// whose language can be told.
+    pub fn expected_language(&self) -> Option<String> {
+        match self.language.filter(|l| *l != "customer") {
+            Some(code) => Some(code.to_string()),
+            None => self
+                .history
+                .iter()
+                .rev()
+                .filter(|(who, _)| who == "customer")
+                .find_map(|(_, text)| detect_language(text))
+                .map(str::to_string),
+        }
+    }
+}
+
+/// The problems of `reply`, in the order of [`ReplyCheck::ALL`]; empty when it passes.
+pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem> {
+    let mut problems = Vec::new();
+    let runs = |check: ReplyCheck| context.checks.contains(&check);
+    let reply_letters = voice::letters(reply);
+    if reply_letters.is_empty() {
+        return problems;
+    }
+    let last_customer = context.last_customer();
+    if runs(ReplyCheck::Echo)
+        && let Some(last) = last_customer.map(voice::letters)
+        && !last.is_empty()
+        && (reply_letters == last || (last.chars().count() >= 6 && reply_letters.ends_with(&last)))
+    {
+        problems.push(ReplyProblem::new(ReplyCheck::Echo, reply.trim()));
+    }
+    if runs(ReplyCheck::Repeated)
+        && context.history.iter().any(|(who, text)| who != "customer" && voice::letters(text) == reply_letters)
+    {
+        problems.push(ReplyProblem::new(ReplyCheck::Repeated, reply.trim()));
+    }
+    if runs(ReplyCheck::CustomerVoice)
+        && let Some(evidence) =
+            voice::customer_request(reply, last_customer).or_else(|| voice::customer_possession(reply, context.history))
+    {
+        problems.push(ReplyProblem::new(ReplyCheck::CustomerVoice, evidence));
+    }
+    if runs(ReplyCheck::InventedFact) {
+        let mut grounding = context.grounding.clone();
+        for (_, text) in context.history {
+            grounding.add_text(text);
+        }
+        let invented = facts::ungrounded(reply, &grounding);
+        if !invented.is_empty() {
+            problems.push(ReplyProblem::new(ReplyCheck::InventedFact, invented.join(", ")));
+        }
+    }
+    if runs(ReplyCheck::WrongLanguage)
+        && let Some(expected) = context.expected_language()
+        && let Some(found) = detect_language(reply)
+    {
+        let fine = if context.language.is_some_and(|l| l != "customer") {
+            matches_language(&expected, found)
+        } else {
+            language::same_language(found, detect_language_code(&expected))
+        };
+        if !fine {
+            problems.push(ReplyProblem::new(ReplyCheck::WrongLanguage, language_name(&expected)));
+        }
+    }
+    problems
+}
+
+/// A detected code back from its string form (the customer's language is kept as a string).
+fn detect_language_code(code: &str) -> LanguageCode {
+    const KNOWN: &[LanguageCode] = &[
+        "zh", "ja", "ko", "cyrillic", "ar", "he", "el", "th", "hi", "latin", "en", "fr", "de", "es", "pt", "it", "nl",
+    ];
+    KNOWN.iter().copied().find(|k| *k == code).unwrap_or("latin")
+}
+
+/// The reply sent when no composed reply passed the checks: the agent's `fallback_reply`, or
+/// a short apology in `language` (English when it has none).
+pub fn fallback_reply(agent: &crate::Agent, language: Option<&str>) -> String {
+    if let Some(text) = &agent.fallback_reply {
+        return text.clone();
+    }
+    match language.map(primary_subtag).as_deref() {
+        Some("zh") => "抱歉，我现在没法给您一个可靠的答复。能换个说法再问一次吗？",
+        Some("ja") => "申し訳ありません、今は確かなお答えができません。別の言い方でもう一度お願いできますか？",
+        Some("fr") => "Désolé, je ne peux pas vous donner de réponse fiable pour le moment. Pourriez-vous reformuler ?",
+        Some("de") => "Entschuldigung, darauf kann ich gerade keine verlässliche Antwort geben. Könnten Sie es anders formulieren?",
+        Some("es") => "Lo siento, ahora no puedo darle una respuesta fiable. ¿Podría decirlo de otra manera?",
+        Some("pt") => "Desculpe, não consigo dar uma resposta confiável agora. Poderia dizer de outra forma?",
+        _ => "Sorry, I can't give you a reliable answer to that right now. Could you put it another way?",
+    }
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(s, t)| (s.to_string(), t.to_string())).collect()
+    }
+
+    fn kinds(reply: &str, history: &[(String, String)], language: Option<&str>) -> Vec<ReplyCheck> {
+        let grounding = Grounding::new();
+        let context = ReplyContext { history, grounding: &grounding, language, checks: &ReplyCheck::ALL };
+        check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+    }
+
+    #[test]
+    fn each_check_catches_its_kind_of_bad_reply() {
+        let h = history(&[("customer", "What is the weather in Shanghai?"), ("agent", "Which day?")]);
+        assert_eq!(kinds("What is the weather in Shanghai?", &h, None), [ReplyCheck::Echo]);
+        assert_eq!(kinds("Which day?", &h, None), [ReplyCheck::Repeated]);
+        assert_eq!(kinds("I want to know the weather in Shanghai.", &h, None), [ReplyCheck::CustomerVoice]);
+        assert_eq!(kinds("It is 31 degrees in Shanghai.", &h, None), [ReplyCheck::InventedFact]);
+        assert_eq!(kinds("上海今天多云。", &h, None), [ReplyCheck::WrongLanguage]);
+        assert_eq!(kinds("Shanghai is cloudy today.", &h, Some("zh")), [ReplyCheck::WrongLanguage]);
+        assert!(kinds("Shanghai is cloudy today.", &h, None).is_empty());
+        assert!(kinds("上海今天多云。", &h, Some("zh-CN")).is_empty());
+    }
+
+    #[test]
+    fn the_customers_language_is_their_latest_telling_message() {
+        let h = history(&[("customer", "上海的天气怎么样？"), ("agent", "今天多云。"), ("customer", "OK")]);
+        assert!(kinds("还有什么可以帮您？", &h, None).is_empty());
+        assert_eq!(kinds("Anything else I can do for you?", &h, None), [ReplyCheck::WrongLanguage]);
+    }
+
+    #[test]
+    fn the_fallback_speaks_the_agents_language() {
+        let mut agent = crate::builder::AgentBuilder::new("Tian").build().unwrap().agent;
+        assert!(fallback_reply(&agent, Some("zh-CN")).starts_with("抱歉"));
+        assert!(fallback_reply(&agent, None).starts_with("Sorry"));
+        agent.fallback_reply = Some("One moment, a colleague will help.".into());
+        assert_eq!(fallback_reply(&agent, Some("zh")), "One moment, a colleague will help.");
+    }
+}

@@ -123,10 +123,25 @@ impl ConversationView {
                 .map(|r| ToolResultView {
                     tool: r.tool.to_string(),
                     arguments: compact(&r.arguments),
-                    result: compact(&r.result),
+                    result: shown_result(&r.result),
                 })
                 .collect(),
         }
+    }
+}
+
+/// A tool result as prompts show it: the data the tool returned, or `the call failed with
+/// error: <message>` for a failed call (small models read that as a failure; a bare
+/// `FAILED:` prefix they overlook), without the envelope (metadata, control, canned response fields) a
+/// model would otherwise read instead of the data.
+fn shown_result(v: &serde_json::Value) -> String {
+    let Some(envelope) = v.as_object().filter(|o| o.contains_key("data")) else { return compact(v) };
+    let data = compact(&envelope["data"]);
+    let failed = envelope.get("metadata").and_then(|m| m.get("error_kind")).is_some();
+    if failed {
+        format!("the call failed with error: {}", data.strip_prefix("Tool call error: ").unwrap_or(&data))
+    } else {
+        data
     }
 }
 
@@ -161,6 +176,16 @@ mod tests {
 
     use super::*;
     use crate::context::events::message;
+
+    #[test]
+    fn tool_results_show_their_data_or_failure_not_the_envelope() {
+        let ok = serde_json::json!({"data": {"temp": 20}, "metadata": {}, "control": {}, "canned_responses": []});
+        assert_eq!(shown_result(&ok), r#"{"temp":20}"#);
+        let failed =
+            serde_json::json!({"data": "Tool call error: no data for Paris", "metadata": {"error_kind": "failed"}});
+        assert_eq!(shown_result(&failed), "the call failed with error: no data for Paris");
+        assert_eq!(shown_result(&serde_json::json!({"temp": 20})), r#"{"temp":20}"#);
+    }
 
     #[test]
     fn history_window_elides_older_messages_or_uses_the_summary() {

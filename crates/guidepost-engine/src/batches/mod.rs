@@ -195,7 +195,7 @@ pub async fn evaluate_checks(
     let reapply = matches!(category, Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent);
     let (outcome, map) = if style == VerdictStyle::Single && checks && !reapply {
         let (list, map) = local_items(items);
-        (single::evaluate(model, &list, conversation, temperature).await, map)
+        (single::evaluate(model, TaskKind::Matching, &list, conversation, temperature).await, map)
     } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
         let (prompt, schema, map) = render_direct(category, items, conversation);
         let schema = (direct::SCHEMA_NAME.to_string(), schema);

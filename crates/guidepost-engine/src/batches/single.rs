@@ -33,11 +33,13 @@ pub fn render_single(item: &PromptItem, conversation: &ConversationView) -> Resu
     render("single.j2", &SingleContext { conversation, item })
 }
 
-/// Asks about each item in turn (in order, so a model's prompt-prefix cache is reused) and
+/// Asks about each item in turn as `task` (guideline matching, or the transitions of a
+/// journey) (in order, so a model's prompt-prefix cache is reused) and
 /// returns the verdicts by local id, with the calls' usage summed. A call that fails fails
 /// the batch: a partial set of verdicts would read as "does not apply" for the rest.
 pub async fn evaluate(
     model: &dyn ChatModel,
+    task: TaskKind,
     items: &[PromptItem],
     conversation: &ConversationView,
     temperature: f32,
@@ -48,7 +50,7 @@ pub async fn evaluate(
     for item in items {
         let prompt = render_single(item, conversation);
         let schema = (SCHEMA_NAME.to_string(), answer_schema());
-        let outcome = call_with_schema::<String>(model, TaskKind::Matching, prompt, temperature, schema).await;
+        let outcome = call_with_schema::<String>(model, task.clone(), prompt, temperature, schema).await;
         estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
             match &mut usage {

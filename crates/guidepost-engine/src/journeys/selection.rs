@@ -15,14 +15,17 @@
 
 use guidepost_core::projection::NodeKind;
 use guidepost_core::{JourneyPath, ToolId};
-use guidepost_llm::{ChatModel, Usage};
+use guidepost_llm::{ChatModel, TaskKind, Usage};
 
-use crate::batches::journey_selection;
+use crate::batches::{journey_selection, single};
 use crate::error::BatchError;
 use crate::journeys::graph::{JourneyEdge, JourneyGraph};
 use crate::journeys::paths::{PathChange, advance, apply_answer};
-use crate::prompt::ConversationView;
+use crate::prompt::{ConversationView, PromptItem};
 use crate::record::{FastPath, JourneyDecision};
+
+/// The question that tells a correction of an earlier answer apart (stepwise selection).
+const CORRECTION: &str = "The customer changes or corrects something they said earlier in the conversation";
 
 /// What the fast paths concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +144,154 @@ impl JourneySelector {
             }
         }
         self.decided(advance(graph, path, &steps, starting, self.max_steps), fast_path)
+    }
+
+    /// For models that judge one condition at a time ([`crate::VerdictStyle::Single`]): the
+    /// engine walks the journey itself, asking about each conditional transition out of
+    /// where the customer stands (one yes-or-no question each) and following the first that
+    /// holds, on through forks and through questions the customer already answered, until
+    /// a tool step or a step where the agent must speak. A customer who corrects an earlier
+    /// answer, and a start where no transition holds, are left to the full selection
+    /// ([`Self::select_with_model`]), which sees the whole journey.
+    pub async fn select_stepwise(
+        &self,
+        model: &dyn ChatModel,
+        graph: &JourneyGraph,
+        path: &JourneyPath,
+        starting: bool,
+        conversation: &ConversationView,
+    ) -> ModelSelection {
+        let mut usage: Option<Usage> = None;
+        let mut estimated_tokens = 0;
+        let mut notes: Vec<String> = Vec::new();
+        let ask = async |conditions: &[&str], usage: &mut Option<Usage>, estimated: &mut usize| {
+            let items: Vec<PromptItem> = conditions
+                .iter()
+                .enumerate()
+                .map(|(i, c)| PromptItem {
+                    id: (i + 1).to_string(),
+                    condition: (*c).to_string(),
+                    action: None,
+                    description: None,
+                    waits: false,
+                })
+                .collect();
+            let outcome =
+                single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
+            *estimated += outcome.estimated_tokens;
+            if let Some(u) = outcome.usage {
+                match usage {
+                    Some(total) => total.absorb(&u),
+                    None => *usage = Some(u),
+                }
+            }
+            outcome.answer.map(|verdicts| verdicts.into_iter().map(|v| v.applies).collect::<Vec<bool>>())
+        };
+        let answered_before = path
+            .states()
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|s| graph.node(s).is_some_and(crate::journeys::graph::JourneyNode::is_customer_dependent));
+        if !starting && answered_before {
+            match ask(&[CORRECTION], &mut usage, &mut estimated_tokens).await {
+                Ok(holds) if holds.first() == Some(&true) => {
+                    return self.full_selection(model, graph, path, starting, conversation, usage).await;
+                }
+                Ok(_) => notes.push("no correction".into()),
+                Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
+            }
+        }
+        let mut steps: Vec<String> = Vec::new();
+        let mut at = path.current().to_string();
+        while steps.len() < self.max_steps.max(1) {
+            let Some(node) = graph.node(&at) else { break };
+            let entered = !steps.is_empty();
+            // Where the agent has something to do, the move ends.
+            if entered
+                && (matches!(node.kind, NodeKind::Tool | NodeKind::End)
+                    || (node.kind == NodeKind::Chat && !node.is_customer_dependent()))
+            {
+                break;
+            }
+            let conditional: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
+            let otherwise = node.edges.iter().find(|e| e.condition.is_none());
+            let next = if conditional.is_empty() {
+                // A question just reached waits for its answer; a fork goes on.
+                match otherwise {
+                    Some(edge) if node.kind != NodeKind::Chat => Some(edge),
+                    _ => None,
+                }
+            } else {
+                let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
+                match ask(&conditions, &mut usage, &mut estimated_tokens).await {
+                    Ok(holds) => {
+                        let chosen = conditional.iter().zip(&holds).find(|(_, h)| **h).map(|(e, _)| *e);
+                        notes.extend(conditional.iter().zip(&holds).map(|(e, h)| {
+                            format!("{}: {}", e.condition.as_deref().unwrap_or_default(), if *h { "yes" } else { "no" })
+                        }));
+                        chosen.or(otherwise.filter(|_| node.kind != NodeKind::Chat))
+                    }
+                    Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
+                }
+            };
+            let Some(edge) = next else { break };
+            steps.push(edge.to.clone());
+            at = edge.to.clone();
+        }
+        if steps.is_empty() && starting {
+            // The journey's conditions held, yet no way in did: let the full selection decide.
+            return self.full_selection(model, graph, path, starting, conversation, usage).await;
+        }
+        let change = if steps.is_empty() {
+            PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
+        } else {
+            advance(graph, path, &steps, starting, self.max_steps)
+        };
+        ModelSelection { change, rationale: notes.join("; "), usage, estimated_tokens, error: None }
+    }
+
+    async fn full_selection(
+        &self,
+        model: &dyn ChatModel,
+        graph: &JourneyGraph,
+        path: &JourneyPath,
+        starting: bool,
+        conversation: &ConversationView,
+        usage: Option<Usage>,
+    ) -> ModelSelection {
+        let mut selection = self.select_with_model(model, graph, path, starting, conversation).await;
+        if let Some(before) = usage {
+            selection.usage = Some(match selection.usage.take() {
+                Some(mut u) => {
+                    u.absorb(&before);
+                    u
+                }
+                None => before,
+            });
+        }
+        selection
+    }
+
+    fn failed(
+        &self,
+        path: &JourneyPath,
+        starting: bool,
+        usage: Option<Usage>,
+        estimated_tokens: usize,
+        error: BatchError,
+    ) -> ModelSelection {
+        ModelSelection {
+            change: PathChange {
+                decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
+                path: (!starting).then(|| path.clone()),
+                correction: Some("selection failed; path unchanged".into()),
+            },
+            rationale: String::new(),
+            usage,
+            estimated_tokens,
+            error: Some(error),
+        }
     }
 
     /// Asks the model (one call) and applies its answer. A failed call leaves the path

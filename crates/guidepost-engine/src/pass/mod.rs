@@ -14,7 +14,7 @@ use crate::batches::{self, CallOutcome, GuidelineVerdict};
 use crate::batching::split;
 use crate::catalog::{CompiledAgent, GuidelineOrigin, MatchableGuideline};
 use crate::categorize::{Category, categorize};
-use crate::config::MatcherConfig;
+use crate::config::{MatcherConfig, VerdictStyle};
 use crate::context::MatchingContext;
 use crate::error::EngineError;
 use crate::journeys::paths::PathChange;
@@ -109,8 +109,12 @@ impl<'a> Pass<'a> {
                         error: None,
                     }));
                 };
-                let selection =
-                    self.selector().select_with_model(self.model, graph, path, *starting, conversation).await;
+                let selector = self.selector();
+                let selection = if self.config.verdicts.for_model(self.model.model_id()) == VerdictStyle::Single {
+                    selector.select_stepwise(self.model, graph, path, *starting, conversation).await
+                } else {
+                    selector.select_with_model(self.model, graph, path, *starting, conversation).await
+                };
                 TaskResult::Journey(Box::new(selection))
             }
         }

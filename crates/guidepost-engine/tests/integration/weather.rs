@@ -215,3 +215,70 @@ async fn unknown_city_then_a_supported_one() {
         "the current step; the reply also carries out the steps entered this turn"
     );
 }
+
+/// The statement a single check asks about.
+fn statement(req: &guidepost_llm::ChatRequest) -> String {
+    let user = user(req);
+    let (_, rest) = user.rsplit_once("Statement:\n- ").expect("a single check names its statement");
+    rest.trim_end().trim_end_matches(':').to_string()
+}
+
+/// A small local model: one yes-or-no question per condition or transition, nothing else
+/// (a full journey-selection call would find no rule and fail the test).
+fn small_weather_model() -> Arc<ScriptedModel> {
+    let model = ScriptedModel::new().with_id("local:qwen2.5-coder-1.5b").when(schema_is("Verdict")).reply_with(|req| {
+        let said = statement(req);
+        let msg = last_customer(req);
+        let failed = tool_results(req).contains("error");
+        let holds = match said.as_str() {
+            "The customer said which city" | "The customer asks about a city" => mentions_city(&msg),
+            "The customer has not said which city yet" => !mentions_city(&msg),
+            "The weather tool returned the weather" => !tool_results(req).is_empty() && !failed,
+            "The weather tool failed (the city is not supported)" => failed,
+            "The customer does not want another lookup" => msg.contains("不用") || msg.contains("没有"),
+            s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
+            other => decide(other, &msg),
+        };
+        Ok(json!(if holds { "yes" } else { "no" }))
+    });
+    Arc::new(model)
+}
+
+#[tokio::test]
+async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
+    let def = example("weather");
+    let tool = weather_tool(&def);
+    let model = small_weather_model();
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+
+    // The city in the first message leads straight to the tool step.
+    let ctx = session.customer("北京天气怎么样？");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+    let asked: Vec<String> =
+        model.requests().iter().filter(|r| r.task == TaskKind::JourneySelection).map(statement).collect();
+    assert_eq!(asked, ["The customer said which city", "The customer has not said which city yet"]);
+    let journey = first.record.journey("weather_lookup").unwrap();
+    assert!(journey.rationale.contains("The customer said which city: yes"), "{}", journey.rationale);
+
+    // The tool's result decides its exit; showing it runs on to the question after it.
+    let ctx = ctx.with_tool_results(vec![result(&tool, "北京", json!({"city": "北京", "temperature": 15}))]);
+    let second = matcher.rematch(&ctx, &first).await.unwrap();
+    assert_eq!(
+        path_of(&second, "weather_lookup"),
+        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
+    );
+    session.reply(&second, "北京今天晴朗，15°C。还想查询其他城市吗？");
+
+    // Another city goes back to the tool step; "no more" ends the journey.
+    let ctx = session.customer("上海呢？");
+    let third = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&third, "weather_lookup").unwrap().last().map(String::as_str), Some("get_weather"));
+    let ctx = ctx.with_tool_results(vec![result(&tool, "上海", json!({"city": "上海", "temperature": 20}))]);
+    let third = matcher.rematch(&ctx, &third).await.unwrap();
+    assert_eq!(path_of(&third, "weather_lookup").unwrap().last().map(String::as_str), Some("ask_continue"));
+    session.reply(&third, "上海今天多云。还想查询其他城市吗？");
+    let fourth = matcher.match_turn(&session.customer("没有了，谢谢")).await.unwrap();
+    assert_eq!(fourth.record.journey("weather_lookup").unwrap().decision, JourneyDecision::Completed);
+}

@@ -131,3 +131,61 @@ fn one_mistake_repeated_by_aliases_does_not_flood_the_output() {
     assert!(loaded.diagnostics.len() <= 210, "{}", loaded.diagnostics.len());
     assert!(loaded.diagnostics.iter().any(|d| d.code == "too-many-problems"));
 }
+
+mod properties {
+    use guidepost_core::definition::text::decode;
+    use guidepost_core::definition::{SourceFile, load_agent};
+    use guidepost_core::limits::Limits;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Any bytes: decoded or refused with a position inside the file, never a panic.
+        #[test]
+        fn decoding_any_bytes_gives_a_file_or_a_positioned_error(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let lines = bytes.iter().filter(|b| **b == b'\n').count() as u32 + 1;
+            match decode("x.yaml", bytes, &Limits::default()) {
+                Ok(source) => { let _ = load_agent(&[source]); }
+                Err(d) => prop_assert!(d.line >= 1 && d.line <= lines && d.column >= 1, "{d:?}"),
+            }
+        }
+
+        /// Brackets, dashes, anchors and aliases in any order, nested up to 400 deep, load on a
+        /// 256 KiB stack: nothing recurses on the input.
+        #[test]
+        fn any_nesting_loads_on_a_small_stack(tokens in proptest::collection::vec(
+            prop_oneof![Just("["), Just("]"), Just("{"), Just("}"), Just("- "), Just("\n  "), Just("&a "), Just("*a"), Just(", "), Just("k: ")],
+            0..400,
+        )) {
+            let text = format!("agent: {{name: A}}\nmetadata:\n  x: {}", tokens.concat());
+            let loaded = std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || load_agent(&[SourceFile::new("n.yaml", text)]).diagnostics.len())
+                .unwrap()
+                .join();
+            prop_assert!(loaded.is_ok());
+        }
+    }
+}
+
+/// The checked-in seeds (`tests/corpus/hostile`): each is refused with a positioned error,
+/// except the two that are harmless (a byte-order mark, mixed line endings).
+#[test]
+fn the_hostile_corpus_seeds_load_or_fail_as_expected() {
+    let dir = crate::common::repo_root().join("crates/guidepost-core/tests/corpus/hostile");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let loaded = match decode(&name, std::fs::read(&path).unwrap(), &Limits::default()) {
+            Ok(source) => load_on_small_stack(&name, source.text).0,
+            Err(d) => Loaded { definition: None, diagnostics: vec![d] },
+        };
+        let harmless = matches!(name.as_str(), "byte_order_mark.yaml" | "mixed_line_endings.yaml");
+        assert_eq!(loaded.definition.is_some(), harmless, "{name}: {:?}", loaded.diagnostics);
+        assert!(loaded.diagnostics.iter().all(|d| d.line >= 1 && d.column >= 1), "{name}");
+        seen += 1;
+    }
+    assert_eq!(seen, 6);
+}

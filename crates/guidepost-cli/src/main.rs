@@ -344,6 +344,10 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("GUIDEPOST_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(|| LogWriter)
         .try_init();
+    if let Err(e) = guidepost_core::limits::Limits::from_env() {
+        eprintln!("error: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Check { paths, format, deny_warnings } => {
             check::run(&paths, matches!(format, CheckFormat::Json), deny_warnings)
@@ -439,11 +443,25 @@ fn main() -> ExitCode {
             })
             .map_err(Into::into),
     };
+    report_peak_memory();
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// With `GUIDEPOST_REPORT_PEAK_MEMORY=1`, prints the process's peak resident memory
+/// (`VmHWM`) on standard error at exit, so tests and benchmarks can hold a command to its
+/// documented memory bound.
+fn report_peak_memory() {
+    if std::env::var_os("GUIDEPOST_REPORT_PEAK_MEMORY").is_none_or(|v| v.is_empty() || v == "0") {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if let Some(kib) = status.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+        eprintln!("peak memory: {}", kib.trim());
     }
 }

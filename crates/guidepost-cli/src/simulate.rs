@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use async_trait::async_trait;
-use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
@@ -43,12 +42,9 @@ impl RuntimeSessions {
         if let Some(runtime) = runtimes.get(&key) {
             return Ok(Arc::clone(runtime));
         }
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| AgentError::Protocol(format!("reading the agent definition {}: {e}", path.display())))?;
-        let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text)]);
-        let definition = loaded.definition.ok_or_else(|| {
-            AgentError::Protocol(format!("{} does not load; run `guidepost check {}`", path.display(), path.display()))
-        })?;
+        // Problems are rendered as `guidepost check` renders them.
+        let definition =
+            guidepost_sim::simulate::load_definition(path).map_err(|e| AgentError::Protocol(e.to_string()))?;
         let mut registry = ToolRegistry::from_definition(&definition)
             .map_err(|e| AgentError::Protocol(format!("the tools of {}: {e}", path.display())))?;
         for problem in registry.discover_tools().await {

@@ -11,6 +11,8 @@ mod fake_parlant_engine;
 mod graph;
 #[path = "integration/help.rs"]
 mod help;
+#[path = "integration/hostile.rs"]
+mod hostile;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
 #[path = "integration/readme.rs"]

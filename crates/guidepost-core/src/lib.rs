@@ -43,6 +43,7 @@ pub mod guideline;
 pub mod ids;
 pub mod journey;
 pub mod knowledge;
+pub mod limits;
 pub mod model;
 pub mod path;
 pub mod projection;

@@ -9,6 +9,8 @@ mod corpus;
 mod examples;
 #[path = "integration/graph.rs"]
 mod graph;
+#[path = "integration/hostile.rs"]
+mod hostile;
 #[path = "integration/projection.rs"]
 mod projection;
 #[path = "integration/robustness.rs"]

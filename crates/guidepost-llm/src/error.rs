@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use guidepost_core::limits::LimitExceeded;
+
 /// Everything that can go wrong when asking a model for an answer or an embedding.
 ///
 /// The type is `Clone` so that middleware (retries, caches) can keep and return copies.
@@ -78,6 +80,10 @@ pub enum LlmError {
     /// Reading or writing recordings failed.
     #[error("recording storage error: {0}")]
     Storage(String),
+    /// A reply, a stream or a call went past one of the [limits on untrusted
+    /// input](guidepost_core::limits) (reply size, stream duration or idle time, call time).
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
 }
 
 impl LlmError {
@@ -98,6 +104,62 @@ impl LlmError {
             _ => None,
         }
     }
+}
+
+impl LlmError {
+    /// The error with `secret` (an API key) and anything shaped like a provider key or a
+    /// bearer token replaced by `[redacted]` in every text it carries. Providers apply it to
+    /// every error, so a server that echoes the key (a 401 body quoting the header, a proxy
+    /// error page) cannot leak it into logs, traces or the console.
+    pub fn redacted(self, secret: Option<&str>) -> Self {
+        let scrub = |text: String| redact(&text, secret);
+        match self {
+            LlmError::Http { status, body, retry_after } => LlmError::Http { status, body: scrub(body), retry_after },
+            LlmError::Connection(detail) => LlmError::Connection(scrub(detail)),
+            LlmError::InvalidResponse { detail, body } => {
+                LlmError::InvalidResponse { detail: scrub(detail), body: scrub(body) }
+            }
+            LlmError::SchemaViolation { errors, answer } => {
+                LlmError::SchemaViolation { errors: errors.into_iter().map(scrub).collect(), answer: scrub(answer) }
+            }
+            LlmError::Config(detail) => LlmError::Config(scrub(detail)),
+            LlmError::Unsupported(detail) => LlmError::Unsupported(scrub(detail)),
+            LlmError::Storage(detail) => LlmError::Storage(scrub(detail)),
+            other => other,
+        }
+    }
+}
+
+/// Prefixes of provider keys: OpenAI (`sk-`, `sk-proj-`), Anthropic (`sk-ant-`), and
+/// bearer tokens in echoed headers.
+const KEY_PREFIXES: [&str; 3] = ["sk-", "Bearer ", "bearer "];
+
+/// `text` with `secret` and key-shaped words (a known prefix followed by at least 16 key
+/// characters) replaced by `[redacted]`.
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    let mut out = match secret.map(str::trim).filter(|s| s.len() >= 8) {
+        Some(secret) => text.replace(secret, "[redacted]"),
+        None => text.to_string(),
+    };
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    for prefix in KEY_PREFIXES {
+        let mut result = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(at) = rest.find(prefix) {
+            let after = &rest[at + prefix.len()..];
+            let key_len = after.find(|c: char| !is_key_char(c)).unwrap_or(after.len());
+            result.push_str(&rest[..at + prefix.len()]);
+            if key_len >= 16 {
+                result.push_str("[redacted]");
+            } else {
+                result.push_str(&after[..key_len]);
+            }
+            rest = &after[key_len..];
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    out
 }
 
 /// The first `max` characters of `text`, with an ellipsis when cut (char-boundary safe).
@@ -134,6 +196,19 @@ mod tests {
         assert!(!http(401).is_retryable());
         assert!(LlmError::Connection("reset".into()).is_retryable());
         assert!(!LlmError::Cancelled.is_retryable());
+    }
+
+    #[test]
+    fn keys_are_redacted_from_every_text() {
+        let key = "sk-proj-abcdefghijklmnopqrstuvwxyz0123";
+        let body = format!("{{\"error\": \"Incorrect API key provided: {key}\", \"auth\": \"Bearer {key}\"}}");
+        let error = LlmError::Http { status: 401, body, retry_after: None }.redacted(Some(key));
+        let text = error.to_string();
+        assert!(!text.contains("abcdefghijklmnop"), "{text}");
+        assert!(text.contains("[redacted]"), "{text}");
+        // Key-shaped words go even when the key is not known; short words stay.
+        assert_eq!(redact("key sk-ant-api03-0123456789abcdefXYZ, task-list", None), "key sk-[redacted], task-list");
+        assert_eq!(redact("my-secret-value!", Some("secret-value")), "my-[redacted]!");
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::middleware::embedding_cache::CachedEmbedder;
 use crate::middleware::limits::{Limits, LimitsConfig};
 use crate::middleware::reask::Reask;
 use crate::middleware::retry::{Retry, RetryPolicy};
-use crate::middleware::timeout::Timeout;
+use crate::middleware::timeout::{Deadline, Timeout};
 use crate::ports::{ChatModel, Embedder, TextStream};
 use crate::providers::anthropic::AnthropicChat;
 use crate::providers::hashing::HashingEmbedder;
@@ -63,6 +63,18 @@ pub struct StackConfig {
     pub ledger: Option<UsageLedger>,
     /// Texts whose embeddings are kept in memory (0 disables the cache).
     pub embedding_cache: usize,
+    /// Longest silence between two pieces of a stream ([`Limit::StreamIdle`]).
+    ///
+    /// [`Limit::StreamIdle`]: guidepost_core::limits::Limit::StreamIdle
+    pub stream_idle: Duration,
+    /// Whole duration of a stream ([`Limit::StreamDuration`]).
+    ///
+    /// [`Limit::StreamDuration`]: guidepost_core::limits::Limit::StreamDuration
+    pub stream_total: Duration,
+    /// Whole duration of a call, retries and re-asks included ([`Limit::ModelCallTime`]).
+    ///
+    /// [`Limit::ModelCallTime`]: guidepost_core::limits::Limit::ModelCallTime
+    pub call_deadline: Duration,
 }
 
 impl Default for StackConfig {
@@ -76,6 +88,9 @@ impl Default for StackConfig {
             cache_mode: CacheMode::Live,
             ledger: None,
             embedding_cache: 10_000,
+            stream_idle: guidepost_core::limits::Limits::global().stream_idle,
+            stream_total: guidepost_core::limits::Limits::global().stream_duration,
+            call_deadline: guidepost_core::limits::Limits::global().model_call_time,
         }
     }
 }
@@ -143,13 +158,14 @@ impl StackConfig {
 /// Wraps `model` in the middleware: timeout → retry → limits → re-ask → record/replay →
 /// accounting (innermost first; see [`middleware`](crate::middleware) for why).
 pub fn layer(model: Arc<dyn ChatModel>, config: &StackConfig) -> Arc<dyn ChatModel> {
-    let timed: Arc<dyn ChatModel> = match config.timeout {
-        Some(after) => Arc::new(Timeout::new(model, after)),
-        None => model,
-    };
+    // Streams are always bounded (idle and total), even without a per-attempt budget.
+    let after = config.timeout.unwrap_or(Duration::MAX);
+    let timed: Arc<dyn ChatModel> =
+        Arc::new(Timeout::new(model, after).with_stream_budgets(config.stream_idle, config.stream_total));
     let retried = Retry::new(timed, config.retry.clone());
     let limited = Limits::new(retried, config.limits);
-    let checked: Arc<dyn ChatModel> = Arc::new(Reask::new(limited, config.max_reasks));
+    let checked: Arc<dyn ChatModel> =
+        Arc::new(Deadline::new(Reask::new(limited, config.max_reasks), config.call_deadline));
     let cached: Arc<dyn ChatModel> = match (&config.recordings, config.cache_mode) {
         (Some(dir), mode) if mode != CacheMode::Live => Arc::new(RecordReplay::new(checked, dir.clone(), mode)),
         _ => checked,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use guidepost_core::AgentDefinition;
-use guidepost_core::definition::{SourceFile, load_agent};
+use guidepost_core::definition::load_agent;
 use guidepost_llm::{
     CacheMode, ChatModel, LimitsConfig, ModelSettings, ModelSpec, ModelStackBuilder, ProviderRegistry, StackConfig,
     TaskKind, layer,
@@ -231,11 +231,24 @@ pub fn stack_config(args: &SimulateArgs) -> Result<StackConfig, SimError> {
     })
 }
 
-fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?;
-    let loaded = load_agent(&[SourceFile::new(path.display().to_string(), text.clone())]);
-    let message = loaded.diagnostics.iter().map(|d| d.render(Some(&text))).collect::<Vec<_>>().join("\n");
-    loaded.definition.ok_or_else(|| SimError::AgentDefinition { path: path.to_path_buf(), message })
+/// Loads an agent definition file, reporting its problems as `guidepost check` does (one
+/// rendered diagnostic each, with file:line:col and the source line). The file is read
+/// within [`Limit::FileSize`](guidepost_core::limits::Limit::FileSize) and decoded with
+/// [`decode`](guidepost_core::definition::text::decode): invalid UTF-8 and control
+/// characters are positioned errors, a byte-order mark is skipped.
+pub fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
+    let name = path.display().to_string();
+    let failed = |message: String| SimError::AgentDefinition { path: path.to_path_buf(), message };
+    let limits = guidepost_core::limits::Limits::global();
+    let size = std::fs::metadata(path).map_err(|e| SimError::io(path, e))?.len();
+    if let Err(error) = limits.check_count(guidepost_core::limits::Limit::FileSize, &name, size) {
+        return Err(failed(error.to_string()));
+    }
+    let bytes = std::fs::read(path).map_err(|e| SimError::io(path, e))?;
+    let source = guidepost_core::definition::text::decode(&name, bytes, limits).map_err(|d| failed(d.render(None)))?;
+    let loaded = load_agent(std::slice::from_ref(&source));
+    let message = loaded.diagnostics.iter().map(|d| d.render(Some(&source.text))).collect::<Vec<_>>().join("\n");
+    loaded.definition.ok_or_else(|| failed(message))
 }
 
 /// Runs `guidepost simulate`: the CLI calls this, prints [`SuiteReport`](crate::suite::SuiteReport)

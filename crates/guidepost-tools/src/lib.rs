@@ -56,6 +56,7 @@
 //! [`ToolRegistry::from_definition`], registers its native functions, and calls
 //! [`ToolRegistry::resolve_tools`] at startup to discover the tools of dynamic services.
 
+pub mod body;
 pub mod context;
 pub mod error;
 pub mod fixture;

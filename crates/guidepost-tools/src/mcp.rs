@@ -107,7 +107,8 @@ impl McpProvider {
                     return Err(self.unavailable("the stdio command is empty".into()));
                 };
                 let mut cmd = tokio::process::Command::new(program);
-                cmd.args(args).envs(env);
+                // A server abandoned mid-handshake (discovery timed out) must not outlive us.
+                cmd.args(args).envs(env).kill_on_drop(true);
                 let (process, _) = TokioChildProcess::builder(cmd)
                     .stderr(Stdio::null())
                     .spawn()
@@ -203,7 +204,10 @@ impl ToolProvider for McpProvider {
         params.arguments = Some(args);
         match client.call_tool(params).await {
             Ok(result) => match serde_json::to_value(&result) {
-                Ok(value) => outcome_from_mcp(&value),
+                Ok(value) => match crate::body::check_size(&value, &format!("tool `{}`", tool.id)) {
+                    Ok(()) => outcome_from_mcp(&value),
+                    Err(e) => ToolOutcome::failed(e),
+                },
                 Err(e) => ToolOutcome::failed(format!("unreadable tools/call result: {e}")),
             },
             Err(e) => {

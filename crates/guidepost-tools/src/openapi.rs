@@ -126,7 +126,9 @@ impl OpenApiProvider {
                 .await
                 .map_err(|e| self.unavailable(format!("GET {}: {e}", self.spec)))?;
             let status = response.status();
-            let text = response.text().await.map_err(|e| self.unavailable(format!("GET {}: {e}", self.spec)))?;
+            let text = crate::body::read_capped(response, &format!("service `{}`: GET {}", self.service, self.spec))
+                .await
+                .map_err(|e| self.unavailable(e))?;
             if !status.is_success() {
                 return Err(self.unavailable(format!("GET {} answered HTTP {status}: {}", self.spec, excerpt(&text))));
             }
@@ -299,7 +301,7 @@ impl OpenApiProvider {
             Err(e) => return ToolOutcome::failed(format!("{what} failed: {e}")),
         };
         let status = response.status();
-        let text = match response.text().await {
+        let text = match crate::body::read_capped(response, &format!("tool `{}`: {what}", self.service)).await {
             Ok(t) => t,
             Err(e) => return ToolOutcome::failed(format!("reading the response of {what} failed: {e}")),
         };

@@ -76,7 +76,9 @@ impl ParlantProvider {
     async fn get_json(&self, url: &str) -> Result<Value> {
         let response = self.client.get(url).send().await.map_err(|e| self.unavailable(format!("GET {url}: {e}")))?;
         let status = response.status();
-        let body = response.text().await.map_err(|e| self.unavailable(format!("GET {url}: {e}")))?;
+        let body = crate::body::read_capped(response, &format!("service `{}`: GET {url}", self.service))
+            .await
+            .map_err(|e| self.unavailable(e))?;
         if !status.is_success() {
             return Err(self.unavailable(format!("GET {url} answered HTTP {status}: {}", excerpt(&body))));
         }
@@ -109,7 +111,7 @@ impl ParlantProvider {
         };
         let status = response.status();
         if !status.is_success() {
-            let text = response.text().await.unwrap_or_default();
+            let text = crate::body::read_capped(response, &url).await.unwrap_or_else(|e| e);
             return ToolOutcome::failed(format!("POST {url} answered HTTP {status}: {}", error_detail(&text)));
         }
         let mut splitter = JsonObjectSplitter::new(self.max_object_bytes);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
+use guidepost_core::limits::{Limit, Limits};
 use guidepost_core::model::AgentDefinition;
 use guidepost_core::tool::{FIXTURE_SERVICE, NATIVE_SERVICE, ServiceKind, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
@@ -22,7 +23,8 @@ use crate::provider::ToolProvider;
 use crate::result::{ToolCallRecord, ToolErrorKind, ToolOutcome};
 use crate::validate::validate_arguments;
 
-/// Timeout of a call when neither the call nor its service sets one.
+/// Timeout of a call when neither the call nor its service sets one, unless
+/// [`Limit::ToolCallTime`](guidepost_core::limits::Limit::ToolCallTime) is configured.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Service {
@@ -58,6 +60,7 @@ pub struct ToolRegistry {
     services: IndexMap<String, Service>,
     native: NativeProvider,
     default_timeout: Duration,
+    discovery_timeout: Duration,
 }
 
 impl Default for ToolRegistry {
@@ -83,7 +86,8 @@ impl ToolRegistry {
             tools: IndexMap::new(),
             services: IndexMap::new(),
             native: NativeProvider::default(),
-            default_timeout: DEFAULT_TIMEOUT,
+            default_timeout: Limits::global().tool_call_time,
+            discovery_timeout: Limits::global().discovery_time,
         };
         registry.refresh_native();
         registry
@@ -122,6 +126,12 @@ impl ToolRegistry {
     /// Sets the timeout used when neither the call nor its service sets one.
     pub fn with_default_timeout(mut self, timeout: Duration) -> Self {
         self.default_timeout = timeout;
+        self
+    }
+
+    /// Sets how long listing one service's tools may take ([`Limit::DiscoveryTime`]).
+    pub fn with_discovery_timeout(mut self, timeout: Duration) -> Self {
+        self.discovery_timeout = timeout;
         self
     }
 
@@ -177,7 +187,28 @@ impl ToolRegistry {
             .filter(|(_, s)| s.kind.is_dynamic())
             .map(|(name, s)| (name.clone(), s.provider.clone()))
             .collect();
-        let listed = join_all(dynamic.iter().map(|(_, p)| p.list_tools())).await;
+        // Each service gets its own budget: one that accepts the connection and never
+        // answers costs that budget, and only its own tools.
+        let budget = self.discovery_timeout;
+        let listed = join_all(dynamic.iter().map(|(name, p)| async move {
+            match tokio::time::timeout(budget, p.list_tools()).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let mut limits = Limits::global().clone();
+                    limits.discovery_time = budget;
+                    let what = format!("no list of tools within {budget:?}");
+                    let mut error = limits.exceeded(Limit::DiscoveryTime, format!("service `{name}`"), what);
+                    if budget < Duration::from_secs(1) {
+                        error.allowed = format!("{budget:?}");
+                    }
+                    Err(ToolError::ServiceUnavailable {
+                        service: name.clone(),
+                        message: format!("{error}; its tools are unavailable until it answers"),
+                    })
+                }
+            }
+        }))
+        .await;
         let mut errors = Vec::new();
         for ((name, _), result) in dynamic.iter().zip(listed) {
             match result {

@@ -3,6 +3,7 @@
 
 mod integration {
     mod common;
+    mod discovery;
     mod execution;
     mod mcp;
     mod openapi;

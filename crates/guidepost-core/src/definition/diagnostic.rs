@@ -92,8 +92,8 @@ impl Diagnostic {
         let line_text =
             source.and_then(|s| s.lines().nth(usize::try_from(self.line).unwrap_or(usize::MAX).saturating_sub(1)));
         if let Some(text) = line_text {
-            let text = text.replace('\t', " ");
-            let col = usize::try_from(self.column).unwrap_or(1).max(1);
+            let (text, column) = window(&text.replace('\t', " "), self.column);
+            let col = usize::try_from(column).unwrap_or(1).max(1);
             let width = text.chars().count().saturating_sub(col - 1).max(1);
             let len = usize::try_from(self.len).unwrap_or(1).clamp(1, width);
             let _ = writeln!(out, "{pad} |");
@@ -105,6 +105,30 @@ impl Diagnostic {
         }
         out
     }
+}
+
+/// Characters of a source line shown in a rendered diagnostic.
+const SHOWN_LINE: usize = 120;
+
+/// At most [`SHOWN_LINE`] characters of `line` around `column`, with `…` where cut, and
+/// the column within what is shown: a 200 KB line is not printed whole.
+fn window(line: &str, column: u32) -> (String, u32) {
+    let count = line.chars().count();
+    if count <= SHOWN_LINE {
+        return (line.to_string(), column);
+    }
+    let col = usize::try_from(column).unwrap_or(1).max(1) - 1;
+    let start = col.saturating_sub(SHOWN_LINE / 2).min(count - SHOWN_LINE);
+    let mut shown: String = line.chars().skip(start).take(SHOWN_LINE).collect();
+    let mut column = col - start + 1;
+    if start > 0 {
+        shown.insert(0, '…');
+        column += 1;
+    }
+    if start + SHOWN_LINE < count {
+        shown.push('…');
+    }
+    (shown, u32::try_from(column).unwrap_or(1))
 }
 
 /// Sorts diagnostics by file, position, then severity, and drops exact duplicates.
@@ -124,6 +148,17 @@ pub fn sort(diagnostics: &mut Vec<Diagnostic>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_lines_are_shown_around_the_column() {
+        let line = format!("{}X{}", "a".repeat(5_000), "b".repeat(5_000));
+        let d = Diagnostic::error("syntax", "a.yaml", Span { line: 1, col: 5_001, len: 1 }, "here");
+        let text = d.render(Some(&line));
+        assert!(text.len() < 400, "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        let caret = lines[4].chars().position(|c| c == '^').unwrap();
+        assert_eq!(lines[3].chars().nth(caret), Some('X'), "{text}");
+    }
 
     #[test]
     fn renders_excerpt_and_hint() {

@@ -22,6 +22,7 @@ pub mod export;
 pub mod file;
 mod resolve;
 pub mod source;
+pub mod text;
 
 use std::sync::OnceLock;
 
@@ -114,6 +115,11 @@ pub fn looks_like_definition(source: &SourceFile) -> bool {
     known > 0
 }
 
+/// Structural problems reported per file; beyond them one diagnostic says how many more
+/// there are, so that a file repeating one mistake (or an alias repeating it) cannot flood
+/// the output.
+pub const MAX_PROBLEMS_PER_FILE: usize = 200;
+
 /// Parses and structurally checks one file.
 ///
 /// Returns the file when it could be read into the authoring types (possibly with
@@ -136,11 +142,22 @@ pub fn parse_file(source: &SourceFile) -> (Option<ParsedFile>, Vec<Diagnostic>) 
         );
     }
     let checked = check::check(&node, json_schema());
+    let shown = checked.problems.len().min(MAX_PROBLEMS_PER_FILE);
+    let hidden = checked.problems.len() - shown;
     let mut diagnostics: Vec<Diagnostic> = checked
         .problems
         .into_iter()
+        .take(shown)
         .map(|p| Diagnostic::error(p.code, &source.name, p.span, p.message).with_hint_opt(p.hint))
         .collect();
+    if hidden > 0 {
+        diagnostics.push(Diagnostic::error(
+            "too-many-problems",
+            &source.name,
+            node.span,
+            format!("{hidden} more problems in this file are not shown (fix the first {shown} and check again)"),
+        ));
+    }
     match serde_json::from_value::<AgentFile>(checked.value) {
         Ok(file) => (Some(ParsedFile { name: source.name.clone(), file, spans: checked.spans }), diagnostics),
         Err(err) => {

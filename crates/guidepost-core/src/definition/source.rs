@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use crate::limits::{Limit, Limits};
+
+use yaml_rust2::parser::{Event, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 /// A position in a source file. Lines and columns start at 1; `len` is the width of the
@@ -90,19 +92,50 @@ pub struct SyntaxError {
     pub span: Span,
 }
 
-/// Upper bound on nodes in one document, which also bounds alias expansion
-/// ("billion laughs").
+/// Upper bound on nodes in one document, which also bounds alias expansion by count
+/// ("billion laughs"); [`Limit::ExpandedSize`] bounds it in bytes.
 pub const MAX_NODES: usize = 200_000;
 
-/// Parses YAML (or JSON, which the YAML parser also reads) into a node tree.
+/// Parses YAML (or JSON, which the YAML parser also reads) into a node tree, within the
+/// process's [`Limits::global`].
 pub fn parse(text: &str) -> Result<Node, SyntaxError> {
-    let mut builder = TreeBuilder::default();
+    parse_with(text, Limits::global())
+}
+
+/// Parses YAML into a node tree within `limits`.
+///
+/// The text is checked first (no NUL or other control characters; a leading byte-order mark
+/// is skipped). Events are pulled from the parser one at a time and the tree is built on an
+/// explicit stack, so nothing recurses on the input: a file nested deeper than
+/// [`Limit::NestingDepth`] is refused at the first level too many, and parsing stops there.
+/// Aliases are expanded by copy, bounded in values ([`MAX_NODES`]) and in bytes
+/// ([`Limit::ExpandedSize`]).
+pub fn parse_with(text: &str, limits: &Limits) -> Result<Node, SyntaxError> {
+    let text = super::text::strip_bom(text);
+    super::text::check_characters(text)?;
+    let mut builder = TreeBuilder { limits: limits.clone(), ..TreeBuilder::default() };
     let mut parser = Parser::new_from_str(text);
-    if let Err(err) = parser.load(&mut builder, true) {
-        return Err(locate_syntax_error(text, err.info(), *err.marker()));
-    }
-    if let Some(err) = builder.error {
-        return Err(err);
+    loop {
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            // The scanner counts flow levels (`[`, `{`) in a byte and stops at 255 on its own.
+            Err(err) if err.info().contains("recursion limit exceeded") => {
+                let error = limits.exceeded(
+                    Limit::NestingDepth,
+                    "this file",
+                    "mappings and lists nested more than 255 levels deep",
+                );
+                return Err(SyntaxError { message: error.to_string(), span: span_at(*err.marker(), 1) });
+            }
+            Err(err) => return Err(locate_syntax_error(text, err.info(), *err.marker())),
+        };
+        if event == Event::StreamEnd {
+            break;
+        }
+        builder.on_event(event, mark);
+        if let Some(err) = builder.error.take() {
+            return Err(err);
+        }
     }
     match builder.documents.len() {
         0 => Ok(Node { value: Value::Null, span: Span { line: 1, col: 1, len: 1 }, raw: None }),
@@ -117,6 +150,15 @@ pub fn parse(text: &str) -> Result<Node, SyntaxError> {
 /// Parses JSON, reporting JSON syntax errors with serde_json's precise positions, and then
 /// builds the node tree.
 pub fn parse_json(text: &str) -> Result<Node, SyntaxError> {
+    parse_json_with(text, Limits::global())
+}
+
+/// [`parse_json`] within `limits`: the nesting depth is measured on the raw text before any
+/// parser recurses.
+pub fn parse_json_with(text: &str, limits: &Limits) -> Result<Node, SyntaxError> {
+    let text = super::text::strip_bom(text);
+    super::text::check_characters(text)?;
+    super::text::check_json_depth(text, limits)?;
     if let Err(err) = serde_json::from_str::<serde_json::Value>(text) {
         let line = u32::try_from(err.line()).unwrap_or(u32::MAX).max(1);
         let col = u32::try_from(err.column()).unwrap_or(u32::MAX).max(1);
@@ -124,7 +166,7 @@ pub fn parse_json(text: &str) -> Result<Node, SyntaxError> {
         let message = message.split(" at line ").next().unwrap_or(&message).to_string();
         return Err(SyntaxError { message: format!("invalid JSON: {message}"), span: Span { line, col, len: 1 } });
     }
-    parse(text)
+    parse_with(text, limits)
 }
 
 /// Turns the YAML scanner's error into one that points where the author has to look.
@@ -256,26 +298,31 @@ fn span_at(marker: Marker, len: usize) -> Span {
 }
 
 enum Frame {
-    Seq { items: Vec<Node>, span: Span, anchor: usize },
-    Map { entries: Vec<(Key, Node)>, pending_key: Option<Key>, span: Span, anchor: usize },
+    Seq { items: Vec<Node>, span: Span, anchor: usize, start: Size, deepest: usize },
+    Map { entries: Vec<(Key, Node)>, pending_key: Option<Key>, span: Span, anchor: usize, start: Size, deepest: usize },
 }
+
+/// Values and bytes of the tree built so far (aliases counted at their expanded size).
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    bytes: u64,
+}
+
+/// Approximate memory of one node besides its text: the node, its span and its place in
+/// its parent.
+const NODE_OVERHEAD: u64 = std::mem::size_of::<Node>() as u64 + 32;
 
 #[derive(Default)]
 struct TreeBuilder {
+    limits: Limits,
     stack: Vec<Frame>,
     documents: Vec<Node>,
-    anchors: HashMap<usize, Node>,
-    nodes: usize,
+    /// Anchored nodes with their expanded size and depth.
+    anchors: HashMap<usize, (Node, Size, usize)>,
+    size: Size,
     error: Option<SyntaxError>,
     second_document: Option<Span>,
-}
-
-fn count_nodes(node: &Node) -> usize {
-    1 + match &node.value {
-        Value::Seq(items) => items.iter().map(count_nodes).sum(),
-        Value::Map(entries) => entries.iter().map(|(_, v)| count_nodes(v)).sum(),
-        _ => 0,
-    }
 }
 
 impl TreeBuilder {
@@ -285,18 +332,57 @@ impl TreeBuilder {
         }
     }
 
-    fn complete(&mut self, node: Node, anchor: usize) {
+    /// Adds a finished node of nesting `depth` (0 for a scalar) to its parent.
+    fn complete(&mut self, node: Node, anchor: usize, start: Size, depth: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            let size = Size { nodes: self.size.nodes - start.nodes, bytes: self.size.bytes - start.bytes };
+            self.anchors.insert(anchor, (node.clone(), size, depth));
         }
-        self.push(node);
+        self.push(node, depth);
     }
 
-    fn push(&mut self, node: Node) {
-        if self.nodes > MAX_NODES {
-            let span = node.span;
+    /// Counts `nodes` values of `bytes` bytes; false (with the error set) past the limits.
+    fn grow(&mut self, nodes: usize, bytes: u64, span: Span) -> bool {
+        self.size.nodes = self.size.nodes.saturating_add(nodes);
+        self.size.bytes = self.size.bytes.saturating_add(bytes);
+        if self.size.nodes > MAX_NODES {
             self.fail(format!("document too large: more than {MAX_NODES} values (check for alias loops)"), span);
-            return;
+            return false;
+        }
+        if self.size.bytes > self.limits.expanded_size {
+            let error = self.limits.exceeded(
+                Limit::ExpandedSize,
+                "this file",
+                format!("more than {} bytes once its aliases are expanded", self.limits.expanded_size),
+            );
+            self.fail(error.to_string(), span);
+            return false;
+        }
+        true
+    }
+
+    /// Whether a node `depth` levels deep would nest too far under the open collections (the error is then set).
+    fn too_deep(&mut self, depth: usize, span: Span) -> bool {
+        if self.stack.len().saturating_add(depth) > self.limits.nesting_depth {
+            let error = self.limits.exceeded(
+                Limit::NestingDepth,
+                "this file",
+                format!("mappings and lists nested more than {} levels deep", self.limits.nesting_depth),
+            );
+            self.fail(error.to_string(), span);
+            return true;
+        }
+        false
+    }
+
+    fn open(&mut self, span: Span) -> bool {
+        !self.too_deep(1, span) && self.grow(1, NODE_OVERHEAD, span)
+    }
+
+    fn push(&mut self, node: Node, depth: usize) {
+        match self.stack.last_mut() {
+            Some(Frame::Seq { deepest, .. } | Frame::Map { deepest, .. }) => *deepest = (*deepest).max(depth),
+            None => {}
         }
         match self.stack.last_mut() {
             None => self.documents.push(node),
@@ -327,12 +413,11 @@ impl TreeBuilder {
     }
 }
 
-impl MarkedEventReceiver for TreeBuilder {
+impl TreeBuilder {
     fn on_event(&mut self, ev: Event, mark: Marker) {
         if self.error.is_some() {
             return;
         }
-        self.nodes += 1;
         match ev {
             Event::DocumentStart => {
                 if !self.documents.is_empty() && self.second_document.is_none() {
@@ -343,35 +428,55 @@ impl MarkedEventReceiver for TreeBuilder {
                 let len = text.chars().count()
                     + usize::from(matches!(style, TScalarStyle::SingleQuoted | TScalarStyle::DoubleQuoted)) * 2;
                 let span = span_at(mark, len);
+                let start = self.size;
+                // The text is held twice: as the value and as the raw scalar.
+                if !self.grow(1, NODE_OVERHEAD + 2 * text.len() as u64, span) {
+                    return;
+                }
                 let value = if style == TScalarStyle::Plain {
                     resolve_plain(&text)
                 } else {
                     Value::Str { text: text.clone(), quoted: true }
                 };
-                self.complete(Node { value, span, raw: Some(text) }, anchor);
+                self.complete(Node { value, span, raw: Some(text) }, anchor, start, 0);
             }
             Event::SequenceStart(anchor, _) => {
-                self.stack.push(Frame::Seq { items: Vec::new(), span: span_at(mark, 1), anchor })
+                let (span, start) = (span_at(mark, 1), self.size);
+                if self.open(span) {
+                    self.stack.push(Frame::Seq { items: Vec::new(), span, anchor, start, deepest: 0 });
+                }
             }
             Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map { entries: Vec::new(), pending_key: None, span: span_at(mark, 1), anchor });
+                let (span, start) = (span_at(mark, 1), self.size);
+                if self.open(span) {
+                    let entries = Vec::new();
+                    self.stack.push(Frame::Map { entries, pending_key: None, span, anchor, start, deepest: 0 });
+                }
             }
             Event::SequenceEnd | Event::MappingEnd => match self.stack.pop() {
-                Some(Frame::Seq { items, span, anchor }) => {
-                    self.complete(Node { value: Value::Seq(items), span, raw: None }, anchor)
+                Some(Frame::Seq { items, span, anchor, start, deepest }) => {
+                    self.complete(Node { value: Value::Seq(items), span, raw: None }, anchor, start, deepest + 1)
                 }
-                Some(Frame::Map { entries, span, anchor, .. }) => {
-                    self.complete(Node { value: Value::Map(entries), span, raw: None }, anchor)
+                Some(Frame::Map { entries, span, anchor, start, deepest, .. }) => {
+                    self.complete(Node { value: Value::Map(entries), span, raw: None }, anchor, start, deepest + 1)
                 }
                 None => self.fail("unbalanced YAML structure".into(), span_at(mark, 1)),
             },
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(node) => {
-                    self.nodes += count_nodes(&node);
-                    self.push(node);
+            Event::Alias(id) => {
+                let span = span_at(mark, 1);
+                let Some((size, depth)) = self.anchors.get(&id).map(|(_, size, depth)| (*size, *depth)) else {
+                    self.fail("alias refers to an unknown anchor".into(), span);
+                    return;
+                };
+                // Counted before the copy is made, so an alias bomb stops before it costs memory.
+                if !self.too_deep(depth, span)
+                    && self.grow(size.nodes, size.bytes, span)
+                    && let Some((node, _, _)) = self.anchors.get(&id)
+                {
+                    let node = node.clone();
+                    self.push(node, depth);
                 }
-                None => self.fail("alias refers to an unknown anchor".into(), span_at(mark, 1)),
-            },
+            }
             Event::Nothing | Event::StreamStart | Event::StreamEnd | Event::DocumentEnd => {}
         }
     }

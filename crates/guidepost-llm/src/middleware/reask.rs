@@ -27,6 +27,24 @@ impl<M> Reask<M> {
     }
 }
 
+/// Characters of a bad answer sent back with a re-ask: enough to show the model what it
+/// wrote, not a copy of a runaway answer per re-ask.
+pub const MAX_REASK_EXCERPT: usize = 2_000;
+
+/// Validation errors listed in a re-ask.
+pub const MAX_REASK_ERRORS: usize = 20;
+
+/// The start and the end of a bad answer, at most [`MAX_REASK_EXCERPT`] characters in all.
+pub fn answer_excerpt(answer: &str) -> String {
+    let count = answer.chars().count();
+    if count <= MAX_REASK_EXCERPT {
+        return answer.to_string();
+    }
+    let head: String = answer.chars().take(MAX_REASK_EXCERPT * 3 / 4).collect();
+    let tail: String = answer.chars().skip(count - MAX_REASK_EXCERPT / 4).collect();
+    format!("{head}\n[… {} characters left out …]\n{tail}", count - MAX_REASK_EXCERPT)
+}
+
 /// The message that asks the model to correct its answer.
 pub fn correction_message(schema_name: &str, errors: &[String]) -> String {
     let list: Vec<String> = errors.iter().map(|e| format!("- {e}")).collect();
@@ -81,8 +99,9 @@ impl<M: ChatModel> ChatModel for Reask<M> {
             }
             reasks += 1;
             tracing::warn!(schema = %name, reasks, errors = ?errors, "structured answer invalid; asking again");
-            req.messages.push(ChatMessage::assistant(answer));
-            req.messages.push(ChatMessage::user(correction_message(&name, &errors)));
+            req.messages.push(ChatMessage::assistant(answer_excerpt(&answer)));
+            let shown = &errors[..errors.len().min(MAX_REASK_ERRORS)];
+            req.messages.push(ChatMessage::user(correction_message(&name, shown)));
         }
     }
 
@@ -105,6 +124,15 @@ mod tests {
     fn schema() -> serde_json::Value {
         json!({"type": "object", "properties": {"applies": {"type": "boolean"}},
                "required": ["applies"], "additionalProperties": false})
+    }
+
+    #[test]
+    fn a_long_bad_answer_is_sent_back_as_a_bounded_excerpt() {
+        let answer = format!("{{\"applies\": \"{}\"}}", "x".repeat(10_000_000));
+        let excerpt = answer_excerpt(&answer);
+        assert!(excerpt.chars().count() < MAX_REASK_EXCERPT + 100, "{}", excerpt.len());
+        assert!(excerpt.starts_with("{\"applies\"") && excerpt.ends_with("xx\"}"));
+        assert_eq!(answer_excerpt("{}"), "{}");
     }
 
     #[tokio::test]

@@ -78,12 +78,34 @@ pub fn recording_path(root: &Path, task: &TaskKind, key: &str) -> PathBuf {
     task_dir(root, task).join(format!("{short}.json"))
 }
 
-/// Reads a recording; `Ok(None)` when the file does not exist.
+/// Reads a recording; `Ok(None)` when the file does not exist. A file that exists but is
+/// not a recording (cut short, edited, binary, over
+/// [`Limit::FileSize`](guidepost_core::limits::Limit::FileSize)) is a distinct error that
+/// says the recording is corrupt, never a miss.
 pub async fn load(path: &Path) -> Result<Option<Recording>, LlmError> {
-    match tokio::fs::read_to_string(path).await {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| LlmError::Storage(format!("recording {} is not readable: {e}", path.display()))),
+    let corrupt = |why: String| {
+        LlmError::Storage(format!(
+            "recording {} is corrupt: {why}; delete it and record again (GUIDEPOST_LLM_CACHE=record)",
+            path.display()
+        ))
+    };
+    let limits = guidepost_core::limits::Limits::global();
+    match tokio::fs::metadata(path).await {
+        Ok(meta) => {
+            let name = path.display().to_string();
+            limits
+                .check_count(guidepost_core::limits::Limit::FileSize, &name, meta.len())
+                .map_err(|e| LlmError::Storage(e.to_string()))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
+    }
+    match tokio::fs::read(path).await {
+        Ok(bytes) => {
+            let text = String::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text ({e})")))?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            serde_json::from_str(text).map(Some).map_err(|e| corrupt(e.to_string()))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
     }
@@ -110,22 +132,31 @@ pub async fn save(path: &Path, recording: &Recording) -> Result<(), LlmError> {
 pub async fn explain_miss(root: &Path, task: &TaskKind, model: &str, request: &RecordedRequest) -> String {
     let dir = task_dir(root, task);
     let mut recordings = Vec::new();
+    let mut corrupt = Vec::new();
     if let Ok(mut entries) = tokio::fs::read_dir(&dir).await {
         while let Ok(Some(entry)) = entries.next_entry().await {
             let path = entry.path();
-            if path.extension().is_some_and(|e| e == "json")
-                && let Ok(Some(recording)) = load(&path).await
-            {
-                recordings.push((path, recording));
+            if path.extension().is_some_and(|e| e == "json") {
+                match load(&path).await {
+                    Ok(Some(recording)) => recordings.push((path, recording)),
+                    Ok(None) => {}
+                    Err(_) => corrupt.push(path.display().to_string()),
+                }
             }
         }
     }
+    corrupt.sort();
+    let corrupt_note = if corrupt.is_empty() {
+        String::new()
+    } else {
+        format!(" ({} corrupt recording(s) skipped: {})", corrupt.len(), corrupt.join(", "))
+    };
     let closest =
         recordings.into_iter().min_by_key(|(path, r)| (distance(model, request, &r.model, &r.request), path.clone()));
     match closest {
-        None => format!("no recordings exist in {}", dir.display()),
+        None => format!("no recordings exist in {}{corrupt_note}", dir.display()),
         Some((path, recording)) => format!(
-            "closest recording {}:\n{}",
+            "closest recording {}{corrupt_note}:\n{}",
             path.display(),
             describe_changes(&recording.model, &recording.request, model, request)
         ),

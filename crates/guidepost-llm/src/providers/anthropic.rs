@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{default_client, event_json, f32_json, parse_answer, send, send_json, sse_events, u64_at};
+use super::http::{
+    default_client, event_json, f32_json, parse_answer, reply_too_large, send, send_json, sse_events, u64_at,
+};
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, TextStream};
 use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
@@ -21,7 +23,9 @@ use crate::usage::Usage;
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
 /// The API version header value.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-/// `max_tokens` is mandatory in the Messages API; this is used when the request sets none.
+/// `max_tokens` is mandatory in the Messages API; when the request sets none,
+/// [`Limit::ReplyTokens`](guidepost_core::limits::Limit::ReplyTokens) is sent (4,096 unless
+/// configured).
 pub const DEFAULT_MAX_TOKENS: u32 = 4_096;
 
 /// A chat model behind Anthropic's Messages API.
@@ -82,7 +86,7 @@ impl AnthropicChat {
             messages.into_iter().map(|(role, content)| json!({"role": role.as_str(), "content": content})).collect();
         let mut body = json!({
             "model": self.model,
-            "max_tokens": req.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+            "max_tokens": req.max_tokens.unwrap_or(guidepost_core::limits::Limits::global().reply_tokens),
         });
         if !system.is_empty() {
             body["system"] = if self.prompt_caching {
@@ -174,7 +178,9 @@ impl ChatModel for AnthropicChat {
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
-        let value = send_json(self.post(&self.body(&req, false))).await?;
+        let value = send_json(self.post(&self.body(&req, false)), &self.id)
+            .await
+            .map_err(|e| e.redacted(self.api_key.as_deref()))?;
         let blocks = value.get("content").and_then(Value::as_array).ok_or_else(|| LlmError::InvalidResponse {
             detail: "no `content` blocks in the answer".into(),
             body: excerpt(&value.to_string(), 1_000),
@@ -200,9 +206,13 @@ impl ChatModel for AnthropicChat {
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         let started = Instant::now();
-        let response = send(self.post(&self.body(&req, true))).await?;
-        let events = sse_events(response);
+        let response =
+            send(self.post(&self.body(&req, true))).await.map_err(|e| e.redacted(self.api_key.as_deref()))?;
+        let events = sse_events(response, self.id.clone());
         let id = self.id.clone();
+        let model = self.id.clone();
+        let secret = self.api_key.clone();
+        let max_reply = guidepost_core::limits::Limits::global().reply_size;
         let stream = async_stream::stream! {
             let mut events = Box::pin(events);
             let mut usage = Usage::new(id);
@@ -214,8 +224,12 @@ impl ChatModel for AnthropicChat {
             while let Some(event) = events.next().await {
                 let event = match event {
                     Ok(event) => event,
-                    Err(error) => { yield Err(error); return; }
+                    Err(error) => { yield Err(error.redacted(secret.as_deref())); return; }
                 };
+                if text.len() + partial_json.len() > max_reply {
+                    yield Err(reply_too_large(&model, text.len() + partial_json.len()));
+                    return;
+                }
                 if event.event == "ping" || event.data.trim().is_empty() {
                     continue;
                 }
@@ -269,7 +283,11 @@ impl ChatModel for AnthropicChat {
                 }
             }
             if !stopped {
-                yield Err(LlmError::Connection("the stream ended before message_stop".into()));
+                // The connection closed early: a transport failure, retryable like one.
+                yield Err(LlmError::Connection(format!(
+                    "the stream ended without its end marker (message_stop) after {} bytes; the reply was cut short",
+                    text.len() + partial_json.len()
+                )));
                 return;
             }
             usage.latency = started.elapsed();

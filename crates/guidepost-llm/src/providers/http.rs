@@ -9,6 +9,8 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, Response};
 use serde_json::Value;
 
+use guidepost_core::limits::{Limit, Limits};
+
 use crate::error::{LlmError, excerpt};
 
 /// How long establishing a connection may take.
@@ -56,31 +58,114 @@ pub(crate) async fn send(request: RequestBuilder) -> Result<Response, LlmError> 
         return Ok(response);
     }
     let retry_after = parse_retry_after(response.headers());
-    let body = response.text().await.unwrap_or_default();
+    // Only the start of an error body is kept, so only the start is read.
+    let body = match read_prefix(response, MAX_ERROR_BODY * 4).await {
+        Ok((body, _)) => body,
+        Err(_) => String::new(),
+    };
     Err(LlmError::Http { status: status.as_u16(), body: excerpt(&body, MAX_ERROR_BODY), retry_after })
 }
 
-/// Sends `request` and parses the answer as JSON.
-pub(crate) async fn send_json(request: RequestBuilder) -> Result<Value, LlmError> {
+/// Reads at most `max` bytes of a body; the flag says whether there was more.
+async fn read_prefix(mut response: Response, max: usize) -> Result<(String, bool), LlmError> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if bytes.len() + chunk.len() > max {
+            bytes.extend_from_slice(&chunk[..max - bytes.len()]);
+            return Ok((String::from_utf8_lossy(&bytes).into_owned(), true));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), false))
+}
+
+/// Reads a whole answer body of at most [`Limit::ReplySize`] bytes, refusing a longer one as
+/// soon as it gets past the limit (nothing past it is held in memory).
+pub(crate) async fn read_body(response: Response, model: &str) -> Result<String, LlmError> {
+    let limits = Limits::global();
+    let (body, more) = read_prefix(response, limits.reply_size).await?;
+    if more {
+        let what = format!("an answer of more than {} bytes", limits.reply_size);
+        return Err(limits.exceeded(Limit::ReplySize, format!("model {model}"), what).into());
+    }
+    Ok(body)
+}
+
+/// Sends `request` and parses the answer (at most [`Limit::ReplySize`] bytes) as JSON.
+pub(crate) async fn send_json(request: RequestBuilder, model: &str) -> Result<Value, LlmError> {
     let response = send(request).await?;
-    let body = response.text().await.map_err(|e| transport_error(&e))?;
+    let body = read_body(response, model).await?;
     serde_json::from_str(&body).map_err(|e| LlmError::InvalidResponse {
         detail: format!("body is not JSON: {e}"),
         body: excerpt(&body, 1_000),
     })
 }
 
-/// The server-sent events of a successful streaming response.
-pub(crate) fn sse_events(response: Response) -> impl Stream<Item = Result<Event, LlmError>> + Send {
-    response.bytes_stream().eventsource().map(|item| {
+/// The error for a streamed reply of `model` whose text went past [`Limit::ReplySize`].
+pub(crate) fn reply_too_large(model: &str, bytes: usize) -> LlmError {
+    let limits = Limits::global();
+    limits.exceeded(Limit::ReplySize, format!("model {model}"), format!("a streamed reply of {bytes} bytes")).into()
+}
+
+/// Bytes a stream may carry on the wire for a reply of [`Limit::ReplySize`] bytes of text:
+/// each piece of text comes wrapped in an event of JSON around it.
+const WIRE_OVERHEAD: usize = 16;
+
+/// The server-sent events of a successful streaming response. The stream of bytes is cut
+/// (with a [`Limit::ReplySize`] error) past the limit's wire allowance, so one endless event
+/// without a line break cannot grow the parser's buffer without bound.
+pub(crate) fn sse_events(response: Response, model: String) -> impl Stream<Item = Result<Event, LlmError>> + Send {
+    let limits = Limits::global();
+    let allowance = limits.reply_size.saturating_mul(WIRE_OVERHEAD).max(1 << 20);
+    // One line (one event's data) may not outgrow what one reply may hold: the event
+    // parser keeps an unfinished line in memory and looks through it again for each chunk.
+    let longest_line = limits.reply_size.saturating_mul(2).max(64 * 1024);
+    let (mut seen, mut line) = (0usize, 0usize);
+    let bytes = response.bytes_stream().map(move |chunk| {
+        let chunk = chunk?;
+        seen = seen.saturating_add(chunk.len());
+        line = match chunk.iter().rposition(|b| *b == b'\n') {
+            Some(at) => chunk.len() - at - 1,
+            None => line.saturating_add(chunk.len()),
+        };
+        if seen > allowance || line > longest_line { Err(StreamCut::TooLarge(seen)) } else { Ok(chunk) }
+    });
+    bytes.eventsource().map(move |item| {
         item.map_err(|e| match e {
-            eventsource_stream::EventStreamError::Transport(t) => transport_error(&t),
+            eventsource_stream::EventStreamError::Transport(StreamCut::Transport(t)) => transport_error(&t),
+            eventsource_stream::EventStreamError::Transport(StreamCut::TooLarge(n)) => reply_too_large(&model, n),
             other => {
                 LlmError::InvalidResponse { detail: format!("malformed event stream: {other}"), body: String::new() }
             }
         })
     })
 }
+
+/// Why the byte stream under an event stream stopped early.
+#[derive(Debug)]
+pub(crate) enum StreamCut {
+    /// The connection failed.
+    Transport(reqwest::Error),
+    /// More bytes than a reply may take.
+    TooLarge(usize),
+}
+
+impl From<reqwest::Error> for StreamCut {
+    fn from(error: reqwest::Error) -> Self {
+        StreamCut::Transport(error)
+    }
+}
+
+impl std::fmt::Display for StreamCut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamCut::Transport(e) => e.fmt(f),
+            StreamCut::TooLarge(n) => write!(f, "{n} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for StreamCut {}
 
 /// Parses the JSON payload of an SSE event.
 pub(crate) fn event_json(event: &Event) -> Result<Value, LlmError> {

@@ -15,7 +15,9 @@ use base64::Engine as _;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::http::{default_client, event_json, f32_json, parse_answer, send, send_json, sse_events, u64_at};
+use super::http::{
+    default_client, event_json, f32_json, parse_answer, read_body, reply_too_large, send, send_json, sse_events, u64_at,
+};
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, Embedder, TextStream};
 use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
@@ -135,9 +137,9 @@ impl OpenAiChat {
         if let Some(t) = req.temperature {
             body["temperature"] = f32_json(t);
         }
-        if let Some(n) = req.max_tokens {
-            body[self.max_tokens_field] = json!(n);
-        }
+        // Always bounded: a model that never stops writing costs time and memory.
+        let max_tokens = req.max_tokens.unwrap_or(guidepost_core::limits::Limits::global().reply_tokens);
+        body[self.max_tokens_field] = json!(max_tokens);
         if !req.stop.is_empty() {
             body["stop"] = json!(req.stop);
         }
@@ -159,6 +161,10 @@ impl OpenAiChat {
     /// Sends with the current structured mode and, in auto mode, once more with `json_object`
     /// when the server rejects `response_format`.
     async fn open(&self, req: &ChatRequest, stream: bool) -> Result<reqwest::Response, LlmError> {
+        self.open_unredacted(req, stream).await.map_err(|e| e.redacted(self.api_key.as_deref()))
+    }
+
+    async fn open_unredacted(&self, req: &ChatRequest, stream: bool) -> Result<reqwest::Response, LlmError> {
         let json_object = self.use_json_object();
         let result = send(self.post(&self.body(req, stream, json_object))).await;
         match result {
@@ -207,7 +213,7 @@ impl ChatModel for OpenAiChat {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let response = self.open(&req, false).await?;
-        let body = response.text().await.map_err(|e| super::http::transport_error(&e))?;
+        let body = read_body(response, &self.id).await.map_err(|e| e.redacted(self.api_key.as_deref()))?;
         let value: Value = serde_json::from_str(&body).map_err(|e| LlmError::InvalidResponse {
             detail: format!("body is not JSON: {e}"),
             body: excerpt(&body, 1_000),
@@ -235,18 +241,25 @@ impl ChatModel for OpenAiChat {
         let started = Instant::now();
         let response = self.open(&req, true).await?;
         let id = self.id.clone();
-        let events = sse_events(response);
+        let events = sse_events(response, id.clone());
+        let secret = self.api_key.clone();
+        let max_reply = guidepost_core::limits::Limits::global().reply_size;
         let stream = async_stream::stream! {
             let mut events = Box::pin(events);
             let mut text = String::new();
             let mut usage_json: Option<Value> = None;
             let mut truncated = false;
+            // A reply is complete only with its end: `[DONE]`, or a finish reason followed by
+            // the end of the body. A connection that simply closes mid-reply is an error.
+            let mut finished = false;
+            let mut done = false;
             while let Some(event) = events.next().await {
                 let event = match event {
                     Ok(event) => event,
-                    Err(error) => { yield Err(error); return; }
+                    Err(error) => { yield Err(error.redacted(secret.as_deref())); return; }
                 };
                 if event.data.trim() == "[DONE]" {
+                    done = true;
                     break;
                 }
                 let chunk = match event_json(&event) {
@@ -263,15 +276,30 @@ impl ChatModel for OpenAiChat {
                 if let Some(Value::String(delta)) = chunk.pointer("/choices/0/delta/content")
                     && !delta.is_empty()
                 {
+                    if text.len() + delta.len() > max_reply {
+                        yield Err(reply_too_large(&id, text.len() + delta.len()));
+                        return;
+                    }
                     text.push_str(delta);
                     yield Ok(StreamEvent::Delta(delta.clone()));
                 }
-                if chunk.pointer("/choices/0/finish_reason").and_then(Value::as_str) == Some("length") {
-                    truncated = true;
+                match chunk.pointer("/choices/0/finish_reason").and_then(Value::as_str) {
+                    Some("length") => { truncated = true; finished = true; }
+                    Some(_) => finished = true,
+                    None => {}
                 }
                 if chunk.get("usage").is_some_and(Value::is_object) {
                     usage_json = Some(chunk);
                 }
+            }
+            if !done && !finished {
+                // The connection closed early: a transport failure, retryable like one.
+                yield Err(LlmError::Connection(format!(
+                    "the stream ended without its end marker (no `[DONE]` and no finish_reason) after {} bytes of text; \
+                     the reply was cut short",
+                    text.len()
+                )));
+                return;
             }
             let mut usage = Usage::new(id);
             match usage_json {
@@ -398,7 +426,7 @@ impl Embedder for OpenAiEmbedder {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key);
         }
-        let value = send_json(request).await?;
+        let value = send_json(request, &self.id).await.map_err(|e| e.redacted(self.api_key.as_deref()))?;
         let invalid = |detail: String| LlmError::InvalidResponse { detail, body: excerpt(&value.to_string(), 500) };
         let data = value.get("data").and_then(Value::as_array).ok_or_else(|| invalid("no `data` array".into()))?;
         let mut vectors: Vec<(u64, Vec<f32>)> = Vec::with_capacity(data.len());

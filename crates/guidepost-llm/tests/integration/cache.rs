@@ -132,3 +132,23 @@ async fn concurrent_identical_requests_record_one_intact_file() {
     let recording: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
     assert_eq!(recording["response"]["output"]["value"], "Hello!");
 }
+
+#[tokio::test]
+async fn a_corrupt_recording_is_reported_as_corrupt_not_as_missing() {
+    let server = MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    record_one(&server, dir.path()).await;
+    let file = std::fs::read_dir(dir.path().join("matching")).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&file).unwrap();
+    for broken in [text[..text.len() / 2].to_string(), format!("{}\0", &text[..10]), String::new()] {
+        std::fs::write(&file, &broken).unwrap();
+        let error = cached(&server, dir.path(), CacheMode::ReplayOrFail).complete(check_request()).await.unwrap_err();
+        assert!(matches!(&error, LlmError::Storage(m) if m.contains("is corrupt")), "{error}");
+        assert!(error.to_string().contains(&file.display().to_string()), "{error}");
+    }
+    // A missing one is a miss, which names the corrupt neighbours it skipped.
+    std::fs::rename(&file, file.with_file_name("0000000000000000.json")).unwrap();
+    let error = cached(&server, dir.path(), CacheMode::ReplayOrFail).complete(check_request()).await.unwrap_err();
+    assert!(matches!(&error, LlmError::ReplayMiss { .. }), "{error}");
+    assert!(error.to_string().contains("1 corrupt recording(s) skipped"), "{error}");
+}

@@ -97,11 +97,18 @@ impl ChatModel for StallingModel {
 
 #[tokio::test(start_paused = true)]
 async fn a_stalled_stream_times_out_between_pieces() {
-    let model = Timeout::new(StallingModel, Duration::from_secs(2));
+    let model = Timeout::new(StallingModel, Duration::from_secs(2))
+        .with_stream_budgets(Duration::from_secs(3), Duration::from_secs(60));
+    let started = tokio::time::Instant::now();
     let events: Vec<_> = model.stream(ChatRequest::new(TaskKind::Generation).user("x")).await.unwrap().collect().await;
     assert_eq!(events.len(), 2);
     assert!(matches!(&events[0], Ok(StreamEvent::Delta(d)) if d == "Hel"));
-    assert!(matches!(events[1], Err(LlmError::Timeout { after }) if after == Duration::from_secs(2)));
+    assert!(
+        matches!(&events[1], Err(LlmError::Limit(e)) if e.limit == guidepost_core::limits::Limit::StreamIdle && e.allowed == "3 s"),
+        "{:?}",
+        events[1]
+    );
+    assert_eq!(started.elapsed(), Duration::from_secs(3));
     let err = model.complete(ChatRequest::new(TaskKind::Generation).user("x")).await.unwrap_err();
     assert!(matches!(err, LlmError::Timeout { .. }));
 }

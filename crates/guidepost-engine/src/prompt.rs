@@ -81,6 +81,8 @@ pub struct ToolResultView {
     pub arguments: String,
     /// Result, compact JSON.
     pub result: String,
+    /// Whether the call failed.
+    pub failed: bool,
 }
 
 /// The per-turn part shared by every prompt of a pass: built once, rendered into each.
@@ -124,6 +126,7 @@ impl ConversationView {
                     tool: r.tool.to_string(),
                     arguments: compact(&r.arguments),
                     result: shown_result(&r.result),
+                    failed: r.result.get("metadata").and_then(|m| m.get("error_kind")).is_some(),
                 })
                 .collect(),
         }

@@ -43,8 +43,8 @@ pub enum VerdictStyle {
     /// One call per condition, answered `yes` or `no`, after a worked example. The most
     /// reliable style for small models (judging several conditions at once, they answer
     /// them alike), and cheap on a model that keeps the shared prompt prefix between calls.
-    /// Conditions of guidelines already followed are still asked together
-    /// ([`Direct`](Self::Direct)).
+    /// A guideline already followed is asked about the latest message alone; one that waits
+    /// for the customer's answer is still asked with the others ([`Direct`](Self::Direct)).
     Single,
 }
 

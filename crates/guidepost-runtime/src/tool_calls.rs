@@ -210,6 +210,28 @@ fn said_by_customer(value: &Value, history: &[(String, String)]) -> bool {
     !wanted.is_empty() && history.iter().any(|(who, text)| who == "customer" && normalize(text).contains(&wanted))
 }
 
+/// The customer-only arguments of an answer that the customer did not write
+/// (`location = "北京"`).
+fn foreign_values(batch: &[Tool], response: &guidepost_llm::ChatResponse, history: &[(String, String)]) -> Vec<String> {
+    let Some(answer) = response.output.as_json().and_then(|v| serde_json::from_value::<Answer>(v.clone()).ok()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in answer.tools.iter().filter(|e| e.decision == "needs_to_run") {
+        let Some(tool) = batch.iter().find(|t| t.id.name == entry.tool) else { continue };
+        for call in &entry.calls {
+            for p in tool.parameters.iter().filter(|p| p.source == ParameterSource::Customer) {
+                if let Some(value) = call.arguments.get(&p.name).filter(|v| !v.is_null())
+                    && !said_by_customer(value, history)
+                {
+                    out.push(format!("{} = {value}", p.name));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Turns one call the model proposed into a call to make, or into insights.
 fn admit(tool: &Tool, proposed: Map<String, Value>, input: &InferenceInput<'_>, out: &mut Inference) -> ToolDecision {
     let args: Map<String, Value> =
@@ -313,9 +335,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         .collect();
     let staged: Vec<Value> = input.staged.iter().map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()})).collect();
     let history: Vec<Value> = input.history.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
-    let prompt = render(
-        TEMPLATE,
-        json!({
+    let mut context = json!({
             "agent_name": input.definition.agent.name,
             "agent_description": input.definition.agent.description,
             "tools": tools_view,
@@ -324,14 +344,32 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "staged": staged,
             "history": history,
             "last_customer": crate::prompt::last_customer(input.history),
-        }),
-    );
+    });
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();
-    let request = ChatRequest::new(TaskKind::ToolInference)
-        .user(prompt)
-        .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch), strict: true })
-        .temperature(0.0);
-    let response = match model.complete(request).await {
+    let mut asked_again = false;
+    let response = loop {
+        let request = ChatRequest::new(TaskKind::ToolInference)
+            .user(render(TEMPLATE, context.clone()))
+            .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch), strict: true })
+            .temperature(0.0);
+        let response = match model.complete(request).await {
+            Ok(r) => r,
+            Err(err) => break Err(err),
+        };
+        // A value for a parameter that only the customer can give, which the customer did
+        // not write (a translation, a guess), is asked for once more with the reason.
+        let foreign = if asked_again { Vec::new() } else { foreign_values(batch, &response, input.history) };
+        if foreign.is_empty() {
+            break Ok(response);
+        }
+        out.usage.push(response.usage.clone());
+        context["retry_note"] = json!(format!(
+            "Your previous answer gave {}, which the customer did not write. A parameter marked \"from the customer only\" takes the customer's own words exactly as written, never a translation or a guess; leave it null if the customer did not give it.",
+            foreign.join(", ")
+        ));
+        asked_again = true;
+    };
+    let response = match response {
         Ok(r) => r,
         Err(err) => {
             tracing::warn!(tools = ?names, error = %err, "tool-call inference failed; the tools do not run this turn");

@@ -192,20 +192,26 @@ pub async fn evaluate_checks(
 ) -> CallOutcome<Vec<GuidelineVerdict>> {
     let task = TaskKind::Matching;
     let checks = !matches!(category, Category::Disambiguation | Category::JourneyNodeSelection);
-    let reapply = matches!(category, Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent);
-    let (outcome, map) = if style == VerdictStyle::Single && checks && !reapply {
-        let (list, map) = local_items(items);
-        (single::evaluate(model, TaskKind::Matching, &list, conversation, temperature).await, map)
-    } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
-        let (prompt, schema, map) = render_direct(category, items, conversation);
-        let schema = (direct::SCHEMA_NAME.to_string(), schema);
-        let outcome = call_with_schema::<BTreeMap<String, bool>>(model, task, prompt, temperature, schema).await;
-        let CallOutcome { answer, usage, estimated_tokens } = outcome;
-        (CallOutcome { answer: answer.map(direct::verdicts), usage, estimated_tokens }, map)
-    } else {
-        let (prompt, map) = render_checks(category, items, conversation);
-        (reasoned_checks(model, category, prompt, temperature).await, map)
-    };
+    let (outcome, map) =
+        if style == VerdictStyle::Single && checks && category != Category::PreviouslyAppliedCustomerDependent {
+            let (mut list, map) = local_items(items);
+            if category == Category::PreviouslyApplied {
+                // Followed before: it applies again only when the condition arises anew.
+                for item in &mut list {
+                    item.condition = format!("In the customer's latest message, not only earlier: {}", item.condition);
+                }
+            }
+            (single::evaluate(model, TaskKind::Matching, &list, conversation, temperature).await, map)
+        } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
+            let (prompt, schema, map) = render_direct(category, items, conversation);
+            let schema = (direct::SCHEMA_NAME.to_string(), schema);
+            let outcome = call_with_schema::<BTreeMap<String, bool>>(model, task, prompt, temperature, schema).await;
+            let CallOutcome { answer, usage, estimated_tokens } = outcome;
+            (CallOutcome { answer: answer.map(direct::verdicts), usage, estimated_tokens }, map)
+        } else {
+            let (prompt, map) = render_checks(category, items, conversation);
+            (reasoned_checks(model, category, prompt, temperature).await, map)
+        };
     let CallOutcome { answer, usage, estimated_tokens } = outcome;
     let answer = answer.map(|local| {
         let mut seen = std::collections::HashSet::new();

@@ -120,3 +120,26 @@ tools:
     assert!(events.iter().any(|e| status_of(e) == Some(("processing".into(), Some("Considering tools".into())))));
     assert_eq!(events.iter().filter(|e| message_text(e).is_some()).count(), 2);
 }
+
+#[tokio::test]
+async fn a_customer_only_value_the_customer_did_not_write_is_asked_for_again() {
+    // The model translates the city; asked again with the reason, it keeps the customer's
+    // words, and the call runs with them.
+    let yaml = WEATHER.replace(
+        "city: {type: string, description: The city name, display_name: city}",
+        "city: {type: string, description: The city name, display_name: city, source: customer}",
+    );
+    let definition = inline(&yaml);
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        let p = prompt(r);
+        let city = if p.contains("which the customer did not write") { "Paris" } else { "巴黎" };
+        assert!(!p.contains("which the customer did not write") || p.contains("city = \"巴黎\""), "{p}");
+        Ok(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
+    });
+    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |_| "It is 12 degrees in Paris.".into()));
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
+    assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["city"], "Paris");
+    assert_eq!(model.calls(&TaskKind::ToolInference), 2);
+    assert_eq!(outcome.messages, ["It is 12 degrees in Paris."]);
+}

@@ -2,6 +2,7 @@
 //! is composed.
 
 use guidepost_core::{Capability, JourneyPath, Term, ToolId};
+use guidepost_engine::record::JourneyDecision;
 use guidepost_engine::{GuidelineMatch, MatchingOutcome};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,10 @@ pub struct ResponseState {
     /// The last matching outcome.
     #[serde(skip)]
     pub matching: Option<MatchingOutcome>,
+    /// The states each journey entered in this turn, in order, across iterations (a state
+    /// the journey loops back to counts again).
+    #[serde(default)]
+    pub entered: IndexMap<String, Vec<String>>,
 }
 
 impl ResponseState {
@@ -116,6 +121,14 @@ impl ResponseState {
         self.ordinary_matches = outcome.ordinary().cloned().collect();
         self.tool_enabled_matches = outcome.tool_enabled().cloned().collect();
         self.journey_paths = outcome.journey_paths.clone();
+        for record in &outcome.record.journeys {
+            let steps: Vec<String> = match &record.decision {
+                JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
+                JourneyDecision::Backtracked { to } => vec![to.clone()],
+                _ => continue,
+            };
+            self.entered.entry(record.journey_id.clone()).or_default().extend(steps);
+        }
         self.matching = Some(outcome.clone());
     }
 
@@ -129,6 +142,12 @@ impl ResponseState {
     /// that started now). Empty when the journey stayed where it was.
     pub fn entered_states(&self, journey: &str) -> Vec<String> {
         let Some(path) = self.journey_paths.get(journey) else { return Vec::new() };
+        // The engine's own record of the moves: it sees a loop back to a state visited in
+        // an earlier turn, which a comparison of paths cannot.
+        if let Some(entered) = self.entered.get(journey).filter(|e| !e.is_empty()) {
+            let mut seen = std::collections::HashSet::new();
+            return entered.iter().filter(|s| seen.insert(s.as_str())).cloned().collect();
+        }
         let before = self.previous_journey_paths.get(journey);
         let shared = before.map_or(1, |b| b.states().iter().zip(path.states()).take_while(|(a, b)| a == b).count());
         if before.is_some_and(|b| b == path) {

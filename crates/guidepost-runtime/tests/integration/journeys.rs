@@ -30,7 +30,7 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
         .reply_with(|r| {
             let text = prompt(r);
             let current = text.lines().find(|l| l.contains("[CURRENT]")).unwrap_or("");
-            let steps = if current.contains("start") {
+            let steps = if current.contains("start") || current.contains("询问用户是否还想查询其他城市") {
                 vec![step(&text, "get_weather")]
             } else {
                 vec![step(&text, "简洁友好地告诉用户天气情况"), step(&text, "询问用户是否还想查询其他城市")]
@@ -52,11 +52,18 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
     let definition = example("weather");
     let registry = fixtures(&definition);
     let rt = runtime(definition, model, registry);
-    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "上海天气怎么样？").await;
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "上海天气怎么样？").await;
     assert_eq!(outcome.messages, ["上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？"]);
     let path = outcome.state.journey_paths["weather_lookup"].states().to_vec();
     assert_eq!(path, ["initial", "get_weather", "show_result", "ask_continue"]);
     assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["location"], "上海");
+
+    // Another lookup loops back through the same states: the reply is again asked to show
+    // the result, then to ask whether to go on (the reply function asserts both).
+    let again = turn(&rt, &session, &outcome.state, "上海明天天气还好吗？").await;
+    assert_eq!(again.messages.len(), 1, "{:?}", again.trace.error);
+    assert_eq!(again.state.journey_paths["weather_lookup"].current(), "ask_continue");
 }
 
 #[tokio::test]

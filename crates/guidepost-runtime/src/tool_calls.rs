@@ -232,10 +232,24 @@ fn foreign_values(batch: &[Tool], response: &guidepost_llm::ChatResponse, histor
     out
 }
 
+/// Whether a proposed argument stands for "no value": JSON null, or a string a model writes
+/// for it (`"null"`, `"None"`, `"N/A"`, empty). Taken as given, such a string would run a
+/// tool with a made-up argument instead of asking the customer.
+fn is_no_value(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(s) => {
+            let s = s.trim().to_ascii_lowercase();
+            matches!(s.as_str(), "" | "null" | "none" | "nil" | "n/a" | "unknown" | "undefined")
+        }
+        _ => false,
+    }
+}
+
 /// Turns one call the model proposed into a call to make, or into insights.
 fn admit(tool: &Tool, proposed: Map<String, Value>, input: &InferenceInput<'_>, out: &mut Inference) -> ToolDecision {
     let args: Map<String, Value> =
-        proposed.into_iter().filter(|(k, v)| !v.is_null() && tool.parameters.iter().any(|p| &p.name == k)).collect();
+        proposed.into_iter().filter(|(k, v)| !is_no_value(v) && tool.parameters.iter().any(|p| &p.name == k)).collect();
     let validated = match validate_arguments(tool, &args) {
         Ok(v) => v,
         Err(problems) => {
@@ -451,6 +465,16 @@ mod tests {
             consequential: false,
             overlap,
             fixture: Some(Fixture { cases: vec![], otherwise: Some(FixtureOutcome::Result(json!(1))) }),
+        }
+    }
+
+    #[test]
+    fn strings_that_stand_for_no_value_are_no_value() {
+        for v in [json!(null), json!("null"), json!(" None "), json!("N/A"), json!("")] {
+            assert!(is_no_value(&v), "{v}");
+        }
+        for v in [json!("48213"), json!(0), json!(false), json!("Nonesuch Street")] {
+            assert!(!is_no_value(&v), "{v}");
         }
     }
 

@@ -239,8 +239,12 @@ impl JourneySelector {
             steps.push(edge.to.clone());
             at = edge.to.clone();
         }
-        if steps.is_empty() && starting {
-            // The journey's conditions held, yet no way in did: let the full selection decide.
+        let resting_place =
+            graph.node(path.current()).is_some_and(|n| matches!(n.kind, NodeKind::Tool | NodeKind::Fork));
+        if steps.is_empty() && (starting || resting_place) {
+            // The journey's conditions held yet no way in did, or a tool step whose tool ran
+            // (or a fork) found no way out: neither is a place to stay, so the full selection
+            // decides.
             return self.full_selection(model, graph, path, starting, conversation, usage).await;
         }
         let change = if steps.is_empty() {

@@ -174,12 +174,20 @@ impl Run<'_> {
     fn policy_stop(&self) -> Option<Stop> {
         let ctx = PolicyContext { trajectory: &self.setup.trajectory, view: self.view() };
         let default: &dyn Policy = &DefaultPolicy;
-        std::iter::once(default).chain(self.setup.policies.iter().map(AsRef::as_ref)).find_map(|p| {
-            match p.evaluate(&ctx) {
+        let stops: Vec<Stop> = std::iter::once(default)
+            .chain(self.setup.policies.iter().map(AsRef::as_ref))
+            .filter_map(|p| match p.evaluate(&ctx) {
                 PolicyDecision::Continue => None,
                 PolicyDecision::Stop { reason, completed, summary } => Some(Stop::new(reason, completed, summary)),
-            }
-        })
+            })
+            .collect();
+        // A violation in the turn that also reached the goal still fails the run.
+        let violation = stops.iter().position(|s| s.reason == StopReason::PolicyViolation);
+        let mut stops = stops;
+        match violation {
+            Some(i) => Some(stops.swap_remove(i)),
+            None => stops.into_iter().next(),
+        }
     }
 
     /// The stop of a script that ran out of items: complete when there is no step graph (a

@@ -98,3 +98,29 @@ async fn checks_can_be_chosen_or_turned_off() {
     let result = run("reply_checks: [wrong_language]\n", english).await;
     assert_eq!(result.reason, StopReason::PolicyViolation);
 }
+
+#[tokio::test]
+async fn a_bad_reply_in_the_turn_that_reaches_the_goal_still_fails_the_run() {
+    let goal = r#"step_graph:
+  start: ask
+  terminals: [ask]
+  steps:
+    - id: ask
+      instruction: Ask for the weather
+      satisfied_when: { engine: [{ tool_called: { tool: get_weather } }] }
+"#;
+    let result = run(goal, |_| {
+        let mut turn = weather_turn("上海今天多云，25度。");
+        turn.observations = Some(EngineObservations {
+            tools_called: vec![guidepost_sim::observations::ToolCalled {
+                tool: "get_weather".into(),
+                arguments: json!({}),
+            }],
+            ..Default::default()
+        });
+        turn
+    })
+    .await;
+    assert_eq!(result.reason, StopReason::PolicyViolation, "{}", result.summary);
+    assert!(result.summary.contains("invented_fact"), "{}", result.summary);
+}

@@ -278,6 +278,7 @@ pub async fn infer(model: &dyn ChatModel, input: InferenceInput<'_>) -> Inferenc
                 model_call: false,
                 rationale: None,
                 prompt_tokens: 0,
+                failed: false,
             });
             continue;
         }
@@ -334,6 +335,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
     let response = match model.complete(request).await {
         Ok(r) => r,
         Err(err) => {
+            let err = guidepost_llm::secrets::scrub(&err.to_string());
             tracing::warn!(tools = ?names, error = %err, "tool-call inference failed; the tools do not run this turn");
             for t in batch {
                 out.insights.decisions.push((t.id.clone(), ToolDecision::CannotRun));
@@ -343,6 +345,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
                 model_call: true,
                 rationale: Some(format!("inference failed: {err}")),
                 prompt_tokens: 0,
+                failed: true,
             });
             return;
         }
@@ -359,6 +362,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             model_call: true,
             rationale: Some("the answer did not fit the schema".into()),
             prompt_tokens,
+            failed: true,
         });
         return;
     };
@@ -397,6 +401,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         model_call: true,
         rationale: Some(rationales.join(" | ")),
         prompt_tokens,
+        failed: false,
     });
 }
 

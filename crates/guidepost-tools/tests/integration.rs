@@ -8,5 +8,6 @@ mod integration {
     mod mcp;
     mod openapi;
     mod parlant;
+    mod secrets;
     mod validation;
 }

@@ -5,6 +5,7 @@ mod integration {
     mod common;
     mod discovery;
     mod execution;
+    mod fuzz;
     mod mcp;
     mod openapi;
     mod parlant;

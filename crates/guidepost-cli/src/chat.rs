@@ -132,6 +132,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut failed = false;
+    let mut degraded = false;
     loop {
         let text = if let Some(m) = scripted.next() {
             outln!("you> {m}");
@@ -155,7 +156,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         if let Some(progress) = progress {
             progress.finish().await;
         }
-        if outcome.status == TurnStatus::Completed {
+        if outcome.status.replied() {
             state = outcome.state.clone();
         }
         if !options.quiet {
@@ -174,6 +175,23 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
                 }
             }
         }
+        // A reply that lost a stage never passes for a normal one, --quiet or not.
+        for stage in &outcome.trace.degraded {
+            eprintln!("degraded: {stage}");
+            degraded = true;
+        }
     }
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(exit_code(failed, degraded))
 }
+
+/// 1 when a turn failed, 3 when every turn replied but one of them degraded, else 0.
+fn exit_code(failed: bool, degraded: bool) -> ExitCode {
+    match (failed, degraded) {
+        (true, _) => ExitCode::FAILURE,
+        (false, true) => ExitCode::from(DEGRADED_EXIT),
+        (false, false) => ExitCode::SUCCESS,
+    }
+}
+
+/// The exit status of a chat whose replies all went out, one of them degraded.
+pub const DEGRADED_EXIT: u8 = 3;

@@ -200,6 +200,11 @@ enum Command {
     /// `anthropic:claude-sonnet-4-5`, `openai-compatible:http://127.0.0.1:11434/v1#qwen2.5`;
     /// without any, the local Qwen2.5-Coder-1.5B runs offline (installed by
     /// `guidepost models fetch --with-qwen`, 1.1 GB).
+    ///
+    /// A reply that went out while a stage lost work to failures (guideline matching,
+    /// tool-call inference, tool calls) is followed by a `degraded: ...` line on standard
+    /// error. Exit status: 0 when every reply went out whole, 1 when a turn failed (no
+    /// reply), 3 when every turn replied but at least one reply was degraded.
     Chat {
         /// The agent: a definition file or directory.
         #[arg(value_name = "PATH")]

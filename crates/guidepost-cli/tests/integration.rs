@@ -3,6 +3,8 @@
 
 #[path = "integration/check.rs"]
 mod check;
+#[path = "integration/degraded.rs"]
+mod degraded;
 #[path = "integration/durability.rs"]
 mod durability;
 #[path = "integration/fake_parlant_engine.rs"]

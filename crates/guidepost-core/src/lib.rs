@@ -38,6 +38,7 @@ pub mod agent;
 pub mod builder;
 pub mod cron;
 pub mod definition;
+pub mod fuzz;
 pub mod graph;
 pub mod guideline;
 pub mod ids;

@@ -11,6 +11,8 @@ mod examples;
 mod graph;
 #[path = "integration/hostile.rs"]
 mod hostile;
+#[path = "integration/lints.rs"]
+mod lints;
 #[path = "integration/projection.rs"]
 mod projection;
 #[path = "integration/robustness.rs"]

@@ -67,6 +67,7 @@ pub mod ports;
 pub mod providers;
 pub mod request;
 pub mod schema;
+pub mod secrets;
 pub mod stack;
 pub mod tokens;
 pub mod usage;

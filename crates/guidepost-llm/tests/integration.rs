@@ -8,6 +8,8 @@ mod support;
 mod anthropic;
 #[path = "integration/cache.rs"]
 mod cache;
+#[path = "integration/fuzz.rs"]
+mod fuzz;
 #[path = "integration/hostile.rs"]
 mod hostile;
 #[path = "integration/limits.rs"]

@@ -29,4 +29,4 @@ pub use hooks::{EngineHooks, HookAction, NoHooks};
 pub use runtime::{AgentRuntime, EmittingLatch, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus};
 pub use session::{SessionRunner, TurnHandle};
 pub use state::{ResponseState, ToolDecision, ToolInsights};
-pub use trace::TurnTrace;
+pub use trace::{DegradedStage, Stage, TurnTrace};

@@ -30,7 +30,7 @@ use crate::knowledge::{
 };
 use crate::state::{ResponseState, StagedCall};
 use crate::tool_calls::{InferenceInput, infer};
-use crate::trace::{CompositionTrace, IterationTrace, TurnTrace};
+use crate::trace::{CompositionTrace, DegradedStage, IterationTrace, Stage, TurnTrace};
 
 const PREAMBLE: &str = include_str!("prompts/preamble.j2");
 
@@ -76,10 +76,23 @@ pub struct TurnInput {
 pub enum TurnStatus {
     /// A reply was sent (or deliberately none, when a hook bailed).
     Completed,
+    /// A reply was sent, but a stage lost work to failures on the way (guideline matching,
+    /// tool-call inference or tool calls; see [`TurnTrace::degraded`]): the reply may miss
+    /// what the lost work would have brought. The `ready` status event and the message
+    /// event carry the same list under `degraded`.
+    Degraded,
     /// A newer customer message cancelled it before the reply was emitted.
     Cancelled,
     /// It failed; an `error` status was emitted.
     Failed,
+}
+
+impl TurnStatus {
+    /// Whether the turn ran to its end and sent its reply (degraded or not), so its state
+    /// carries over to the next turn.
+    pub fn replied(self) -> bool {
+        matches!(self, Self::Completed | Self::Degraded)
+    }
 }
 
 /// What a turn produced.
@@ -228,6 +241,12 @@ impl AgentRuntime {
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
         let (status, messages) = match result {
+            Ok(Some(messages)) if trace.is_degraded() => {
+                for stage in &trace.degraded {
+                    tracing::warn!(trace_id, %stage, "the reply went out with a degraded stage");
+                }
+                (TurnStatus::Degraded, messages)
+            }
             Ok(Some(messages)) => (TurnStatus::Completed, messages),
             Ok(None) => {
                 trace.cancelled = true;
@@ -251,16 +270,12 @@ impl AgentRuntime {
         let journeys: Vec<Value> = state.journey_paths.keys().map(|j| json!({"id": j})).collect();
         let journey_states: Vec<Value> =
             state.journey_paths.iter().map(|(j, p)| json!({"id": format!("{j}.{}", p.current())})).collect();
-        sink.emit(NewEvent::status(
-            &trace_id,
-            Status::Ready,
-            json!({"stage": "completed", "matched_guidelines": matched, "matched_journeys": journeys, "matched_journey_states": journey_states}),
-        ))
-        .await;
-        let new_state = match status {
-            TurnStatus::Completed => self.next_state(&input, &state),
-            _ => input.previous_state.clone(),
-        };
+        let mut ready = json!({"stage": "completed", "matched_guidelines": matched, "matched_journeys": journeys, "matched_journey_states": journey_states});
+        if trace.is_degraded() {
+            ready["degraded"] = trace.degraded_json();
+        }
+        sink.emit(NewEvent::status(&trace_id, Status::Ready, ready)).await;
+        let new_state = if status.replied() { self.next_state(&input, &state) } else { input.previous_state.clone() };
         TurnOutcome { status, messages, state: new_state, trace }
     }
 
@@ -409,8 +424,37 @@ impl AgentRuntime {
             let outcome = match matching {
                 Step::Cancelled => return Ok(None),
                 Step::Done(Ok(o)) => o,
-                Step::Done(Err(e)) => return Err(format!("guideline matching failed: {e}")),
+                // A later pass that lost every call leaves the turn with what the earlier
+                // passes decided: the reply goes out, marked degraded.
+                Step::Done(Err(guidepost_engine::EngineError::AllBatchesFailed { first, failed }))
+                    if previous.is_some() =>
+                {
+                    trace.degraded.push(DegradedStage {
+                        stage: Stage::Matching,
+                        iteration,
+                        failed,
+                        attempted: failed,
+                        error: scrub(&first.to_string()),
+                    });
+                    trace.iterations.push(IterationTrace {
+                        iteration,
+                        duration_ms: iteration_started.elapsed().as_millis() as u64,
+                        ..IterationTrace::default()
+                    });
+                    break;
+                }
+                Step::Done(Err(e)) => return Err(scrub(&format!("guideline matching failed: {e}"))),
             };
+            let failed_batches: Vec<&str> = outcome.record.batches.iter().filter_map(|b| b.error.as_deref()).collect();
+            if let Some(first) = failed_batches.first() {
+                trace.degraded.push(DegradedStage {
+                    stage: Stage::Matching,
+                    iteration,
+                    failed: failed_batches.len(),
+                    attempted: outcome.record.model_calls(),
+                    error: scrub(first),
+                });
+            }
             for batch in &outcome.record.batches {
                 if let Some(usage) = &batch.usage {
                     let task = match batch.category {
@@ -421,8 +465,11 @@ impl AgentRuntime {
                 }
             }
             state.absorb(&outcome);
-            let mut it =
-                IterationTrace { iteration, matching: Some(outcome.record.clone()), ..IterationTrace::default() };
+            let mut record = outcome.record.clone();
+            for batch in &mut record.batches {
+                batch.error = batch.error.as_deref().map(scrub);
+            }
+            let mut it = IterationTrace { iteration, matching: Some(record), ..IterationTrace::default() };
             let fresh: Vec<_> =
                 outcome.tool_enabled().filter(|m| !handled.contains(&m.guideline_id)).cloned().collect();
             handled.extend(fresh.iter().map(|m| m.guideline_id.clone()));
@@ -451,6 +498,16 @@ impl AgentRuntime {
                 state.tool_insights.decisions.extend(inference.insights.decisions);
                 state.tool_insights.missing.extend(inference.insights.missing);
                 state.tool_insights.invalid.extend(inference.insights.invalid);
+                let failed: Vec<&crate::trace::InferenceTrace> = inference.traces.iter().filter(|t| t.failed).collect();
+                if let Some(first) = failed.first() {
+                    trace.degraded.push(DegradedStage {
+                        stage: Stage::ToolInference,
+                        iteration,
+                        failed: failed.len(),
+                        attempted: inference.traces.iter().filter(|t| t.model_call).count(),
+                        error: scrub(first.rationale.as_deref().unwrap_or("the model call failed")),
+                    });
+                }
                 it.tool_inference = inference.traces;
                 if !inference.calls.is_empty() {
                     let records =
@@ -458,6 +515,24 @@ impl AgentRuntime {
                             Step::Cancelled => return Ok(None),
                             Step::Done(r) => r,
                         };
+                    let lost: Vec<String> = records
+                        .iter()
+                        .filter_map(|r| match &r.outcome {
+                            guidepost_tools::ToolOutcome::Error { message, kind } if lost_call(kind) => {
+                                Some(format!("{}: {message}", r.tool))
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    if let Some(first) = lost.first() {
+                        trace.degraded.push(DegradedStage {
+                            stage: Stage::ToolCalls,
+                            iteration,
+                            failed: lost.len(),
+                            attempted: records.len(),
+                            error: scrub(first),
+                        });
+                    }
                     let mut event_calls = Vec::new();
                     for record in records {
                         let result =
@@ -549,7 +624,7 @@ impl AgentRuntime {
                 event.data["tags"] = json!(["__preamble__"]);
                 sink.emit(event).await;
             }
-            Err(error) => tracing::warn!(%error, "no preamble: the model call failed"),
+            Err(error) => tracing::warn!(error = %scrub(&error.to_string()), "no preamble: the model call failed"),
         }
     }
 
@@ -638,7 +713,7 @@ impl AgentRuntime {
             };
             (composed, (None, Vec::new()))
         };
-        let mut composed = composed.map_err(|e| format!("composing the reply failed: {e}"))?;
+        let mut composed = composed.map_err(|e| scrub(&format!("composing the reply failed: {e}")))?;
         for usage in &composed.usage {
             ledger.record(&TaskKind::Generation, usage);
         }
@@ -661,8 +736,11 @@ impl AgentRuntime {
         let mut text = composed.text.clone();
         if streaming {
             chunks.push(Value::Null);
-            let data =
+            let mut data =
                 json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
+            if trace.is_degraded() {
+                data["degraded"] = trace.degraded_json();
+            }
             match stream_event {
                 Some(id) => sink.update(&id, data).await,
                 None => {
@@ -690,9 +768,28 @@ impl AgentRuntime {
             if composed.fallback || !composed.reply_checks.is_empty() {
                 event.data["reply_checks"] = json!({"fallback": composed.fallback, "problems": composed.reply_checks});
             }
+            if trace.is_degraded() {
+                event.data["degraded"] = trace.degraded_json();
+            }
             sink.emit(event).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;
         Ok(Some(vec![text]))
     }
+}
+
+/// Whether a failed tool call cost the turn its result: it timed out, panicked or could not
+/// reach its service. A tool that answered with a failure of its own (an error fixture, an
+/// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's
+/// inference at work, not a loss.
+fn lost_call(kind: &guidepost_tools::ToolErrorKind) -> bool {
+    use guidepost_tools::ToolErrorKind as K;
+    matches!(kind, K::Timeout { .. } | K::Panicked | K::Unavailable)
+}
+
+/// `text` without secrets, for traces and events: the credentials the process's
+/// environment holds, URL credentials and key-shaped words (see
+/// [`guidepost_llm::secrets::scrub`]).
+pub(crate) fn scrub(text: &str) -> String {
+    guidepost_llm::secrets::scrub(text)
 }

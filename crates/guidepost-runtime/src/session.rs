@@ -92,7 +92,7 @@ impl SessionRunner {
                 trace_id,
             };
             let outcome = runtime.process(input, session.as_ref(), task_cancel, task_latch).await;
-            if outcome.status == TurnStatus::Completed {
+            if outcome.status.replied() {
                 *state = outcome.state.clone();
             }
             outcome

@@ -314,6 +314,7 @@ pub async fn infer(model: &dyn ChatModel, input: InferenceInput<'_>) -> Inferenc
                 model_call: false,
                 rationale: None,
                 prompt_tokens: 0,
+                failed: false,
             });
             continue;
         }
@@ -386,6 +387,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
     let response = match response {
         Ok(r) => r,
         Err(err) => {
+            let err = guidepost_llm::secrets::scrub(&err.to_string());
             tracing::warn!(tools = ?names, error = %err, "tool-call inference failed; the tools do not run this turn");
             for t in batch {
                 out.insights.decisions.push((t.id.clone(), ToolDecision::CannotRun));
@@ -395,6 +397,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
                 model_call: true,
                 rationale: Some(format!("inference failed: {err}")),
                 prompt_tokens: 0,
+                failed: true,
             });
             return;
         }
@@ -411,6 +414,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             model_call: true,
             rationale: Some("the answer did not fit the schema".into()),
             prompt_tokens,
+            failed: true,
         });
         return;
     };
@@ -449,6 +453,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         model_call: true,
         rationale: Some(rationales.join(" | ")),
         prompt_tokens,
+        failed: false,
     });
 }
 

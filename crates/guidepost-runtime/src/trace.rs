@@ -34,6 +34,10 @@ pub struct InferenceTrace {
     pub rationale: Option<String>,
     /// Prompt tokens.
     pub prompt_tokens: u64,
+    /// Whether the model call failed (or its answer did not fit the schema): the batch's
+    /// tools do not run this turn.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 /// How the reply was composed.
@@ -57,6 +61,67 @@ pub struct CompositionTrace {
     pub prompt_tokens: u64,
 }
 
+/// A stage of a turn that failures can cost part or all of its work while the turn still
+/// replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// Guideline matching and journey selection: a failed model call leaves its guidelines
+    /// unmatched (or its journey where it was).
+    Matching,
+    /// Tool-call inference: a failed model call means its tools do not run this turn.
+    ToolInference,
+    /// Tool calls: a call that timed out, panicked or whose service was unavailable (a tool
+    /// that answered with a failure of its own is a result, not a loss).
+    ToolCalls,
+    /// Reply composition.
+    Composition,
+}
+
+impl Stage {
+    /// The stage as the chat and the events name it: `matching`, `tool_inference`,
+    /// `tool_calls`, `composition`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Matching => "matching",
+            Self::ToolInference => "tool_inference",
+            Self::ToolCalls => "tool_calls",
+            Self::Composition => "composition",
+        }
+    }
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A stage that lost work to failures in this turn: the reply went out without it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DegradedStage {
+    /// Which stage.
+    pub stage: Stage,
+    /// The preparation iteration (1-based; 0 for composition).
+    pub iteration: u32,
+    /// How many of its calls failed.
+    pub failed: usize,
+    /// How many calls it made.
+    pub attempted: usize,
+    /// The first error, secrets removed.
+    pub error: String,
+}
+
+impl std::fmt::Display for DegradedStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} of {} calls failed", self.stage, self.failed, self.attempted)?;
+        if self.iteration > 0 {
+            write!(f, " (iteration {})", self.iteration)?;
+        }
+        write!(f, "; first error: {}", self.error)
+    }
+}
+
 /// Everything about one turn.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct TurnTrace {
@@ -74,6 +139,11 @@ pub struct TurnTrace {
     pub usage: UsageTotals,
     /// Whether the turn was cancelled by a newer customer message.
     pub cancelled: bool,
+    /// Stages that lost work to failures (empty when every call of the turn succeeded).
+    /// A reply sent with a degraded stage is marked so in the outcome's status
+    /// ([`crate::TurnStatus::Degraded`]), the `ready` status event and the message event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<DegradedStage>,
     /// The error that ended the turn, if any.
     pub error: Option<String>,
     /// Wall time.
@@ -84,5 +154,15 @@ impl TurnTrace {
     /// Model calls made by matching, tool inference and composition.
     pub fn model_calls(&self) -> u64 {
         self.usage.calls
+    }
+
+    /// Whether a stage lost work to failures.
+    pub fn is_degraded(&self) -> bool {
+        !self.degraded.is_empty()
+    }
+
+    /// The degraded stages as JSON, for status and message events.
+    pub fn degraded_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.degraded).unwrap_or(serde_json::Value::Null)
     }
 }

@@ -10,6 +10,8 @@ mod banking;
 mod canned;
 #[path = "integration/context.rs"]
 mod context;
+#[path = "integration/degraded.rs"]
+mod degraded;
 #[path = "integration/journeys.rs"]
 mod journeys;
 #[path = "integration/lifecycle.rs"]

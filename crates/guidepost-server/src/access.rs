@@ -240,26 +240,10 @@ impl Redactor {
     }
 
     /// The values of the process's environment variables that hold credentials
-    /// (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, and passwords in database URLs).
+    /// (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*AUTHORIZATION*`, and passwords in
+    /// database URLs; see [`guidepost_llm::secrets::environment_secrets`]).
     pub fn from_environment() -> Vec<String> {
-        let mut out = Vec::new();
-        for (name, value) in std::env::vars() {
-            let upper = name.to_ascii_uppercase();
-            if ["_KEY", "_KEYS", "_TOKEN", "_SECRET", "_PASSWORD"].iter().any(|s| upper.ends_with(s)) {
-                out.extend(value.split([',', '\n']).map(|v| v.rsplit(':').next().unwrap_or(v).trim().to_string()));
-                out.push(value.clone());
-            }
-            if upper.ends_with("DATABASE_URL")
-                && let Some(password) = value
-                    .split_once("://")
-                    .and_then(|(_, rest)| rest.split_once('@'))
-                    .and_then(|(user, _)| user.split_once(':'))
-                    .map(|(_, p)| p.to_string())
-            {
-                out.push(password);
-            }
-        }
-        out
+        guidepost_llm::secrets::environment_secrets()
     }
 
     /// `text` with every secret replaced.

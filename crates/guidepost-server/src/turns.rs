@@ -280,7 +280,9 @@ impl TurnScheduler {
             }
             Processed::Done(outcome) => {
                 let status = match outcome.status {
-                    TurnStatus::Completed => TurnState::Completed,
+                    // A degraded reply went out: the turn is complete, and its `ready`
+                    // status and message events carry the `degraded` list.
+                    TurnStatus::Completed | TurnStatus::Degraded => TurnState::Completed,
                     TurnStatus::Cancelled => TurnState::Cancelled,
                     TurnStatus::Failed => TurnState::Failed,
                 };

@@ -283,15 +283,44 @@ pub fn scenario_json_schema() -> Value {
 }
 
 impl Scenario {
-    /// Reads and checks a scenario file.
+    /// Reads and checks a scenario file, within [`Limit::FileSize`](guidepost_core::limits::Limit::FileSize).
     pub fn load(path: &Path) -> Result<Self, Vec<ScenarioError>> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let whole = |message: String| {
             vec![ScenarioError {
                 location: SourceLocation { file: path.to_path_buf(), line: None, column: None },
-                message: format!("cannot read: {e}"),
+                message,
+            }]
+        };
+        let limits = guidepost_core::limits::Limits::global();
+        let bytes = match guidepost_core::definition::text::read_bounded(path, limits) {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(limit)) => return Err(whole(limit.to_string())),
+            Err(e) => return Err(whole(format!("cannot read: {e}"))),
+        };
+        Self::from_bytes(path, bytes, limits)
+    }
+
+    /// Decodes and checks a scenario file's bytes (named `path` in errors): its size,
+    /// encoding and characters first, like a definition file's (invalid UTF-8, a NUL byte or
+    /// another control character is an error at its line and column; a byte-order mark is
+    /// skipped), then its YAML.
+    pub fn from_bytes(
+        path: &Path,
+        bytes: Vec<u8>,
+        limits: &guidepost_core::limits::Limits,
+    ) -> Result<Self, Vec<ScenarioError>> {
+        let name = path.display().to_string();
+        let file = guidepost_core::definition::text::decode(&name, bytes, limits).map_err(|d| {
+            vec![ScenarioError {
+                location: SourceLocation {
+                    file: path.to_path_buf(),
+                    line: Some(d.line as usize),
+                    column: Some(d.column as usize),
+                },
+                message: d.message,
             }]
         })?;
-        Self::parse(path, &text)
+        Self::parse(path, &file.text)
     }
 
     /// Parses and checks scenario `text` (named `path` in errors).

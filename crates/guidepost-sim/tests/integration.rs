@@ -14,6 +14,8 @@ mod agents_parlant;
 mod artifacts;
 #[path = "integration/coverage.rs"]
 mod coverage;
+#[path = "integration/fuzz.rs"]
+mod fuzz;
 #[path = "integration/prompts.rs"]
 mod prompts;
 #[path = "integration/reply_quality.rs"]

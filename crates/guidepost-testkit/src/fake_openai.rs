@@ -62,6 +62,7 @@ pub struct FakeState {
     latency: Mutex<Duration>,
     log: Mutex<Vec<LoggedRequest>>,
     reject_keys: std::sync::atomic::AtomicBool,
+    rejected_schemas: Mutex<Vec<String>>,
 }
 
 /// The 401 a provider answers to a bad key, echoing the key as some providers do.
@@ -90,7 +91,19 @@ impl FakeState {
             latency: Mutex::new(latency),
             log: Mutex::new(Vec::new()),
             reject_keys: std::sync::atomic::AtomicBool::new(false),
+            rejected_schemas: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Answers requests for these structured outputs (by schema name, e.g.
+    /// `LowCriticalityChecks`) with the 401 of [`FakeState::reject_keys`], and every other
+    /// request normally: a provider failing some calls of a turn.
+    pub fn reject_schemas(self: &Arc<Self>, names: &[&str]) -> Arc<Self> {
+        self.rejected_schemas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(names.iter().map(|n| n.to_string()));
+        self.clone()
     }
 }
 
@@ -268,6 +281,11 @@ async fn chat(
     let prompt = prompt_of(&body);
     let latency = *state.latency.lock().unwrap_or_else(PoisonError::into_inner);
     let format = body.get("response_format").cloned().unwrap_or(Value::Null);
+    if let Some(name) = format.pointer("/json_schema/name").and_then(Value::as_str)
+        && state.rejected_schemas.lock().unwrap_or_else(PoisonError::into_inner).iter().any(|n| n == name)
+    {
+        return rejected(&headers);
+    }
     let (schema_name, content) = match format.get("type").and_then(Value::as_str) {
         Some("json_schema") => {
             let name = format.pointer("/json_schema/name").and_then(Value::as_str).unwrap_or("").to_string();

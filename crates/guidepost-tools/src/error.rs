@@ -30,5 +30,22 @@ pub enum ToolError {
     },
 }
 
+impl ToolError {
+    /// The error with secrets removed from its message: the credentials the process's
+    /// environment holds, URL credentials, key-shaped words and `known` secrets (a
+    /// service's configured credentials). Every error the registry returns or logs is
+    /// scrubbed so.
+    pub fn scrubbed(self, known: &[String]) -> Self {
+        let scrub = |text: String| guidepost_llm::secrets::scrub_with(&text, known);
+        match self {
+            Self::ServiceUnavailable { service, message } => {
+                Self::ServiceUnavailable { service, message: scrub(message) }
+            }
+            Self::InvalidService { service, message } => Self::InvalidService { service, message: scrub(message) },
+            other => other,
+        }
+    }
+}
+
 /// Result of setting up tool services.
 pub type Result<T> = std::result::Result<T, ToolError>;

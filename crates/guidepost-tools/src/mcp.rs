@@ -153,8 +153,10 @@ fn tool_from_mcp(service: &str, tool: &Value) -> Option<Tool> {
     })
 }
 
-/// The outcome a `tools/call` result describes.
-fn outcome_from_mcp(result: &Value) -> ToolOutcome {
+/// The outcome a `tools/call` result describes: `isError` with its text content is a
+/// failure; `structuredContent` is the data; otherwise one text content is the data (as
+/// JSON when it parses), several are joined, and other content is kept as it is.
+pub fn outcome_from_mcp(result: &Value) -> ToolOutcome {
     let texts: Vec<&str> = result
         .get("content")
         .and_then(Value::as_array)

@@ -114,28 +114,64 @@ impl ParlantProvider {
             let text = crate::body::read_capped(response, &url).await.unwrap_or_else(|e| e);
             return ToolOutcome::failed(format!("POST {url} answered HTTP {status}: {}", error_detail(&text)));
         }
-        let mut splitter = JsonObjectSplitter::new(self.max_object_bytes);
+        let mut decoder = CallStreamDecoder::new(&url, self.max_object_bytes);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = match chunk {
                 Ok(c) => c,
                 Err(e) => return ToolOutcome::failed(format!("the response stream of {url} broke: {e}")),
             };
-            let objects = match splitter.push(&chunk) {
-                Ok(o) => o,
-                Err(e) => return ToolOutcome::failed(format!("unreadable response stream from {url}: {e}")),
-            };
-            for raw in objects {
-                let object: Value = match serde_json::from_slice(&raw) {
-                    Ok(v) => v,
-                    Err(e) => return ToolOutcome::failed(format!("invalid JSON object in the stream from {url}: {e}")),
-                };
-                if let Some(outcome) = handle_object(object, ctx) {
-                    return outcome;
-                }
+            if let Some(outcome) = decoder.push(&chunk, ctx) {
+                return outcome;
             }
         }
-        match splitter.finish() {
+        decoder.finish()
+    }
+}
+
+/// Decodes the body of a Parlant plugin call, concatenated JSON objects in chunks cut
+/// anywhere: status, message and custom objects are emitted to the call's context as they
+/// arrive; a `result` or `error` object ends the call. Every malformed input (a byte between
+/// objects, an object over the size cap, invalid JSON, a malformed result, a stream that ends
+/// early) is a [`ToolOutcome`] failure that names the URL and what was wrong, at its offset
+/// where there is one.
+#[derive(Debug)]
+pub struct CallStreamDecoder {
+    url: String,
+    splitter: JsonObjectSplitter,
+}
+
+impl CallStreamDecoder {
+    /// A decoder for the response of `url`, refusing objects over `max_object_bytes`.
+    pub fn new(url: &str, max_object_bytes: usize) -> Self {
+        Self { url: url.to_string(), splitter: JsonObjectSplitter::new(max_object_bytes) }
+    }
+
+    /// Takes the next chunk; the outcome once the call has ended.
+    pub fn push(&mut self, chunk: &[u8], ctx: &ToolContext) -> Option<ToolOutcome> {
+        let url = &self.url;
+        let objects = match self.splitter.push(chunk) {
+            Ok(o) => o,
+            Err(e) => return Some(ToolOutcome::failed(format!("unreadable response stream from {url}: {e}"))),
+        };
+        for raw in objects {
+            let object: Value = match serde_json::from_slice(&raw) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Some(ToolOutcome::failed(format!("invalid JSON object in the stream from {url}: {e}")));
+                }
+            };
+            if let Some(outcome) = handle_object(object, ctx) {
+                return Some(outcome);
+            }
+        }
+        None
+    }
+
+    /// The outcome of a body that ended before a `result` or `error` object.
+    pub fn finish(&self) -> ToolOutcome {
+        let url = &self.url;
+        match self.splitter.finish() {
             Ok(()) => ToolOutcome::failed(format!("the stream from {url} ended without a result")),
             Err(e) => ToolOutcome::failed(format!("the stream from {url} ended early: {e}")),
         }

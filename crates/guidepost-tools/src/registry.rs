@@ -61,6 +61,9 @@ pub struct ToolRegistry {
     native: NativeProvider,
     default_timeout: Duration,
     discovery_timeout: Duration,
+    /// Credentials the services' declarations hold (see [`service_secrets`]): removed from
+    /// every error and call outcome.
+    secrets: Vec<String>,
 }
 
 impl Default for ToolRegistry {
@@ -88,6 +91,7 @@ impl ToolRegistry {
             native: NativeProvider::default(),
             default_timeout: Limits::global().tool_call_time,
             discovery_timeout: Limits::global().discovery_time,
+            secrets: Vec::new(),
         };
         registry.refresh_native();
         registry
@@ -103,8 +107,7 @@ impl ToolRegistry {
             registry.add_service(FIXTURE_SERVICE, ServiceKind::Fixture, Arc::new(FixtureProvider::new(fixtures)), None);
         }
         for service in &definition.services {
-            let provider = provider_for(service)?;
-            registry.add_service(&service.name, service.kind, provider, service.timeout_ms.map(Duration::from_millis));
+            registry.add_declared(service)?;
         }
         for tool in &definition.tools {
             registry.tools.insert(tool.id.clone(), tool.clone());
@@ -117,10 +120,32 @@ impl ToolRegistry {
     pub fn for_services(services: &[ToolService]) -> Result<Self> {
         let mut registry = Self::new();
         for service in services {
-            let provider = provider_for(service)?;
-            registry.add_service(&service.name, service.kind, provider, service.timeout_ms.map(Duration::from_millis));
+            registry.add_declared(service)?;
         }
         Ok(registry)
+    }
+
+    /// Adds a declared service, keeping its credentials to scrub them from errors.
+    fn add_declared(&mut self, service: &ToolService) -> Result<()> {
+        let secrets = service_secrets(service);
+        let provider = provider_for(service).map_err(|e| e.scrubbed(&secrets))?;
+        self.secrets.extend(secrets);
+        self.add_service(&service.name, service.kind, provider, service.timeout_ms.map(Duration::from_millis));
+        Ok(())
+    }
+
+    /// `text` without secrets: the services' credentials, the environment's, URL
+    /// credentials and key-shaped words.
+    pub fn scrub(&self, text: &str) -> String {
+        guidepost_llm::secrets::scrub_with(text, &self.secrets)
+    }
+
+    /// The outcome with secrets removed from its error message.
+    fn scrub_outcome(&self, outcome: ToolOutcome) -> ToolOutcome {
+        match outcome {
+            ToolOutcome::Error { message, kind } => ToolOutcome::Error { message: self.scrub(&message), kind },
+            ok => ok,
+        }
     }
 
     /// Sets the timeout used when neither the call nor its service sets one.
@@ -218,6 +243,7 @@ impl ToolRegistry {
                     }
                 }
                 Err(e) => {
+                    let e = e.scrubbed(&self.secrets);
                     tracing::warn!(service = %name, error = %e, "could not list the tools of a tool service");
                     errors.push(e);
                 }
@@ -260,7 +286,8 @@ impl ToolRegistry {
         let Some(service) = self.services.get(&id.service) else {
             return Ok(tool.clone());
         };
-        Ok(service.provider.resolve_tool(tool, ctx).await?.unwrap_or_else(|| tool.clone()))
+        let resolved = service.provider.resolve_tool(tool, ctx).await.map_err(|e| e.scrubbed(&self.secrets))?;
+        Ok(resolved.unwrap_or_else(|| tool.clone()))
     }
 
     /// Calls one tool. Arguments are validated and coerced first; the call runs in its own
@@ -327,7 +354,7 @@ impl ToolRegistry {
                 }
             }
         };
-        let mut done = record(validated, outcome);
+        let mut done = record(validated, self.scrub_outcome(outcome));
         done.emissions = scoped.take_emissions();
         done
     }
@@ -341,6 +368,25 @@ impl ToolRegistry {
     ) -> Vec<ToolCallRecord> {
         join_all(calls.into_iter().map(|c| async move { self.call(&c.tool, c.arguments, ctx, timeout).await })).await
     }
+}
+
+/// The credentials a service's declaration holds: the values of its `env` entries with
+/// credential names (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*AUTHORIZATION*`) or
+/// bearer values, and the credentials inside its URL and spec location.
+pub fn service_secrets(service: &ToolService) -> Vec<String> {
+    let mut out = guidepost_llm::secrets::secrets_of(
+        service
+            .env
+            .iter()
+            .filter(|(name, value)| {
+                guidepost_llm::secrets::is_credential_name(name) || value.trim_start().starts_with("Bearer ")
+            })
+            .map(|(name, value)| (format!("{name}_SECRET"), value.clone())),
+    );
+    for location in service.url.iter().chain(service.spec.iter()) {
+        out.extend(guidepost_llm::secrets::url_secrets(location));
+    }
+    out
 }
 
 fn provider_for(service: &ToolService) -> Result<Arc<dyn ToolProvider>> {

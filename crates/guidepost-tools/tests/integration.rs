@@ -5,8 +5,10 @@ mod integration {
     mod common;
     mod discovery;
     mod execution;
+    mod fuzz;
     mod mcp;
     mod openapi;
     mod parlant;
+    mod secrets;
     mod validation;
 }

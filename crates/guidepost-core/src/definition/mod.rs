@@ -206,6 +206,14 @@ pub fn load_agent(sources: &[SourceFile]) -> Loaded {
         diagnostics.append(&mut problems);
         definition.filter(|_| !structural_errors)
     };
+    // A value missing at the end of a file (`guidelines:` on its last line) is marked by the
+    // scanner on the line after the last one: such positions point at the end of the file.
+    for d in &mut diagnostics {
+        if let Some(source) = sources.iter().find(|s| s.name == d.file) {
+            let at = source::inside(&source.text, source::Span { line: d.line, col: d.column, len: d.len });
+            (d.line, d.column) = (at.line, at.col);
+        }
+    }
     diagnostic::sort(&mut diagnostics);
     Loaded { definition, diagnostics }
 }

@@ -178,7 +178,7 @@ pub fn parse_json_with(text: &str, limits: &Limits) -> Result<Node, SyntaxError>
 /// to change; everything else keeps the scanner's position.
 fn locate_syntax_error(text: &str, info: &str, marker: Marker) -> SyntaxError {
     let lines: Vec<&str> = text.lines().collect();
-    let at = span_at(marker, 1);
+    let at = inside(text, span_at(marker, 1));
     let line_of = |n: u32| lines.get((n as usize).wrapping_sub(1)).copied().unwrap_or("");
     let indent_of = |line: &str| line.chars().take_while(|c| *c == ' ').count();
     let content = |line: &str| {
@@ -287,6 +287,23 @@ fn unclosed_flow_bracket(lines: &[&str], at: Span) -> Option<(u32, u32, char)> {
         }
     }
     open.pop().filter(|(line, _, _)| *line < at.line)
+}
+
+/// `at`, or the end of the text when `at` lies past it: the scanner reports an error at the
+/// end of a file that does not end with a line break on the line after the last one.
+pub(crate) fn inside(text: &str, at: Span) -> Span {
+    let bytes = text.as_bytes();
+    let breaks = bytes
+        .iter()
+        .enumerate()
+        .filter(|(i, b)| **b == b'\n' || (**b == b'\r' && bytes.get(i + 1) != Some(&b'\n')))
+        .count();
+    let last = u32::try_from(breaks + 1).unwrap_or(u32::MAX);
+    if at.line <= last {
+        return at;
+    }
+    let tail = text.rsplit(['\n', '\r']).next().unwrap_or("");
+    Span { line: last, col: u32::try_from(tail.chars().count() + 1).unwrap_or(u32::MAX), len: 1 }
 }
 
 fn span_at(marker: Marker, len: usize) -> Span {

@@ -88,6 +88,30 @@ pub fn check_json_depth(text: &str, limits: &Limits) -> Result<(), SyntaxError> 
     Ok(())
 }
 
+/// Reads a file of at most [`Limit::FileSize`] bytes: the size is checked before reading and
+/// again while reading (the file may grow, or be a device that never ends), so no more than
+/// the limit and one byte is ever held. The outer error is the I/O failure; the inner one the
+/// limit, naming the file.
+pub fn read_bounded(
+    path: &std::path::Path,
+    limits: &Limits,
+) -> std::io::Result<Result<Vec<u8>, crate::limits::LimitExceeded>> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > limits.file_size {
+        return Ok(Err(limits.exceeded(Limit::FileSize, name, format!("{size} bytes"))));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limits.file_size.saturating_add(1)).read_to_end(&mut bytes)?;
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    if read > limits.file_size {
+        return Ok(Err(limits.exceeded(Limit::FileSize, name, format!("more than {} bytes", limits.file_size))));
+    }
+    Ok(Ok(bytes))
+}
+
 /// Decodes a file's bytes into a [`SourceFile`]: refuses files over [`Limit::FileSize`],
 /// UTF-16 and invalid UTF-8 (with the position of the first bad byte) and control
 /// characters; skips a UTF-8 byte-order mark.

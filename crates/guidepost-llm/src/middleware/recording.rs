@@ -83,12 +83,6 @@ pub fn recording_path(root: &Path, task: &TaskKind, key: &str) -> PathBuf {
 /// [`Limit::FileSize`](guidepost_core::limits::Limit::FileSize)) is a distinct error that
 /// says the recording is corrupt, never a miss.
 pub async fn load(path: &Path) -> Result<Option<Recording>, LlmError> {
-    let corrupt = |why: String| {
-        LlmError::Storage(format!(
-            "recording {} is corrupt: {why}; delete it and record again (GUIDEPOST_LLM_CACHE=record)",
-            path.display()
-        ))
-    };
     let limits = guidepost_core::limits::Limits::global();
     match tokio::fs::metadata(path).await {
         Ok(meta) => {
@@ -101,14 +95,25 @@ pub async fn load(path: &Path) -> Result<Option<Recording>, LlmError> {
         Err(e) => return Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
     }
     match tokio::fs::read(path).await {
-        Ok(bytes) => {
-            let text = String::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text ({e})")))?;
-            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-            serde_json::from_str(text).map(Some).map_err(|e| corrupt(e.to_string()))
-        }
+        Ok(bytes) => decode(path, bytes).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
     }
+}
+
+/// Decodes the bytes of the recording at `path` (named in errors): UTF-8 JSON (a leading
+/// byte-order mark is skipped) of a [`Recording`]. Anything else is an
+/// [`LlmError::Storage`] saying the recording is corrupt and where the JSON went wrong.
+pub fn decode(path: &Path, bytes: Vec<u8>) -> Result<Recording, LlmError> {
+    let corrupt = |why: String| {
+        LlmError::Storage(format!(
+            "recording {} is corrupt: {why}; delete it and record again (GUIDEPOST_LLM_CACHE=record)",
+            path.display()
+        ))
+    };
+    let text = String::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text ({e})")))?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    serde_json::from_str(text).map_err(|e| corrupt(e.to_string()))
 }
 
 /// Writes a recording atomically (temporary file, then rename).

@@ -208,6 +208,17 @@ impl ChatModel for AnthropicChat {
         let started = Instant::now();
         let response =
             send(self.post(&self.body(&req, true))).await.map_err(|e| e.redacted(self.api_key.as_deref()))?;
+        Ok(self.decode_stream(req, response, started))
+    }
+}
+
+impl AnthropicChat {
+    /// Decodes a successful streaming response to `req` (Anthropic's server-sent events) into
+    /// the reply's deltas and its end: what [`ChatModel::stream`] does once the request is
+    /// sent. A reply is complete only with `message_stop`; a malformed event, an error event
+    /// or a reply past [`Limit::ReplySize`](guidepost_core::limits::Limit::ReplySize) ends the
+    /// stream with an error. Public so captured traffic can be decoded (and fuzzed).
+    pub fn decode_stream(&self, req: ChatRequest, response: reqwest::Response, started: Instant) -> TextStream {
         let events = sse_events(response, self.id.clone());
         let id = self.id.clone();
         let model = self.id.clone();
@@ -305,7 +316,7 @@ impl ChatModel for AnthropicChat {
                 Err(error) => yield Err(error),
             }
         };
-        Ok(Box::pin(stream))
+        Box::pin(stream)
     }
 }
 

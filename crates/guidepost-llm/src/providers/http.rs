@@ -111,6 +111,40 @@ pub(crate) fn reply_too_large(model: &str, bytes: usize) -> LlmError {
 /// each piece of text comes wrapped in an event of JSON around it.
 const WIRE_OVERHEAD: usize = 16;
 
+/// Takes a UTF-8 byte-order mark off the start of a stream, even when it arrives split over
+/// chunks. The event-stream spec allows one there, and the event parser underneath slices its
+/// first text one byte past the mark's start, which panics (a BOM is three bytes), so the mark
+/// never reaches it.
+#[derive(Debug, Default)]
+struct LeadingBom {
+    /// The stream's first bytes while they may still be the start of a mark.
+    pending: Vec<u8>,
+    /// Whether the start of the stream has been dealt with.
+    done: bool,
+}
+
+impl LeadingBom {
+    const MARK: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+    /// The chunk to pass on: empty while the start may still be a mark.
+    fn strip(&mut self, chunk: bytes::Bytes) -> bytes::Bytes {
+        if self.done {
+            return chunk;
+        }
+        self.pending.extend_from_slice(&chunk);
+        let n = self.pending.len().min(3);
+        if self.pending.len() < 3 && self.pending[..n] == Self::MARK[..n] {
+            return bytes::Bytes::new();
+        }
+        self.done = true;
+        let mut start = std::mem::take(&mut self.pending);
+        if start.starts_with(&Self::MARK) {
+            start.drain(..3);
+        }
+        bytes::Bytes::from(start)
+    }
+}
+
 /// The server-sent events of a successful streaming response. The stream of bytes is cut
 /// (with a [`Limit::ReplySize`] error) past the limit's wire allowance, so one endless event
 /// without a line break cannot grow the parser's buffer without bound.
@@ -121,6 +155,7 @@ pub(crate) fn sse_events(response: Response, model: String) -> impl Stream<Item 
     // parser keeps an unfinished line in memory and looks through it again for each chunk.
     let longest_line = limits.reply_size.saturating_mul(2).max(64 * 1024);
     let (mut seen, mut line) = (0usize, 0usize);
+    let mut bom = LeadingBom::default();
     let bytes = response.bytes_stream().map(move |chunk| {
         let chunk = chunk?;
         seen = seen.saturating_add(chunk.len());
@@ -128,7 +163,10 @@ pub(crate) fn sse_events(response: Response, model: String) -> impl Stream<Item 
             Some(at) => chunk.len() - at - 1,
             None => line.saturating_add(chunk.len()),
         };
-        if seen > allowance || line > longest_line { Err(StreamCut::TooLarge(seen)) } else { Ok(chunk) }
+        if seen > allowance || line > longest_line {
+            return Err(StreamCut::TooLarge(seen));
+        }
+        Ok(bom.strip(chunk))
     });
     bytes.eventsource().map(move |item| {
         item.map_err(|e| match e {
@@ -216,6 +254,18 @@ mod tests {
         let mut map = HeaderMap::new();
         map.insert(RETRY_AFTER, HeaderValue::from_str(value).unwrap());
         map
+    }
+
+    #[test]
+    fn a_leading_byte_order_mark_is_dropped_even_split_over_chunks() {
+        let whole = |chunks: &[&[u8]]| {
+            let mut bom = LeadingBom::default();
+            chunks.iter().flat_map(|c| bom.strip(bytes::Bytes::copy_from_slice(c)).to_vec()).collect::<Vec<u8>>()
+        };
+        assert_eq!(whole(&[b"\xEF\xBB\xBFdata: x\n\n"]), b"data: x\n\n");
+        assert_eq!(whole(&[b"\xEF", b"", b"\xBB", b"\xBFdata", b": x"]), b"data: x");
+        assert_eq!(whole(&[b"\xEF\xBBdata"]), b"\xEF\xBBdata", "not a mark: passed on as it is");
+        assert_eq!(whole(&[b"da", b"\xEF\xBB\xBF"]), b"da\xEF\xBB\xBF", "only at the start");
     }
 
     #[test]

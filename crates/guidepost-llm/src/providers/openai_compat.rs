@@ -240,6 +240,17 @@ impl ChatModel for OpenAiChat {
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         let started = Instant::now();
         let response = self.open(&req, true).await?;
+        Ok(self.decode_stream(req, response, started))
+    }
+}
+
+impl OpenAiChat {
+    /// Decodes a successful streaming response to `req` (OpenAI's server-sent events) into
+    /// the reply's deltas and its end: what [`ChatModel::stream`] does once the request is
+    /// sent. A reply is complete only with `[DONE]` or a finish reason; a malformed event, an
+    /// error event or a reply past [`Limit::ReplySize`](guidepost_core::limits::Limit::ReplySize)
+    /// ends the stream with an error. Public so captured traffic can be decoded (and fuzzed).
+    pub fn decode_stream(&self, req: ChatRequest, response: reqwest::Response, started: Instant) -> TextStream {
         let id = self.id.clone();
         let events = sse_events(response, id.clone());
         let secret = self.api_key.clone();
@@ -320,7 +331,7 @@ impl ChatModel for OpenAiChat {
                 Err(error) => yield Err(error),
             }
         };
-        Ok(Box::pin(stream))
+        Box::pin(stream)
     }
 }
 

@@ -219,3 +219,56 @@ async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
     assert!(turns[0]["trace"]["iterations"].is_array(), "{turns}");
     server.stop().await;
 }
+
+/// Fails the first matching call of every turn with a 401 that echoes a key, and passes
+/// every other call to the fake.
+struct LosesFirstMatchingCall {
+    inner: std::sync::Arc<dyn guidepost_llm::ChatModel>,
+    failed: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+const PLANTED: &str = "sk-proj-PLANTEDserverkey0123456789";
+
+#[async_trait::async_trait]
+impl guidepost_llm::ChatModel for LosesFirstMatchingCall {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    async fn complete(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+        let conversation = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
+        let turn = conversation.rsplit("customer: ").next().unwrap_or("").to_string();
+        if req.task == guidepost_llm::TaskKind::Matching && self.failed.lock().unwrap().insert(turn) {
+            return Err(guidepost_llm::LlmError::Http {
+                status: 401,
+                body: format!("Incorrect API key provided: {PLANTED}"),
+                retry_after: None,
+            });
+        }
+        self.inner.complete(req).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_sent_after_a_lost_matching_call_is_marked_degraded_in_the_events() {
+    let server = TestServer::start_with_models(|mut models| {
+        models.matching =
+            std::sync::Arc::new(LosesFirstMatchingCall { inner: models.matching.clone(), failed: Default::default() });
+        models
+    })
+    .await;
+    let session = server.session("taxi").await;
+    let events = server.turn(&session, "I need a taxi to the airport at 5pm").await;
+    let everything = serde_json::to_string(&events).unwrap();
+    assert!(!everything.contains("PLANTEDserverkey"), "the key leaked: {everything}");
+    assert_eq!(messages(&events).len(), 1, "the reply went out: {everything}");
+    let degraded = &ready(&events)["degraded"];
+    assert_eq!(degraded[0]["stage"], "matching", "{everything}");
+    assert_eq!(degraded[0]["failed"], 1, "{everything}");
+    assert!(degraded[0]["attempted"].as_u64().unwrap() > 1, "{everything}");
+    let message = events.iter().find(|e| e["kind"] == "message" && e["source"] == "ai_agent").unwrap();
+    assert_eq!(message["data"]["degraded"][0]["stage"], "matching", "{message}");
+    server.stop().await;
+}

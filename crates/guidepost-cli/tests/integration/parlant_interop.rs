@@ -160,7 +160,10 @@ async fn a_scenario_in_process_and_over_parlant_gives_the_same_coverage_order_an
     let turns: Vec<Vec<String>> = over_parlant.iter().map(kinds).collect();
     assert_eq!(turns[0], ["tool-call", "tool-result", "text"], "the lookup comes before the answer");
     let call = &over_parlant[0]["agentMessages"][0]["content"][0];
-    assert_eq!((&call["toolName"], &call["input"]["location"]), (&Value::from("get_weather"), &Value::from("Hangzhou")));
+    assert_eq!(
+        (&call["toolName"], &call["input"]["location"]),
+        (&Value::from("get_weather"), &Value::from("Hangzhou"))
+    );
     assert_eq!(call["providerOptions"]["guidepost"]["service"], "fixtures");
 }
 

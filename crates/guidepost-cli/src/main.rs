@@ -135,8 +135,9 @@ enum Command {
         /// Folder of the embedded SQLite store.
         #[arg(long, default_value = ".guidepost", env = "GUIDEPOST_DATA_DIR")]
         data_dir: PathBuf,
-        /// Keep everything in memory (gone when the server stops).
-        #[arg(long, conflicts_with = "database_url")]
+        /// Keep everything in memory (gone when the server stops); wins over --database-url
+        /// and GUIDEPOST_DATABASE_URL, so an exported database stays untouched.
+        #[arg(long)]
         ephemeral: bool,
         /// Model for every task, e.g. `openai:gpt-4.1`.
         #[arg(long)]

@@ -26,16 +26,16 @@ pub struct StoreOptions {
 impl StoreOptions {
     /// Opens the store these options name.
     pub async fn open(&self) -> Result<(Store, String)> {
-        if let Some(url) = &self.database_url {
-            let store =
-                Store::open(url).await.with_context(|| format!("opening {}", guidepost_store::db::redact(url)))?;
-            return Ok((store, guidepost_store::db::redact(url)));
-        }
         if self.ephemeral {
             return Ok((
                 Store::ephemeral().await.context("opening an in-memory store")?,
                 "memory (--ephemeral)".into(),
             ));
+        }
+        if let Some(url) = &self.database_url {
+            let store =
+                Store::open(url).await.with_context(|| format!("opening {}", guidepost_store::db::redact(url)))?;
+            return Ok((store, guidepost_store::db::redact(url)));
         }
         let path = self.data_dir.join("guidepost.db");
         let store = Store::open_sqlite_file(&path).await.with_context(|| format!("opening {}", path.display()))?;

@@ -111,13 +111,14 @@ pub(crate) fn reply_too_large(model: &str, bytes: usize) -> LlmError {
 /// each piece of text comes wrapped in an event of JSON around it.
 const WIRE_OVERHEAD: usize = 16;
 
-/// Takes a UTF-8 byte-order mark off the start of a stream, even when it arrives split over
-/// chunks. The event-stream spec allows one there, and the event parser underneath slices its
-/// first text one byte past the mark's start, which panics (a BOM is three bytes), so the mark
-/// never reaches it.
+/// Takes UTF-8 byte-order marks off the start of a stream, even when they arrive split over
+/// chunks. The event-stream format allows one there, and the event parser underneath slices
+/// its first text one byte past a leading mark's start, which panics (a mark is three bytes);
+/// so no mark may begin the text it sees: every leading one is dropped (a second one would
+/// only have made the first field's name unreadable).
 #[derive(Debug, Default)]
 struct LeadingBom {
-    /// The stream's first bytes while they may still be the start of a mark.
+    /// The stream's first bytes while they may still be marks or the start of one.
     pending: Vec<u8>,
     /// Whether the start of the stream has been dealt with.
     done: bool,
@@ -132,16 +133,20 @@ impl LeadingBom {
             return chunk;
         }
         self.pending.extend_from_slice(&chunk);
-        let n = self.pending.len().min(3);
-        if self.pending.len() < 3 && self.pending[..n] == Self::MARK[..n] {
+        let mut start = 0;
+        while self.pending[start..].starts_with(&Self::MARK) {
+            start += 3;
+        }
+        let rest = &self.pending[start..];
+        if rest.len() < 3 && Self::MARK.starts_with(rest) {
+            // Only marks so far, perhaps a partial one: wait for more.
+            self.pending.drain(..start);
             return bytes::Bytes::new();
         }
         self.done = true;
-        let mut start = std::mem::take(&mut self.pending);
-        if start.starts_with(&Self::MARK) {
-            start.drain(..3);
-        }
-        bytes::Bytes::from(start)
+        let mut out = std::mem::take(&mut self.pending);
+        out.drain(..start);
+        bytes::Bytes::from(out)
     }
 }
 
@@ -266,6 +271,8 @@ mod tests {
         assert_eq!(whole(&[b"\xEF", b"", b"\xBB", b"\xBFdata", b": x"]), b"data: x");
         assert_eq!(whole(&[b"\xEF\xBBdata"]), b"\xEF\xBBdata", "not a mark: passed on as it is");
         assert_eq!(whole(&[b"da", b"\xEF\xBB\xBF"]), b"da\xEF\xBB\xBF", "only at the start");
+        assert_eq!(whole(&[b"\xEF\xBB\xBF\xEF\xBB", b"\xBF\xEF\xBB\xBFdata"]), b"data", "every leading mark");
+        assert_eq!(whole(&[b"\xEF\xBB\xBF\xEF"]), b"", "a stream of marks alone is empty");
     }
 
     #[test]

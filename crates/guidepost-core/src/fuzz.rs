@@ -81,6 +81,23 @@ pub struct Mutation {
     pub token: u8,
 }
 
+impl From<(u8, usize, usize, u8)> for Mutation {
+    /// A mutation from arbitrary values (`(kind, at, len, token)`), as a property-test
+    /// strategy draws them.
+    fn from((kind, at, len, token): (u8, usize, usize, u8)) -> Self {
+        Self { kind, at, len, token }
+    }
+}
+
+/// Seed number `index` (modulo their count) of `seeds`, with `mutations` applied; empty
+/// when there are no seeds.
+pub fn mutate_seed(seeds: &[(String, Vec<u8>)], index: usize, mutations: &[Mutation]) -> Vec<u8> {
+    if seeds.is_empty() {
+        return Vec::new();
+    }
+    mutate(&seeds[index % seeds.len()].1, mutations)
+}
+
 /// `seed` with `mutations` applied in order. The result never grows past 4 MiB.
 pub fn mutate(seed: &[u8], mutations: &[Mutation]) -> Vec<u8> {
     const MAX: usize = 4 << 20;

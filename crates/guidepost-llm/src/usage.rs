@@ -43,6 +43,15 @@ impl Usage {
         self.calls += other.calls;
     }
 
+    /// Adds `other` to `total`, which starts as `other` when there is none yet (the usage of
+    /// several calls, when there may be none).
+    pub fn sum_into(total: &mut Option<Usage>, other: &Usage) {
+        match total {
+            Some(t) => t.absorb(other),
+            None => *total = Some(other.clone()),
+        }
+    }
+
     /// Prompt plus completion tokens.
     pub fn total_tokens(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens

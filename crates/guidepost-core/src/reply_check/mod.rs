@@ -137,18 +137,47 @@ impl ReplyContext<'_> {
         self.history.iter().rev().find(|(who, _)| who == "customer").map(|(_, t)| t.as_str())
     }
 
-    /// The language the reply must be in: the agent's, or the customer's latest message
-    /// whose language can be told.
-    pub fn expected_language(&self) -> Option<String> {
+    /// The language the reply must be in: the agent's, or that of the customer's latest
+    /// message whose language can be told.
+    fn expected(&self) -> Option<Expected<'_>> {
         match self.language.filter(|l| *l != "customer") {
-            Some(code) => Some(code.to_string()),
+            Some(code) => Some(Expected::Agents(code)),
             None => self
                 .history
                 .iter()
                 .rev()
                 .filter(|(who, _)| who == "customer")
                 .find_map(|(_, text)| detect_language(text))
-                .map(str::to_string),
+                .map(Expected::Customers),
+        }
+    }
+
+    /// The code of the language the reply must be in (see [`ReplyCheck::WrongLanguage`]).
+    pub fn expected_language(&self) -> Option<String> {
+        self.expected().map(|e| e.code().to_string())
+    }
+}
+
+/// The language a reply must be in.
+enum Expected<'a> {
+    /// The agent's fixed language, a code as written in the definition.
+    Agents(&'a str),
+    /// The customer's, as detected.
+    Customers(LanguageCode),
+}
+
+impl Expected<'_> {
+    fn code(&self) -> &str {
+        match self {
+            Self::Agents(code) => code,
+            Self::Customers(code) => code,
+        }
+    }
+
+    fn accepts(&self, found: LanguageCode) -> bool {
+        match self {
+            Self::Agents(code) => matches_language(code, found),
+            Self::Customers(code) => language::same_language(found, code),
         }
     }
 }
@@ -191,27 +220,13 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
         }
     }
     if runs(ReplyCheck::WrongLanguage)
-        && let Some(expected) = context.expected_language()
+        && let Some(expected) = context.expected()
         && let Some(found) = detect_language(reply)
+        && !expected.accepts(found)
     {
-        let fine = if context.language.is_some_and(|l| l != "customer") {
-            matches_language(&expected, found)
-        } else {
-            language::same_language(found, detect_language_code(&expected))
-        };
-        if !fine {
-            problems.push(ReplyProblem::new(ReplyCheck::WrongLanguage, language_name(&expected)));
-        }
+        problems.push(ReplyProblem::new(ReplyCheck::WrongLanguage, language_name(expected.code())));
     }
     problems
-}
-
-/// A detected code back from its string form (the customer's language is kept as a string).
-fn detect_language_code(code: &str) -> LanguageCode {
-    const KNOWN: &[LanguageCode] = &[
-        "zh", "ja", "ko", "cyrillic", "ar", "he", "el", "th", "hi", "latin", "en", "fr", "de", "es", "pt", "it", "nl",
-    ];
-    KNOWN.iter().copied().find(|k| *k == code).unwrap_or("latin")
 }
 
 /// The reply sent when no composed reply passed the checks: the agent's `fallback_reply`, or

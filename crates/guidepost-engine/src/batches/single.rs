@@ -53,10 +53,7 @@ pub async fn evaluate(
         let outcome = call_with_schema::<String>(model, task.clone(), prompt, temperature, schema).await;
         estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
-            match &mut usage {
-                Some(total) => total.absorb(u),
-                None => usage = Some(u.clone()),
-            }
+            Usage::sum_into(&mut usage, u);
         }
         match outcome.answer {
             Ok(answer) => verdicts.push(LocalVerdict {

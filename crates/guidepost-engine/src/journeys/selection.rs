@@ -179,11 +179,8 @@ impl JourneySelector {
             let outcome =
                 single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
             *estimated += outcome.estimated_tokens;
-            if let Some(u) = outcome.usage {
-                match usage {
-                    Some(total) => total.absorb(&u),
-                    None => *usage = Some(u),
-                }
+            if let Some(u) = &outcome.usage {
+                Usage::sum_into(usage, u);
             }
             outcome.answer.map(|verdicts| verdicts.into_iter().map(|v| v.applies).collect::<Vec<bool>>())
         };
@@ -262,18 +259,13 @@ impl JourneySelector {
         path: &JourneyPath,
         starting: bool,
         conversation: &ConversationView,
-        usage: Option<Usage>,
+        mut usage: Option<Usage>,
     ) -> ModelSelection {
         let mut selection = self.select_with_model(model, graph, path, starting, conversation).await;
-        if let Some(before) = usage {
-            selection.usage = Some(match selection.usage.take() {
-                Some(mut u) => {
-                    u.absorb(&before);
-                    u
-                }
-                None => before,
-            });
+        if let Some(after) = selection.usage.take() {
+            Usage::sum_into(&mut usage, &after);
         }
+        selection.usage = usage;
         selection
     }
 
@@ -317,17 +309,7 @@ impl JourneySelector {
                 estimated_tokens: outcome.estimated_tokens,
                 error: None,
             },
-            Err(error) => ModelSelection {
-                change: PathChange {
-                    decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
-                    path: (!starting).then(|| path.clone()),
-                    correction: Some("selection failed; path unchanged".into()),
-                },
-                rationale: String::new(),
-                usage: None,
-                estimated_tokens: outcome.estimated_tokens,
-                error: Some(error),
-            },
+            Err(error) => self.failed(path, starting, None, outcome.estimated_tokens, error),
         }
     }
 }

@@ -25,18 +25,12 @@ fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
-    (any::<u8>(), any::<usize>(), any::<usize>(), any::<u8>()).prop_map(|(kind, at, len, token)| Mutation {
-        kind,
-        at,
-        len,
-        token,
-    })
+    any::<(u8, usize, usize, u8)>().prop_map(Mutation::from)
 }
 
 /// Seed `index` of `target`, mutated.
 fn mutated(target: &str, index: prop::sample::Index, edits: &[Mutation]) -> Vec<u8> {
-    let seeds = seeds(target);
-    fuzz::mutate(&seeds[index.index(seeds.len())].1, edits)
+    fuzz::mutate_seed(&seeds(target), index.index(usize::MAX), edits)
 }
 
 fn check_recording(bytes: Vec<u8>) {

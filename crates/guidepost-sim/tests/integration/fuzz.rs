@@ -20,12 +20,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 }
 
 fn mutation() -> impl Strategy<Value = Mutation> {
-    (any::<u8>(), any::<usize>(), any::<usize>(), any::<u8>()).prop_map(|(kind, at, len, token)| Mutation {
-        kind,
-        at,
-        len,
-        token,
-    })
+    any::<(u8, usize, usize, u8)>().prop_map(Mutation::from)
 }
 
 /// Loads `bytes`; checks the outcome's shape and the time taken.

@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 use super::support::TestServer;
 
 fn reference() -> Value {
-    let path = format!("{}/../../../shared/design/parlant-3.3.2-openapi.json", env!("CARGO_MANIFEST_DIR"));
+    // The reference server's own API document (Parlant 3.3.2's /openapi.json), kept with the
+    // tests so a fresh clone has it.
+    let path = format!("{}/tests/reference/parlant-3.3.2-openapi.json", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))).unwrap()
 }
 

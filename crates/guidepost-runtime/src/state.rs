@@ -137,6 +137,21 @@ impl ResponseState {
         self.ordinary_matches.iter().chain(&self.tool_enabled_matches)
     }
 
+    /// The journey states this reply carries out, as (journey, state): every state each
+    /// active journey entered this turn (it may pass several, e.g. show a result and then ask
+    /// whether to go on), or its current state when it stayed.
+    pub fn reply_states(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (id, path) in &self.journey_paths {
+            let mut steps = self.entered_states(id);
+            if steps.is_empty() {
+                steps.push(path.current().to_string());
+            }
+            out.extend(steps.into_iter().map(|s| (id.clone(), s)));
+        }
+        out
+    }
+
     /// The states of `journey` this turn entered, in order: the path beyond the part it
     /// shares with where the journey stood when the turn began (all of it for a journey
     /// that started now). Empty when the journey stayed where it was.

@@ -60,17 +60,33 @@ pub struct ReplyQuality {
 impl ReplyQuality {
     fn grounding(&self, traces: &[StepTrace]) -> Grounding {
         let mut grounding = self.definition.as_deref().map(Grounding::from_definition).unwrap_or_default();
-        for trace in traces {
+        let last = traces.len().saturating_sub(1);
+        for (n, trace) in traces.iter().enumerate() {
             grounding.add_date(trace.timestamp);
+            // A call's arguments come in one message, its result in the next.
+            let mut arguments = Value::Null;
             for message in &trace.agent_messages {
                 let MessageContent::Parts(parts) = &message.content else { continue };
                 for part in parts {
                     match part {
-                        ContentPart::ToolCall { input, .. } => grounding.add_json(input),
-                        ContentPart::ToolResult { output, .. } => grounding.add_json(&match output {
-                            ToolOutput::Json(v) | ToolOutput::ErrorJson(v) => v.clone(),
-                            ToolOutput::Text(t) | ToolOutput::ErrorText(t) => Value::String(t.clone()),
-                        }),
+                        ContentPart::ToolCall { input, .. } => {
+                            grounding.add_json(input);
+                            arguments = input.clone();
+                        }
+                        ContentPart::ToolResult { output, .. } => {
+                            let (ok, value) = match output {
+                                ToolOutput::Json(v) => (true, v.clone()),
+                                ToolOutput::Text(t) => (true, Value::String(t.clone())),
+                                ToolOutput::ErrorJson(v) => (false, v.clone()),
+                                ToolOutput::ErrorText(t) => (false, Value::String(t.clone())),
+                            };
+                            // Only the latest turn's results can be denied by its reply.
+                            if n == last {
+                                grounding.add_tool_result(ok, &arguments, &value);
+                            } else {
+                                grounding.add_json(&value);
+                            }
+                        }
                         ContentPart::Text { .. } => {}
                     }
                 }

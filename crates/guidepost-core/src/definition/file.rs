@@ -186,7 +186,7 @@ pub struct GuidelineDecl {
     /// Composition mode while this guideline is matched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub composition_mode: Option<CompositionMode>,
-    /// Canned responses (by id) tied to this guideline.
+    /// Canned responses (by id) tied to this guideline: offered only while it is matched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canned_responses: Vec<String>,
     /// When this matches, these also apply (entailment).
@@ -348,7 +348,7 @@ pub struct StateDecl {
     /// Where to go next: a state id (unconditional) or a list of transitions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next: Option<TransitionsDecl>,
-    /// Canned responses (by id) tied to this state.
+    /// Canned responses (by id) tied to this state: offered only while it is current.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canned_responses: Vec<String>,
     /// Composition mode while this state is current.

@@ -141,6 +141,17 @@ pub struct Grounding {
     values: Vec<f64>,
     /// Days, months and years of the dates added: they ground only figures written as dates.
     dates: BTreeSet<u32>,
+    /// What this turn's tool calls returned (see [`Grounding::add_tool_result`]).
+    turn_results: TurnResults,
+}
+
+/// This turn's tool results, as far as the `denies_tool_result` check needs them.
+#[derive(Debug, Clone, Default)]
+pub(super) struct TurnResults {
+    /// A call failed, or returned that nothing was found.
+    pub(super) any_empty: bool,
+    /// The values of the calls that returned data.
+    pub(super) values: Vec<String>,
 }
 
 impl Grounding {
@@ -194,6 +205,27 @@ impl Grounding {
             }),
             Value::Bool(_) | Value::Null => {}
         }
+    }
+
+    /// Adds a tool call made this turn, with its arguments and result (`ok`: whether it
+    /// succeeded): both ground the reply's figures, and a reply that denies having data while
+    /// every call of the turn returned some fails `denies_tool_result`. Values the result
+    /// only echoes from the arguments (the city asked about) do not count as its data.
+    pub fn add_tool_result(&mut self, ok: bool, arguments: &Value, result: &Value) {
+        self.add_json(arguments);
+        self.add_json(result);
+        match super::denial::result_values(result).filter(|_| ok) {
+            Some(values) => {
+                let asked = super::denial::result_values(arguments).unwrap_or_default();
+                let asked = asked.iter().map(|a| a.to_lowercase()).collect::<Vec<_>>();
+                self.turn_results.values.extend(values.into_iter().filter(|v| !asked.contains(&v.to_lowercase())));
+            }
+            None => self.turn_results.any_empty = true,
+        }
+    }
+
+    pub(super) fn turn_results(&self) -> &TurnResults {
+        &self.turn_results
     }
 
     /// Adds a date and the week after it (a reply may say what "tomorrow" is). They ground

@@ -23,6 +23,7 @@
 //! assert!(check_reply("抱歉，暂时查不到巴黎的天气。可以查询：北京、上海。", &context).is_empty());
 //! ```
 
+mod denial;
 mod facts;
 mod language;
 mod voice;
@@ -49,16 +50,20 @@ pub enum ReplyCheck {
     /// The reply is not in the agent's language (or the customer's, for an agent that
     /// follows the customer).
     WrongLanguage,
+    /// The reply says the agent cannot help or has no data, although every tool call of the
+    /// turn returned data, and it repeats none of it.
+    DeniesToolResult,
 }
 
 impl ReplyCheck {
     /// Every check.
-    pub const ALL: [ReplyCheck; 5] = [
+    pub const ALL: [ReplyCheck; 6] = [
         ReplyCheck::Echo,
         ReplyCheck::Repeated,
         ReplyCheck::CustomerVoice,
         ReplyCheck::InventedFact,
         ReplyCheck::WrongLanguage,
+        ReplyCheck::DeniesToolResult,
     ];
 
     /// The check's name as written in scenarios and traces (`customer_voice`).
@@ -69,6 +74,7 @@ impl ReplyCheck {
             ReplyCheck::CustomerVoice => "customer_voice",
             ReplyCheck::InventedFact => "invented_fact",
             ReplyCheck::WrongLanguage => "wrong_language",
+            ReplyCheck::DeniesToolResult => "denies_tool_result",
         }
     }
 }
@@ -101,6 +107,10 @@ impl ReplyProblem {
                 self.evidence
             ),
             ReplyCheck::WrongLanguage => format!("it is not written in {}.", self.evidence),
+            ReplyCheck::DeniesToolResult => format!(
+                "it says you cannot help or have no data (\"{}\"), but the tool call of this turn succeeded. Tell the customer what it returned.",
+                self.evidence
+            ),
         }
     }
 }
@@ -113,6 +123,9 @@ impl std::fmt::Display for ReplyProblem {
             ReplyCheck::CustomerVoice => write!(f, "customer_voice: speaks as the customer (\"{}\")", self.evidence),
             ReplyCheck::InventedFact => write!(f, "invented_fact: states {} from nowhere", self.evidence),
             ReplyCheck::WrongLanguage => write!(f, "wrong_language: not in {}", self.evidence),
+            ReplyCheck::DeniesToolResult => {
+                write!(f, "denies_tool_result: says \"{}\" although the tool returned data", self.evidence)
+            }
         }
     }
 }
@@ -226,6 +239,22 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     {
         problems.push(ReplyProblem::new(ReplyCheck::WrongLanguage, language_name(expected.code())));
     }
+    let turn = context.grounding.turn_results();
+    // What the customer just said (the city asked about) is no sign the reply tells the data.
+    let told: Vec<String> = turn
+        .values
+        .iter()
+        .filter(|v| !last_customer.is_some_and(|c| c.to_lowercase().contains(&v.to_lowercase())))
+        .cloned()
+        .collect();
+    if runs(ReplyCheck::DeniesToolResult)
+        && !turn.any_empty
+        && !told.is_empty()
+        && let Some(phrase) = denial::inability(reply)
+        && !denial::tells(reply, &told)
+    {
+        problems.push(ReplyProblem::new(ReplyCheck::DeniesToolResult, phrase));
+    }
     problems
 }
 
@@ -272,6 +301,38 @@ mod tests {
         assert_eq!(kinds("Shanghai is cloudy today.", &h, Some("zh")), [ReplyCheck::WrongLanguage]);
         assert!(kinds("Shanghai is cloudy today.", &h, None).is_empty());
         assert!(kinds("上海今天多云。", &h, Some("zh-CN")).is_empty());
+    }
+
+    fn denial_kinds(reply: &str, results: &[(bool, serde_json::Value)]) -> Vec<ReplyCheck> {
+        let h = history(&[
+            ("customer", "Paris?"),
+            ("agent", "抱歉，暂时没有该城市的天气数据。"),
+            ("customer", "And in Beijing?"),
+        ]);
+        let mut grounding = Grounding::new();
+        for (ok, result) in results {
+            grounding.add_tool_result(*ok, &serde_json::json!({"location": "Beijing"}), result);
+        }
+        let context =
+            ReplyContext { history: &h, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL };
+        check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+    }
+
+    #[test]
+    fn a_reply_denying_a_successful_lookup_is_caught() {
+        let beijing = serde_json::json!({"data": {"city": "北京", "temperature": 15, "condition": "晴朗"}});
+        // Naming the city (the result's `city`, echoing the question) tells nothing.
+        let denial = "对不起，我无法提供北京的天气信息。可以查询其他城市。";
+        assert_eq!(denial_kinds(denial, &[(true, beijing.clone())]), [ReplyCheck::DeniesToolResult]);
+        // Telling the result, even with an apology beside it, passes.
+        assert!(denial_kinds("北京现在晴朗，15°C。抱歉，无法查询明天的天气。", &[(true, beijing.clone())]).is_empty());
+        // A failed call, or a result that found nothing, makes the apology right.
+        assert!(
+            denial_kinds(denial, &[(true, beijing.clone()), (false, serde_json::json!({"error": "down"}))]).is_empty()
+        );
+        assert!(denial_kinds(denial, &[(true, serde_json::json!({"data": {"cities": []}}))]).is_empty());
+        // No tool this turn: nothing to deny.
+        assert!(denial_kinds(denial, &[]).is_empty());
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! fields.
 
 use guidepost_core::AgentDefinition;
-use guidepost_engine::MatchKind;
 use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value, json};
 
@@ -48,13 +47,22 @@ pub fn fields(definition: &AgentDefinition, state: &ResponseState, customer_name
     Value::Object(out)
 }
 
-/// Templates that apply now: untagged global ones and those tied to matched guidelines or
-/// to the current journey states, plus templates returned by tools. A template whose
-/// fields are not all available is left out.
+/// Templates that apply now: those tied to matched guidelines or to the journey states of the
+/// reply, global ones (tied to no guideline or state, and untagged or sharing a tag with the
+/// agent), and templates returned by tools. A template whose fields are not all available is
+/// left out.
 pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &Value) -> Vec<Candidate> {
+    let tied: std::collections::HashSet<&str> = definition
+        .guidelines
+        .iter()
+        .flat_map(|g| g.canned_responses.iter())
+        .chain(definition.journeys.iter().flat_map(|j| j.states.iter().flat_map(|s| s.canned_responses.iter())))
+        .map(String::as_str)
+        .collect();
     let mut ids: Vec<String> = definition
         .canned_responses
         .iter()
+        .filter(|c| !tied.contains(c.id.as_str()))
         .filter(|c| c.tags.is_empty() || c.tags.iter().any(|t| definition.agent.tags.contains(t)))
         .map(|c| c.id.clone())
         .collect();
@@ -62,9 +70,9 @@ pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &
         if let Some(g) = definition.guideline(&m.guideline_id) {
             ids.extend(g.canned_responses.iter().cloned());
         }
-        if let MatchKind::JourneyNode { journey, node } = &m.kind
-            && let Some(s) = definition.journey(journey).and_then(|j| j.state(node))
-        {
+    }
+    for (journey, node) in super::turn_states(state) {
+        if let Some(s) = definition.journey(&journey).and_then(|j| j.state(&node)) {
             ids.extend(s.canned_responses.iter().cloned());
         }
     }

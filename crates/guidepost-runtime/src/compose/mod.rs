@@ -55,8 +55,26 @@ pub struct Composed {
     pub usage: Vec<Usage>,
 }
 
+/// The journey states whose modes and templates apply to this reply: the matched journey
+/// nodes and every state the reply carries out (see [`ResponseState::reply_states`]).
+pub(crate) fn turn_states(state: &ResponseState) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = state
+        .all_matches()
+        .filter_map(|m| match &m.kind {
+            MatchKind::JourneyNode { journey, node } => Some((journey.clone(), node.clone())),
+            _ => None,
+        })
+        .collect();
+    for pair in state.reply_states() {
+        if !out.contains(&pair) {
+            out.push(pair);
+        }
+    }
+    out
+}
+
 /// The most restrictive composition mode among the agent, the matched guidelines and the
-/// active journeys; an agent in `canned_strict` always stays strict.
+/// journey states of the reply; an agent in `canned_strict` always stays strict.
 pub fn effective_mode(definition: &AgentDefinition, state: &ResponseState) -> CompositionMode {
     let mut mode = definition.agent.composition_mode;
     let mut consider = |m: Option<CompositionMode>| {
@@ -68,11 +86,11 @@ pub fn effective_mode(definition: &AgentDefinition, state: &ResponseState) -> Co
     };
     for m in state.all_matches() {
         consider(definition.guideline(&m.guideline_id).and_then(|g| g.composition_mode));
-        if let MatchKind::JourneyNode { journey, node } = &m.kind
-            && let Some(j) = definition.journey(journey)
-        {
+    }
+    for (journey, node) in turn_states(state) {
+        if let Some(j) = definition.journey(&journey) {
             consider(j.composition_mode);
-            consider(j.state(node).and_then(|s| s.composition_mode));
+            consider(j.state(&node).and_then(|s| s.composition_mode));
         }
     }
     mode
@@ -103,8 +121,7 @@ impl ComposeInput<'_> {
     fn grounding(&self) -> Grounding {
         let mut grounding = Grounding::from_definition(self.definition);
         for call in &self.state.tool_calls {
-            grounding.add_json(&Value::Object(call.arguments.clone()));
-            grounding.add_json(&call.result);
+            grounding.add_tool_result(call.ok, &Value::Object(call.arguments.clone()), &call.result);
         }
         for value in self.state.context_variables.values() {
             grounding.add_json(value);
@@ -169,21 +186,14 @@ fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Va
 }
 
 /// The steps of each active journey to carry out in this reply, in order, as the first
-/// instructions: every chat step the turn entered (a journey may pass several, e.g. show a
-/// result and then ask whether to go on), or the current step when it stayed.
+/// instructions (see [`ResponseState::reply_states`]).
 fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     let d = input.definition;
     let mut out = Vec::new();
-    for (id, path) in &input.state.journey_paths {
-        let Some(journey) = d.journey(id) else { continue };
-        let mut steps = input.state.entered_states(id);
-        if steps.is_empty() {
-            steps.push(path.current().to_string());
-        }
-        for step in steps {
-            if let Some(guidepost_core::StateKind::Chat { action }) = journey.state(&step).map(|s| &s.kind) {
-                out.push(json!({"condition": format!("the flow \"{}\" is at this step", journey.title), "action": action, "critical": false}));
-            }
+    for (id, step) in input.state.reply_states() {
+        let Some(journey) = d.journey(&id) else { continue };
+        if let Some(guidepost_core::StateKind::Chat { action }) = journey.state(&step).map(|s| &s.kind) {
+            out.push(json!({"condition": format!("the flow \"{}\" is at this step", journey.title), "action": action, "critical": false}));
         }
     }
     out
@@ -507,6 +517,24 @@ async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: 
     let cands = candidates(input.definition, input.state, fields);
     if cands.is_empty() {
         return Ok(Composed { text: no_match, mode: CompositionMode::CannedStrict, ..Composed::default() });
+    }
+    // The one template of a journey step the reply carries out, its fields filled: it is that
+    // step's approved reply, and there is nothing to choose between.
+    if let [only] = cands.as_slice()
+        && turn_states(input.state).iter().any(|(journey, node)| {
+            input
+                .definition
+                .journey(journey)
+                .and_then(|j| j.state(node))
+                .is_some_and(|s| s.canned_responses.contains(&only.id))
+        })
+    {
+        return Ok(Composed {
+            text: only.text.clone(),
+            template_id: Some(only.id.clone()),
+            mode: CompositionMode::CannedStrict,
+            ..Composed::default()
+        });
     }
     let mut ctx = context(input, false);
     ctx["templates"] = json!(cands.iter().map(|c| json!({"id": c.id, "text": c.text})).collect::<Vec<_>>());

@@ -113,3 +113,33 @@ async fn composited_replies_are_written_in_the_templates_style_and_checked() {
     assert_eq!(n.load(Ordering::SeqCst), 2);
     assert_eq!(outcome.trace.composition.reply_checks[0][0].evidence, "1,500");
 }
+
+#[tokio::test]
+async fn a_template_tied_to_a_guideline_is_offered_only_while_it_matches() {
+    let definition = inline(
+        r#"
+agent: {name: Bank, composition_mode: canned_strict}
+guidelines:
+  - {id: lost, condition: The customer lost their card, action: Block the card, canned_responses: [card_lost]}
+canned_responses:
+  - {id: greeting, template: "Hello! How can I help with your account today?"}
+  - {id: card_lost, template: "I have blocked your card. A new one is on its way."}
+"#,
+    );
+    let model = ScriptedModel::new().when_task(TaskKind::Generation).reply_with(|r| {
+        let p = prompt(r);
+        let lost = last_customer(&p).contains("lost");
+        assert_eq!(p.contains("[card_lost]"), lost, "card_lost offered only while its guideline matches: {p}");
+        assert!(p.contains("[greeting]"), "a template tied to nothing is always offered: {p}");
+        Ok(json!({"template_id": if lost { "card_lost" } else { "greeting" }, "fit": "high"}))
+    });
+    let model = Arc::new(with_matching(
+        model,
+        Arc::new(|c: &str, last: &str, _: &str| c.contains("lost") && last.contains("lost")),
+    ));
+    let rt = runtime(definition.clone(), model, fixtures(&definition));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "hello there").await;
+    assert_eq!(outcome.messages, ["Hello! How can I help with your account today?"]);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "I lost my card").await;
+    assert_eq!(outcome.messages, ["I have blocked your card. A new one is on its way."]);
+}

@@ -23,8 +23,9 @@ fn step(text: &str, needle: &str) -> String {
         .unwrap_or_else(|| panic!("no step `{needle}` in:\n{text}"))
 }
 
-#[tokio::test]
-async fn the_reply_carries_out_every_step_the_turn_entered() {
+/// A model that walks the weather journey: from the start or from the question whether to go
+/// on, to the lookup; after the lookup, through the result to the question.
+fn weather_walker() -> ScriptedModel {
     let model = ScriptedModel::new()
         .when_task(TaskKind::JourneySelection)
         .reply_with(|r| {
@@ -41,7 +42,24 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
         .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
     let oracle: Oracle =
         Arc::new(|c: &str, last: &str, _: &str| (c.contains("weather") || c.contains("city")) && last.contains("天气"));
-    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+    with_matching(model, oracle)
+}
+
+/// The weather agent with every step composed freely (the example tells the result through
+/// a strict template).
+fn fluid_weather() -> guidepost_core::AgentDefinition {
+    let mut definition = example("weather");
+    for journey in &mut definition.journeys {
+        for state in &mut journey.states {
+            state.composition_mode = None;
+        }
+    }
+    definition
+}
+
+#[tokio::test]
+async fn the_reply_carries_out_every_step_the_turn_entered() {
+    let model = Arc::new(with_reply(weather_walker(), |p| {
         let shown = p.find("简洁友好地告诉用户天气情况").expect("the result step is an instruction");
         let asked = p.find("询问用户是否还想查询其他城市").expect("the question step is an instruction");
         assert!(shown < asked, "in the order the journey passes them");
@@ -49,7 +67,7 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
         assert!(!p.contains("When : "), "journey steps are not rendered as conditionless guidelines");
         "上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？".into()
     }));
-    let definition = example("weather");
+    let definition = fluid_weather();
     let registry = fixtures(&definition);
     let rt = runtime(definition, model, registry);
     let session = MemorySession::new();
@@ -64,6 +82,25 @@ async fn the_reply_carries_out_every_step_the_turn_entered() {
     let again = turn(&rt, &session, &outcome.state, "上海明天天气还好吗？").await;
     assert_eq!(again.messages.len(), 1, "{:?}", again.trace.error);
     assert_eq!(again.state.journey_paths["weather_lookup"].current(), "ask_continue");
+}
+
+#[tokio::test]
+async fn a_strict_step_passed_on_the_way_sends_its_template_filled_from_the_tool() {
+    // The example's result step is `canned_strict` with one template. The journey passes it
+    // on its way to the question whether to go on: the step still decides the mode, and its
+    // only template, filled from the tool's result, goes out without a composition call.
+    let model = Arc::new(with_reply(weather_walker(), |p| panic!("no composition call expected:\n{p}")));
+    let definition = example("weather");
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "上海天气怎么样？").await;
+    assert_eq!(outcome.messages, ["上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"]);
+    assert_eq!(outcome.trace.composition.template_id.as_deref(), Some("weather_report"));
+    assert_eq!(outcome.state.journey_paths["weather_lookup"].current(), "ask_continue");
+    // The next lookup loops back and reports the new result the same way.
+    let again = turn(&rt, &session, &outcome.state, "上海明天天气还好吗？").await;
+    assert_eq!(again.messages, ["上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"]);
 }
 
 #[tokio::test]

@@ -1,6 +1,6 @@
-//! Reply checks: a reply in the customer's voice, with a figure from nowhere, or in the
-//! wrong language is asked for again, and replaced by the fallback when it fails twice;
-//! the trace and the message event say so.
+//! Reply checks: a reply in the customer's voice, with a figure from nowhere, denying a
+//! lookup that succeeded, or in the wrong language is asked for again, and replaced by the
+//! fallback when it fails twice; the trace and the message event say so.
 
 use std::sync::{Arc, Mutex};
 
@@ -116,4 +116,21 @@ async fn an_echo_is_asked_for_again() {
     assert_eq!(outcome.trace.composition.reply_checks[0][0].check, ReplyCheck::Echo);
     assert!(prompts[1].contains("only repeats the customer's words"));
     assert_eq!(outcome.messages, ["上海今天多云。"]);
+}
+
+#[tokio::test]
+async fn a_reply_denying_a_lookup_that_succeeded_is_asked_for_again() {
+    let (outcome, prompts, _) =
+        one_turn(&["对不起，我无法提供上海的天气信息。", "上海今天多云，气温20度。"], "上海呢？").await;
+    assert_eq!(outcome.trace.composition.reply_checks[0][0].check, ReplyCheck::DeniesToolResult);
+    assert_eq!(outcome.trace.composition.reply_checks[0][0].evidence, "无法");
+    assert!(prompts[1].contains("the tool call of this turn succeeded"), "{}", prompts[1]);
+    assert_eq!(outcome.messages, ["上海今天多云，气温20度。"]);
+}
+
+#[tokio::test]
+async fn an_apology_after_a_failed_lookup_passes() {
+    let (outcome, prompts, _) = one_turn(&["抱歉，暂时无法查询巴黎的天气。可以查询上海。"], "What about Paris?").await;
+    assert_eq!(outcome.messages, ["抱歉，暂时无法查询巴黎的天气。可以查询上海。"]);
+    assert_eq!(prompts.len(), 1);
 }

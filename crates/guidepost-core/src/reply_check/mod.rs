@@ -217,8 +217,9 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
         problems.push(ReplyProblem::new(ReplyCheck::Repeated, reply.trim()));
     }
     if runs(ReplyCheck::CustomerVoice)
-        && let Some(evidence) =
-            voice::customer_request(reply, last_customer).or_else(|| voice::customer_possession(reply, context.history))
+        && let Some(evidence) = voice::customer_request(reply, last_customer)
+            .or_else(|| voice::restated_sentence(reply, last_customer))
+            .or_else(|| voice::customer_possession(reply, context.history))
     {
         problems.push(ReplyProblem::new(ReplyCheck::CustomerVoice, evidence));
     }

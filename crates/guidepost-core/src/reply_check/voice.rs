@@ -113,6 +113,29 @@ pub(super) fn customer_request(reply: &str, last_customer: Option<&str>) -> Opti
     None
 }
 
+/// A sentence of the customer's latest message, in the first person, that the reply repeats
+/// word for word ("Hello! I need a taxi. Can you give me the pickup address?" after "Hello,
+/// I need a taxi."): an agent answers such a sentence, it does not say it.
+pub(super) fn restated_sentence(reply: &str, last_customer: Option<&str>) -> Option<String> {
+    let reply_letters = letters(reply);
+    let customer = last_customer?;
+    customer
+        .split(['.', '!', '?', '。', '！', '？', '\n', ',', '，'])
+        .map(str::trim)
+        .filter(|sentence| !is_greeting(&sentence.to_lowercase()))
+        .find(|sentence| {
+            let lower = sentence.to_lowercase();
+            let first_person = lower.contains('我')
+                || lower
+                    .split(|c: char| !c.is_alphanumeric() && c != '\'')
+                    .any(|w| matches!(w, "i" | "i'm" | "my" | "me"));
+            let own = letters(sentence);
+            let long_enough = own.chars().count() >= 8 || own.chars().filter(|c| is_dense_script(*c)).count() >= 4;
+            first_person && long_enough && reply_letters.contains(&own)
+        })
+        .map(str::to_string)
+}
+
 /// Whether `prefix` is empty or only a greeting and punctuation ("Hello, ", "你好，").
 fn is_greeting(prefix: &str) -> bool {
     const GREETINGS: &[&str] = &["hi", "hello", "hey", "good morning", "good evening", "你好", "您好", "嗨", "bonjour"];
@@ -187,6 +210,39 @@ mod tests {
         assert!(customer_request("Could you tell me which city you mean?", Some(customer)).is_none());
         assert!(customer_request("请问您想查询哪个城市的天气？", Some("我想查天气")).is_none());
         assert!(customer_request("Tomorrow in Paris: 18°C and sunny.", Some(customer)).is_none());
+    }
+
+    #[test]
+    fn a_reply_repeating_the_customers_own_sentence_is_in_their_voice() {
+        let customer = "Hello, I need a taxi.";
+        assert_eq!(
+            restated_sentence(
+                "Hello! I need a taxi. Can you please provide me with the pickup address?",
+                Some(customer)
+            )
+            .as_deref(),
+            Some("I need a taxi")
+        );
+        let customer = "Nice. Which fund should I put that money in?";
+        assert!(
+            restated_sentence("Your balance is 15000 USD. Which fund should I put that money in?", Some(customer))
+                .is_some()
+        );
+        assert!(restated_sentence("帮我查一下上海的天气，谢谢", None).is_none());
+        assert!(restated_sentence("好的，我来查上海。", Some("我想知道上海的天气")).is_none());
+        assert_eq!(
+            restated_sentence("我想知道上海的天气。", Some("你好！我想知道上海的天气")).as_deref(),
+            Some("我想知道上海的天气")
+        );
+        // Repeating a detail the customer gave is not speaking for them.
+        assert!(
+            restated_sentence(
+                "Pickup at 12 Oak Street, to the central station. Correct?",
+                Some("To the central station.")
+            )
+            .is_none()
+        );
+        assert!(restated_sentence("Hello! How can I help?", Some("Hello")).is_none());
     }
 
     #[test]

@@ -298,7 +298,8 @@ fn prompt_of(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-async fn chat(
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat(
     State(state): State<Arc<FakeState>>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,

@@ -45,6 +45,14 @@ else
     cargo test --workspace --locked --no-fail-fast --lib --bins --tests
 fi
 
+# In CI, every fuzz target also runs for 15 s on fresh random inputs (the suite above ran a
+# fixed few dozen each), from the test binaries the suite has just built: about two minutes,
+# nothing compiled.
+if [[ "${CI:-}" == "true" ]]; then
+    echo "== fuzz targets (15 s each)"
+    GUIDEPOST_FUZZ_SECONDS=15 GUIDEPOST_FUZZ_CASES=256 scripts/fuzz.sh
+fi
+
 echo "== documentation examples"
 cargo test --workspace --locked --doc
 

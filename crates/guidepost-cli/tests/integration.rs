@@ -15,6 +15,8 @@ mod graph;
 mod help;
 #[path = "integration/hostile.rs"]
 mod hostile;
+#[path = "integration/neighbours.rs"]
+mod neighbours;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
 #[path = "integration/readme.rs"]

@@ -127,6 +127,28 @@ pub fn scrub_with(text: &str, known: &[String]) -> String {
     redact(&out, None)
 }
 
+/// `value` with every string in it scrubbed as [`scrub_with`] does, in place: tool-call
+/// arguments and tool results, which can carry what a customer pasted, a model copied or a
+/// tool service echoed, before they reach an event, a trace or a log. Walks the value
+/// without recursion, so a deeply nested result costs no stack.
+pub fn scrub_json(value: &mut serde_json::Value, known: &[String]) {
+    use serde_json::Value;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::String(text) => {
+                let clean = scrub_with(text, known);
+                if clean != *text {
+                    *text = clean;
+                }
+            }
+            Value::Array(items) => pending.extend(items.iter_mut()),
+            Value::Object(fields) => pending.extend(fields.values_mut()),
+            Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
+    }
+}
+
 /// `text` with the passwords of URLs' user information and the values of credential query
 /// parameters replaced.
 pub fn scrub_urls(text: &str) -> String {
@@ -201,6 +223,36 @@ mod tests {
             ["hunter22".to_string(), "0123456789".to_string()]
         );
         assert_eq!(scrub_urls("odd ://@:?&= end"), "odd ://@:?&= end");
+    }
+
+    #[test]
+    fn every_string_of_a_json_value_is_scrubbed() {
+        let known = ["planted-secret-0123".to_string()];
+        let mut value = serde_json::json!({
+            "query": "key planted-secret-0123 please",
+            "nested": [{"url": "https://me:hunter22@h/x"}, 42, null, ["Bearer sk-0123456789abcdefghij"]],
+            "plain": "nothing here",
+        });
+        scrub_json(&mut value, &known);
+        let text = value.to_string();
+        for secret in ["planted-secret-0123", "hunter22", "0123456789abcdefghij"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(value["plain"], "nothing here");
+        assert_eq!(value["nested"][1], 42);
+        // Deep nesting costs no stack.
+        let mut deep = serde_json::json!("sk-0123456789abcdefghij");
+        for _ in 0..100_000 {
+            deep = serde_json::Value::Array(vec![deep]);
+        }
+        scrub_json(&mut deep, &[]);
+        let mut inner = &deep;
+        while let Some(next) = inner.get(0) {
+            inner = next;
+        }
+        assert_eq!(inner, "sk-[redacted]");
+        // serde_json drops a value recursively; this one is leaked instead.
+        std::mem::forget(deep);
     }
 
     #[test]

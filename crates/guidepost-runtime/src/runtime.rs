@@ -497,7 +497,12 @@ impl AgentRuntime {
                 }
                 state.tool_insights.decisions.extend(inference.insights.decisions);
                 state.tool_insights.missing.extend(inference.insights.missing);
-                state.tool_insights.invalid.extend(inference.insights.invalid);
+                state.tool_insights.invalid.extend(inference.insights.invalid.into_iter().map(|mut insight| {
+                    if let Some(value) = insight.invalid_value.as_mut() {
+                        scrub_json(value);
+                    }
+                    insight
+                }));
                 let failed: Vec<&crate::trace::InferenceTrace> = inference.traces.iter().filter(|t| t.failed).collect();
                 if let Some(first) = failed.first() {
                     trace.degraded.push(DegradedStage {
@@ -508,7 +513,14 @@ impl AgentRuntime {
                         error: scrub(first.rationale.as_deref().unwrap_or("the model call failed")),
                     });
                 }
-                it.tool_inference = inference.traces;
+                it.tool_inference = inference
+                    .traces
+                    .into_iter()
+                    .map(|mut t| {
+                        t.rationale = t.rationale.as_deref().map(scrub);
+                        t
+                    })
+                    .collect();
                 if !inference.calls.is_empty() {
                     let records =
                         match cancellable(cancel, self.tools.call_many(inference.calls, &tool_ctx, None)).await {
@@ -535,16 +547,24 @@ impl AgentRuntime {
                     }
                     let mut event_calls = Vec::new();
                     for record in records {
-                        let result =
+                        // The call has run with what the model inferred; from here on (the
+                        // event, the trace, the logs, the next prompts) its arguments and
+                        // result carry no secrets.
+                        let mut result =
                             serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
+                        scrub_json(&mut result);
+                        let mut arguments = record.arguments;
+                        arguments.values_mut().for_each(scrub_json);
                         let call = StagedCall {
                             tool: record.tool.clone(),
-                            arguments: record.arguments.clone(),
+                            arguments: arguments.clone(),
                             ok: record.outcome.is_ok(),
                             result: result.clone(),
                             duration_ms: record.duration.as_millis() as u64,
                         };
-                        event_calls.push(json!({"tool_id": record.tool.to_string(), "arguments": record.arguments, "result": result}));
+                        event_calls.push(
+                            json!({"tool_id": record.tool.to_string(), "arguments": arguments, "result": result}),
+                        );
                         ctx.staged_tool_results.push(StagedToolResult {
                             tool: record.tool,
                             arguments: Value::Object(call.arguments.clone()),
@@ -792,4 +812,10 @@ fn lost_call(kind: &guidepost_tools::ToolErrorKind) -> bool {
 /// [`guidepost_llm::secrets::scrub`]).
 pub(crate) fn scrub(text: &str) -> String {
     guidepost_llm::secrets::scrub(text)
+}
+
+/// `value` without secrets in any of its strings (see [`scrub`]): tool-call arguments, tool
+/// results and argument values, which a customer, a model or a tool service filled.
+pub(crate) fn scrub_json(value: &mut Value) {
+    guidepost_llm::secrets::scrub_json(value, &[]);
 }

@@ -200,7 +200,10 @@ fn insight(tool: &Tool, p: &ToolParameter, invalid_value: Option<Value>, problem
 }
 
 fn already_staged(staged: &[StagedCall], tool: &ToolId, args: &Map<String, Value>) -> bool {
-    staged.iter().any(|c| &c.tool == tool && &c.arguments == args)
+    // Staged calls keep their arguments scrubbed of secrets: compare like with like.
+    let mut scrubbed = args.clone();
+    scrubbed.values_mut().for_each(crate::runtime::scrub_json);
+    staged.iter().any(|c| &c.tool == tool && c.arguments == scrubbed)
 }
 
 /// Whether `value` appears in what the customer wrote (case and spacing aside).

@@ -33,6 +33,7 @@
 //! Errors name the file and line: syntax and shape errors with the line and column the YAML
 //! parser reports, reference errors (unknown steps) with the step id and the line defining it.
 
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use guidepost_core::AgentDefinition;
+use guidepost_core::definition::MAX_PROBLEMS_PER_FILE;
 
 use crate::error::{ScenarioError, SimError, SourceLocation};
 use crate::observations::EngineExpectation;
@@ -320,12 +322,36 @@ impl Scenario {
                 message: d.message,
             }]
         })?;
-        Self::parse(path, &file.text)
+        Self::parse_within(path, &file.text, limits)
     }
 
-    /// Parses and checks scenario `text` (named `path` in errors).
+    /// Parses and checks scenario `text` (named `path` in errors), within the process's
+    /// [`Limits::global`](guidepost_core::limits::Limits::global).
     pub fn parse(path: &Path, text: &str) -> Result<Self, Vec<ScenarioError>> {
+        Self::parse_within(path, text, guidepost_core::limits::Limits::global())
+    }
+
+    /// Parses and checks scenario `text` within `limits`.
+    ///
+    /// The YAML is read twice: first by the bounded reader of definition files, which
+    /// refuses nesting deeper than [`Limit::NestingDepth`](guidepost_core::limits::Limit::NestingDepth)
+    /// and aliases that expand past [`Limit::ExpandedSize`](guidepost_core::limits::Limit::ExpandedSize)
+    /// (or 200,000 values) at their line and column, then into [`ScenarioFile`]. The second
+    /// reader has no such bounds of its own: it takes time quadratic in the depth of `[`/`{`
+    /// nesting, and replays an alias once per use, so a 3 KB file of nested aliases took
+    /// seconds and gigabytes.
+    pub fn parse_within(
+        path: &Path,
+        text: &str,
+        limits: &guidepost_core::limits::Limits,
+    ) -> Result<Self, Vec<ScenarioError>> {
         let at = |line: Option<usize>, column: Option<usize>| SourceLocation { file: path.to_path_buf(), line, column };
+        if let Err(e) = guidepost_core::definition::source::parse_with(text, limits) {
+            return Err(vec![ScenarioError {
+                location: at(Some(e.span.line as usize), Some(e.span.col as usize)),
+                message: e.message,
+            }]);
+        }
         let file: ScenarioFile = from_yaml(text).map_err(|e| {
             let loc = e.location();
             vec![ScenarioError {
@@ -333,20 +359,17 @@ impl Scenario {
                 message: e.to_string(),
             }]
         })?;
-        let line_of = |needle: &str| {
-            text.lines()
-                .position(|l| {
-                    let l = l.trim_start().trim_start_matches("- ").trim();
-                    l == format!("id: {needle}") || l == format!("id: \"{needle}\"") || l == format!("id: '{needle}'")
-                })
-                .map(|i| i + 1)
-        };
+        // The line of each step's `id: ...`, found in one pass when the first error needs it.
+        let mut id_lines: Option<HashMap<&str, usize>> = None;
+        let mut line_of = |needle: &str| id_lines.get_or_insert_with(|| step_id_lines(text)).get(needle).copied();
         let mut errors = Vec::new();
         let mut error = |step: Option<&str>, message: String| {
-            errors.push(ScenarioError { location: at(step.and_then(line_of), None), message });
+            errors.push(ScenarioError { location: at(step.and_then(&mut line_of), None), message });
         };
         let graph = file.step_graph.as_ref().map(|g| compile_graph(g, &mut error));
-        let known = |id: &str| file.step_graph.as_ref().is_some_and(|g| g.steps.iter().any(|s| s.id == id));
+        let step_ids: HashSet<&str> =
+            file.step_graph.iter().flat_map(|g| g.steps.iter().map(|s| s.id.as_str())).collect();
+        let known = |id: &str| step_ids.contains(id);
         let mut script = Vec::new();
         for (i, item) in file.script.iter().enumerate() {
             script.push(match item {
@@ -372,6 +395,14 @@ impl Scenario {
             error(None, "`goal` is empty".to_string());
         }
         if !errors.is_empty() {
+            if errors.len() > MAX_PROBLEMS_PER_FILE {
+                let more = errors.len() - MAX_PROBLEMS_PER_FILE;
+                errors.truncate(MAX_PROBLEMS_PER_FILE);
+                errors.push(ScenarioError {
+                    location: at(None, None),
+                    message: format!("and {more} more problem(s) not shown"),
+                });
+            }
             return Err(errors);
         }
         let id = file.id.clone().unwrap_or_else(|| {
@@ -422,18 +453,32 @@ impl Scenario {
     }
 }
 
+/// The line (from 1) of the first `id: <step>` line of each step id in a scenario's text
+/// (plain, double- or single-quoted).
+fn step_id_lines(text: &str) -> HashMap<&str, usize> {
+    let mut lines = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim_start().trim_start_matches("- ").trim();
+        let Some(id) = line.strip_prefix("id: ") else { continue };
+        let id = ['"', '\''].iter().find_map(|q| id.strip_prefix(*q).and_then(|r| r.strip_suffix(*q))).unwrap_or(id);
+        lines.entry(id).or_insert(i + 1);
+    }
+    lines
+}
+
 fn compile_graph(file: &StepGraphFile, error: &mut impl FnMut(Option<&str>, String)) -> StepGraph {
-    let ids: Vec<&str> = file.steps.iter().map(|s| s.id.as_str()).collect();
-    for (i, id) in ids.iter().enumerate() {
-        if ids[..i].contains(id) {
+    let mut ids: HashSet<&str> = HashSet::with_capacity(file.steps.len());
+    for step in &file.steps {
+        let id = step.id.as_str();
+        if !ids.insert(id) {
             error(Some(id), format!("step `{id}` is defined twice"));
         }
     }
-    if !ids.contains(&file.start.as_str()) {
+    if !ids.contains(file.start.as_str()) {
         error(None, format!("`start` names unknown step `{}`", file.start));
     }
     for terminal in &file.terminals {
-        if !ids.contains(&terminal.as_str()) {
+        if !ids.contains(terminal.as_str()) {
             error(None, format!("`terminals` names unknown step `{terminal}`"));
         }
     }
@@ -449,7 +494,7 @@ fn compile_graph(file: &StepGraphFile, error: &mut impl FnMut(Option<&str>, Stri
             let mut problems: Vec<String> = Vec::new();
             let mut syntax_problems: Vec<String> = Vec::new();
             let mut check_ref = |r: &str, what: &str| {
-                if !ids.contains(&r) {
+                if !ids.contains(r) {
                     problems.push(format!("step `{}`: {what} names unknown step `{r}`", s.id));
                 }
                 if r == s.id {

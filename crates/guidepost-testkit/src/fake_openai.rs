@@ -63,6 +63,7 @@ pub struct FakeState {
     log: Mutex<Vec<LoggedRequest>>,
     reject_keys: std::sync::atomic::AtomicBool,
     rejected_schemas: Mutex<Vec<String>>,
+    keys_in_tool_arguments: std::sync::atomic::AtomicBool,
 }
 
 /// The 401 a provider answers to a bad key, echoing the key as some providers do.
@@ -92,7 +93,16 @@ impl FakeState {
             log: Mutex::new(Vec::new()),
             reject_keys: std::sync::atomic::AtomicBool::new(false),
             rejected_schemas: Mutex::new(Vec::new()),
+            keys_in_tool_arguments: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Runs every tool it is asked about, with the caller's key as the value of every
+    /// argument: a model copying a secret into a tool call (for tests that check the key
+    /// never reaches an event, a trace or a log).
+    pub fn keys_in_tool_arguments(self: &Arc<Self>) -> Arc<Self> {
+        self.keys_in_tool_arguments.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.clone()
     }
 
     /// Answers requests for these structured outputs (by schema name, e.g.
@@ -262,6 +272,25 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
     }
 }
 
+/// A `tool_calls` answer that runs every tool with the caller's key as every argument.
+fn put_key_in_arguments(answer: &mut Value, headers: &axum::http::HeaderMap) {
+    let key = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim_start_matches("Bearer ").to_string())
+        .unwrap_or_default();
+    for tool in answer.get_mut("tools").and_then(Value::as_array_mut).into_iter().flatten() {
+        tool["decision"] = json!("needs_to_run");
+        for call in tool.get_mut("calls").and_then(Value::as_array_mut).into_iter().flatten() {
+            for value in
+                call.get_mut("arguments").and_then(Value::as_object_mut).into_iter().flat_map(|a| a.values_mut())
+            {
+                *value = json!(key);
+            }
+        }
+    }
+}
+
 fn prompt_of(body: &Value) -> String {
     body.get("messages")
         .and_then(Value::as_array)
@@ -269,7 +298,8 @@ fn prompt_of(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-async fn chat(
+/// `POST /v1/chat/completions`.
+pub(crate) async fn chat(
     State(state): State<Arc<FakeState>>,
     headers: axum::http::HeaderMap,
     Json(body): Json<Value>,
@@ -294,7 +324,10 @@ async fn chat(
                 .get("messages")
                 .and_then(Value::as_array)
                 .map_or(0, |m| m.iter().filter(|x| x.get("role").and_then(Value::as_str) == Some("user")).count());
-            let value = answer(&name, &schema, &prompt, users);
+            let mut value = answer(&name, &schema, &prompt, users);
+            if name == "tool_calls" && state.keys_in_tool_arguments.load(std::sync::atomic::Ordering::SeqCst) {
+                put_key_in_arguments(&mut value, &headers);
+            }
             (Some(name), value.to_string())
         }
         _ => (None, REPLY.to_string()),

@@ -9,9 +9,14 @@
 //! the message has a number. Benchmarks run it in a separate process, so the engine's own
 //! CPU time can be measured apart from it: the `guidepost-fake-llm` binary of this crate.
 //!
+//! [`misbehaving_openai`] is the same server with one fault on its chat completions (a
+//! stream without end marker, a stalled, endless or huge stream, a huge answer), for tests
+//! that hold the `guidepost` process to its time and memory limits.
+//!
 //! [`fake_parlant`] is a fake Parlant 3.3.2 server (its routes, status codes, long polls and
 //! event sequence) with any agent behind it: scripted turns, or a Guidepost engine, so the
 //! simulator's Parlant client is tested against Parlant's wire format.
 
 pub mod fake_openai;
 pub mod fake_parlant;
+pub mod misbehaving_openai;

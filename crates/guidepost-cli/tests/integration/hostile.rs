@@ -122,14 +122,19 @@ fn a_symlink_loop_in_a_definition_folder_is_refused() {
     std::fs::write(agents.join("sub/a.yaml"), "agent: {name: A}\n").unwrap();
     std::os::unix::fs::symlink(&agents, agents.join("sub/back")).unwrap();
     std::os::unix::fs::symlink(&agents, agents.join("sub/again")).unwrap();
-    guidepost()
+    let out = guidepost()
         .arg("check")
         .arg(&agents)
+        .env("GUIDEPOST_REPORT_PEAK_MEMORY", "1")
         .timeout(std::time::Duration::from_secs(30))
         .assert()
         .code(2)
         .stderr(predicate::str::contains("symlink loop:"))
-        .stderr(predicate::str::contains("sub/again"));
+        .stderr(predicate::str::contains("sub/again"))
+        .get_output()
+        .clone();
+    let peak = peak_kib(&String::from_utf8_lossy(&out.stderr));
+    assert!(peak < PEAK_MEMORY_KIB, "peak memory {peak} KiB");
 }
 
 #[cfg(unix)]

@@ -100,16 +100,21 @@ pub fn fake_model_with_latency(ms: u64) -> FakeModel {
 
 /// With `reject_keys`, every request gets a 401 that repeats the caller's key.
 pub fn fake_model_with(latency_ms: u64, reject_keys: bool) -> FakeModel {
-    use guidepost_testkit::fake_openai::{FakeState, router};
+    let state = guidepost_testkit::fake_openai::FakeState::new(Duration::from_millis(latency_ms));
+    if reject_keys {
+        state.reject_keys();
+    }
+    fake_model_from(state)
+}
+
+/// The fake model server with this state.
+pub fn fake_model_from(state: std::sync::Arc<guidepost_testkit::fake_openai::FakeState>) -> FakeModel {
+    use guidepost_testkit::fake_openai::router;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     // Bound here, served on the fake's runtime: callers may be inside a runtime of their own.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
-    let state = FakeState::new(Duration::from_millis(latency_ms));
-    if reject_keys {
-        state.reject_keys();
-    }
     runtime.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
         axum::serve(listener, router(state)).await
@@ -317,14 +322,43 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("agents: banking, otto, taxi, weather"));
 }
 
+/// An agent whose one guideline runs a tool; its fixture knows no parcel.
+const PARCELS_AGENT: &str = "agent: {id: parcels, name: Pia}
+guidelines:
+  - id: locate
+    condition: The customer asks where their parcel is
+    action: Look the parcel up and tell the customer where it is
+    tools: [locate_parcel]
+tools:
+  - name: locate_parcel
+    description: Find a parcel by its code
+    parameters:
+      code: string
+    fixture:
+      cases:
+        - args: {code: 1Z999}
+          result: {status: in transit}
+      otherwise:
+        error: No parcel with that code
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn planted_secrets_never_reach_logs_or_responses() {
     const PROVIDER_KEY: &str = "sk-planted-provider-7f3a9c2e5b";
     const ADMIN_KEY: &str = "gp-planted-admin-4d8e1b6a0c";
-    let fake = fake_model_with(0, true);
+    // The provider refuses the reply calls with a 401 that echoes the key, and its tool-call
+    // inference copies the key into every argument of a tool it runs.
+    let fake = fake_model_from(
+        guidepost_testkit::fake_openai::FakeState::new(Duration::ZERO)
+            .reject_schemas(&["reply", "template_choice"])
+            .keys_in_tool_arguments(),
+    );
+    let agents = tempfile::tempdir().unwrap();
+    let parcels = agents.path().join("parcels.yaml");
+    std::fs::write(&parcels, PARCELS_AGENT).unwrap();
     let server = serve_with_env(
         &fake,
-        &["--ephemeral"],
+        &["--ephemeral", parcels.to_str().unwrap()],
         &[
             ("OPENAI_COMPATIBLE_API_KEY", PROVIDER_KEY),
             ("GUIDEPOST_API_KEYS", &format!("admin:{ADMIN_KEY}")),
@@ -345,37 +379,59 @@ async fn planted_secrets_never_reach_logs_or_responses() {
         .await
         .unwrap();
     let sid = session["id"].as_str().unwrap().to_string();
-    http.post(format!("{base}/sessions/{sid}/events"))
+    let parcel_session: serde_json::Value = http
+        .post(format!("{base}/sessions"))
         .bearer_auth(ADMIN_KEY)
-        .json(&serde_json::json!({"kind": "message", "source": "customer", "message": "I need a taxi"}))
+        .json(&serde_json::json!({"agent_id": "parcels"}))
         .send()
         .await
+        .unwrap()
+        .json()
+        .await
         .unwrap();
-    // The provider refuses the key (echoing it); the turn fails with an error status.
-    let mut failed = false;
-    for _ in 0..30 {
-        let events = http
-            .get(format!("{base}/sessions/{sid}/events?min_offset=0&wait_for_data=2"))
+    let parcel_sid = parcel_session["id"].as_str().unwrap().to_string();
+    for (sid, message) in [(&sid, "I need a taxi"), (&parcel_sid, "Where is my parcel?")] {
+        http.post(format!("{base}/sessions/{sid}/events"))
             .bearer_auth(ADMIN_KEY)
+            .json(&serde_json::json!({"kind": "message", "source": "customer", "message": message}))
             .send()
             .await
-            .unwrap()
-            .text()
-            .await
             .unwrap();
-        seen.push_str(&events);
-        if events.contains("\"error\"") && events.contains("completed") {
-            failed = true;
-            break;
+        // The provider refuses the key (echoing it); the turn fails with an error status.
+        let mut failed = false;
+        let mut last = String::new();
+        for _ in 0..150 {
+            let events = http
+                .get(format!("{base}/sessions/{sid}/events?min_offset=0&wait_for_data=2"))
+                .bearer_auth(ADMIN_KEY)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if events.contains("\"error\"") && events.contains("completed") {
+                seen.push_str(&events);
+                failed = true;
+                break;
+            }
+            last = events;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert!(failed, "the turn ended with an error status: {last}");
+        for path in [format!("/sessions/{sid}/turns"), format!("/sessions/{sid}/usage")] {
+            seen.push_str(
+                &http.get(format!("{base}{path}")).bearer_auth(ADMIN_KEY).send().await.unwrap().text().await.unwrap(),
+            );
         }
     }
-    assert!(failed, "the turn ended with an error status: {seen}");
-    for path in [
-        format!("/sessions/{sid}/turns"),
-        format!("/sessions/{sid}/usage"),
-        "/metrics".to_string(),
-        "/agents".to_string(),
-    ] {
+    // The parcel lookup ran once, with the key as its argument, shown redacted in its tool
+    // event and in the turn's trace.
+    assert!(
+        seen.matches("\"code\":\"[redacted]\"").count() >= 2,
+        "the tool call shows with its argument redacted: {seen}"
+    );
+    for path in ["/metrics", "/agents"] {
         seen.push_str(
             &http.get(format!("{base}{path}")).bearer_auth(ADMIN_KEY).send().await.unwrap().text().await.unwrap(),
         );

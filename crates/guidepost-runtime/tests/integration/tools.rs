@@ -149,3 +149,59 @@ async fn a_customer_only_value_the_customer_did_not_write_is_asked_for_again() {
     assert_eq!(model.calls(&TaskKind::ToolInference), 2);
     assert_eq!(outcome.messages, ["It is 12 degrees in Paris."]);
 }
+
+#[tokio::test]
+async fn secrets_in_tool_arguments_and_results_stay_out_of_events_traces_and_prompts() {
+    // The model copies a key the customer pasted into a tool call; the tool echoes it and
+    // adds a credential URL of its own. The tool gets the argument as written; the tool
+    // event, the trace and the reply's prompt get neither secret.
+    const KEY: &str = "sk-live-PLANTEDtoolarg0123456789";
+    let yaml = r#"
+agent: {name: Vault}
+guidelines:
+  - id: check
+    condition: The customer asks to check their key
+    action: Check the key with the tool and say what it returned
+    tools: [check_key]
+tools:
+  - name: check_key
+    service: native
+    parameters:
+      key: {type: string, description: The key to check}
+"#;
+    let definition = inline(yaml);
+    let mut registry = fixtures(&definition);
+    let received = Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
+    let seen = received.clone();
+    registry.register_native(NativeTool::new("check_key", move |args, _| {
+        seen.lock().unwrap().push(serde_json::Value::Object(args.clone()));
+        async move {
+            Ok::<_, String>(
+                json!({"checked": args["key"].clone(), "via": "https://admin:hunter2secret@keys.example.com/v1"}),
+            )
+        }
+    }));
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| c.contains("check their key") && last.contains("key"));
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|_| {
+        Ok(json!({"tools": [{"tool": "check_key", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"key": KEY}}]}]}))
+    });
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        assert!(!p.contains("PLANTEDtoolarg") && !p.contains("hunter2secret"), "the prompt holds a secret:\n{p}");
+        assert!(p.contains("[redacted]"), "the result shows, redacted:\n{p}");
+        "Your key was checked.".into()
+    }));
+    let rt = runtime(definition, model.clone(), registry);
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "Please check my key").await;
+    assert_eq!(outcome.messages, ["Your key was checked."]);
+    assert_eq!(received.lock().unwrap()[0]["key"], KEY, "the tool ran with the argument as written");
+    assert_eq!(received.lock().unwrap().len(), 1, "the same call, scrubbed, is not run again");
+    let call = &outcome.trace.iterations[0].tool_calls[0];
+    assert_eq!(call.arguments["key"], "sk-[redacted]");
+    let trace = serde_json::to_string(&outcome.trace).unwrap();
+    let events = serde_json::to_string(&session.events().iter().map(|e| &e.data).collect::<Vec<_>>()).unwrap();
+    for text in [&trace, &events] {
+        assert!(!text.contains("PLANTEDtoolarg") && !text.contains("hunter2secret"), "a secret leaked: {text}");
+    }
+    assert!(events.contains("admin:[redacted]@keys.example.com"), "{events}");
+}

@@ -145,7 +145,7 @@ impl Expr {
     /// assert!(Expr::parse("unknown(1)").is_err());
     /// ```
     pub fn parse(source: &str) -> Result<Self, ExprError> {
-        let mut parser = Parser { src: source, pos: 0 };
+        let mut parser = Parser { src: source, pos: 0, depth: 0, operators: 0 };
         let root = parser.or()?;
         parser.skip_ws();
         if parser.pos < source.len() {
@@ -246,9 +246,19 @@ fn truthy(value: &ExprValue) -> bool {
     }
 }
 
+/// How deep parentheses and `!` may nest in an expression: the parser and the evaluator
+/// recurse once per level.
+pub const MAX_DEPTH: usize = 64;
+
+/// How many operators (`&&`, `||`, comparisons, `!`) one expression may hold: the evaluator
+/// recurses once per operator of a chain.
+pub const MAX_OPERATORS: usize = 1_000;
+
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    depth: usize,
+    operators: usize,
 }
 
 impl Parser<'_> {
@@ -275,9 +285,28 @@ impl Parser<'_> {
         }
     }
 
+    /// One level deeper (a parenthesis or a `!`), refused past [`MAX_DEPTH`].
+    fn descend(&mut self) -> Result<(), ExprError> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.error(format!("nested more than {MAX_DEPTH} levels deep")));
+        }
+        Ok(())
+    }
+
+    /// One more operator, refused past [`MAX_OPERATORS`].
+    fn operator(&mut self) -> Result<(), ExprError> {
+        self.operators += 1;
+        if self.operators > MAX_OPERATORS {
+            return Err(self.error(format!("more than {MAX_OPERATORS} operators")));
+        }
+        Ok(())
+    }
+
     fn or(&mut self) -> Result<Node, ExprError> {
         let mut left = self.and()?;
         while self.eat("||") {
+            self.operator()?;
             left = Node::Or(Box::new(left), Box::new(self.and()?));
         }
         Ok(left)
@@ -286,6 +315,7 @@ impl Parser<'_> {
     fn and(&mut self) -> Result<Node, ExprError> {
         let mut left = self.not()?;
         while self.eat("&&") {
+            self.operator()?;
             left = Node::And(Box::new(left), Box::new(self.not()?));
         }
         Ok(left)
@@ -295,7 +325,11 @@ impl Parser<'_> {
         self.skip_ws();
         if self.rest().starts_with('!') && !self.rest().starts_with("!=") {
             self.pos += 1;
-            return Ok(Node::Not(Box::new(self.not()?)));
+            self.operator()?;
+            self.descend()?;
+            let inner = self.not()?;
+            self.depth -= 1;
+            return Ok(Node::Not(Box::new(inner)));
         }
         self.cmp()
     }
@@ -311,6 +345,7 @@ impl Parser<'_> {
             (">", CmpOp::Gt),
         ] {
             if self.eat(token) {
+                self.operator()?;
                 return Ok(Node::Cmp(op, Box::new(left), Box::new(self.primary()?)));
             }
         }
@@ -325,10 +360,12 @@ impl Parser<'_> {
         };
         if first == '(' {
             self.pos += 1;
+            self.descend()?;
             let inner = self.or()?;
             if !self.eat(")") {
                 return Err(self.error("expected `)`"));
             }
+            self.depth -= 1;
             return Ok(inner);
         }
         if first == '"' || first == '\'' {
@@ -366,6 +403,7 @@ impl Parser<'_> {
             }
             let mut args = Vec::new();
             if !self.eat(")") {
+                self.descend()?;
                 loop {
                     args.push(self.or()?);
                     if self.eat(")") {
@@ -375,6 +413,7 @@ impl Parser<'_> {
                         return Err(self.error("expected `,` or `)`"));
                     }
                 }
+                self.depth -= 1;
             }
             if args.len() != arity {
                 return Err(self.error(format!("`{name}` takes {arity} argument(s), got {}", args.len())));
@@ -434,6 +473,25 @@ mod tests {
             let e = Expr::parse(&format!("{a} < {b} && !({a} >= {b})")).unwrap();
             proptest::prop_assert_eq!(e.holds(&Env), a < b);
         }
+    }
+
+    #[test]
+    fn deep_nesting_and_long_chains_are_refused_without_recursing_on_them() {
+        let deep = format!("{}turns > 1{}", "(".repeat(100_000), ")".repeat(100_000));
+        let err = Expr::parse(&deep).unwrap_err();
+        assert!(err.message.contains("nested more than 64 levels deep"), "{}", err.message);
+        assert_eq!(err.offset, 65);
+        let nots = format!("{}true", "!".repeat(100_000));
+        assert!(Expr::parse(&nots).unwrap_err().message.contains("nested more than 64"));
+        let calls = "satisfied(".repeat(100_000);
+        assert!(Expr::parse(&calls).unwrap_err().message.contains("nested more than 64"));
+        let chain = vec!["turns > 1"; 100_000].join(" && ");
+        assert!(Expr::parse(&chain).unwrap_err().message.contains("more than 1000 operators"));
+        // Within the bounds, both parse.
+        let nested = format!("{}turns > 1{}", "(".repeat(64), ")".repeat(64));
+        assert!(Expr::parse(&nested).is_ok());
+        let chain = vec!["turns > 1"; 300].join(" && ");
+        assert!(Expr::parse(&chain).is_ok());
     }
 
     #[test]

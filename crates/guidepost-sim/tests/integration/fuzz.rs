@@ -77,3 +77,68 @@ fn every_seed_loads_or_fails_with_a_position() {
     let errors = nul.err().unwrap_or_default();
     assert_eq!((errors[0].location.line, errors[0].location.column), (Some(2), Some(8)), "{errors:?}");
 }
+
+/// Loads `text` as a scenario within the default limits; its errors and the time taken.
+fn load_timed(text: &str) -> (Vec<String>, std::time::Duration) {
+    let started = Instant::now();
+    let result = Scenario::from_bytes(Path::new("hostile.yaml"), text.as_bytes().to_vec(), &Limits::default());
+    let took = started.elapsed();
+    (result.err().unwrap_or_default().iter().map(ToString::to_string).collect(), took)
+}
+
+const HEAD: &str = "goal: g\npersona: {description: p}\n";
+
+#[test]
+fn nested_aliases_are_refused_by_their_expanded_size_not_replayed() {
+    // 3.4 KB: a list of 1,000 values, used 10 times in a list used 10 times in a list used
+    // 250 times (2.5 million values once expanded; it took 16 s and gigabytes to load).
+    let mut text = format!("{HEAD}metadata:\n  a0: &a0 [{}]\n", vec!["1"; 1000].join(","));
+    text.push_str(&format!("  a1: &a1 [{}]\n", ["*a0"; 10].join(", ")));
+    text.push_str(&format!("  a2: &a2 [{}]\n", ["*a1"; 10].join(", ")));
+    text.push_str(&format!("  b: [{}]\n", vec!["*a2"; 250].join(", ")));
+    let (errors, took) = load_timed(&text);
+    assert!(took < fuzz::CASE_TIME, "took {took:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("hostile.yaml:7:"), "{}", errors[0]);
+    assert!(errors[0].contains("values (check for alias loops)"), "{}", errors[0]);
+}
+
+#[test]
+fn deep_flow_nesting_is_refused_at_the_nesting_limit_in_linear_time() {
+    // 100,000 `[`: the YAML reader behind scenarios takes time quadratic in this depth
+    // (40,000 took 4.5 s) before its own recursion limit applies.
+    let (errors, took) = load_timed(&format!("{HEAD}metadata:\n  x: {}\n", "[".repeat(100_000)));
+    assert!(took < fuzz::CASE_TIME, "took {took:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("hostile.yaml:4:"), "{}", errors[0]);
+    assert!(errors[0].contains("GUIDEPOST_MAX_NESTING_DEPTH"), "{}", errors[0]);
+}
+
+#[test]
+fn many_step_problems_are_found_in_linear_time_and_reported_up_to_the_cap() {
+    // 15,000 steps with one id, each naming an unknown step: 29,999 problems, each placed at
+    // its step's line (found by one scan of the file, not one per problem, and duplicates
+    // found in a set, not by comparing each step with the ones before).
+    let mut text = format!("{HEAD}step_graph:\n  start: s0\n  steps:\n");
+    for i in 0..15_000 {
+        text.push_str(&format!("    - id: s0\n      instruction: x\n      after: [missing{i}]\n"));
+    }
+    let (errors, took) = load_timed(&text);
+    assert!(took < fuzz::CASE_TIME, "took {took:?}");
+    assert_eq!(errors.len(), guidepost_core::definition::MAX_PROBLEMS_PER_FILE + 1);
+    assert!(errors[0].starts_with("hostile.yaml:6: step `s0`"), "{}", errors[0]);
+    assert!(errors.last().unwrap().contains("and 29799 more problem(s) not shown"), "{errors:?}");
+}
+
+#[test]
+fn a_deeply_nested_step_expression_is_an_error_not_a_stack_overflow() {
+    let expr = format!("{}turns > 1{}", "(".repeat(200_000), ")".repeat(200_000));
+    let text = format!(
+        "{HEAD}step_graph:\n  start: s0\n  steps:\n    - id: s0\n      instruction: x\n      satisfied_when: {{expr: '{expr}'}}\n"
+    );
+    let (errors, took) = load_timed(&text);
+    assert!(took < fuzz::CASE_TIME, "took {took:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].starts_with("hostile.yaml:6:"), "{}", errors[0]);
+    assert!(errors[0].contains("nested more than 64 levels deep"), "{}", &errors[0][errors[0].len() - 200..]);
+}

@@ -4,13 +4,13 @@
 //! Per round, on the current active set: dependencies (`dependency` needs every target,
 //! `dependency_any` needs one target per group; a journey-scoped guideline or node needs
 //! its journey; failures cascade), then relational `priority` (an active source drops its
-//! targets; a dropped entity no longer drops anything), then `entailment` (active sources
+//! targets, even when it is itself outranked; members of a priority cycle keep each other), then `entailment` (active sources
 //! add their targets). Rounds repeat until nothing changes; drops by priority and
 //! additions by entailment are kept across rounds, dependency failures are recomputed.
 //! Numeric priority applies as configured ([`NumericPriority`]).
 //!
-//! The result depends only on the set of inputs (entities are processed in sorted order)
-//! and resolving a result again changes nothing.
+//! The result depends only on the set of inputs (entities are processed in sorted order),
+//! and whatever survives survives resolving the result again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -297,10 +297,9 @@ impl<'a> RelationalResolver<'a> {
             }
         }
         let mut memo: BTreeMap<Entity, Option<(Entity, String)>> = BTreeMap::new();
-        let mut on_stack = BTreeSet::new();
         let mut dropped = Reasons::new();
         for e in active {
-            if let Some((by, rel)) = dropped_by(e, &edges, &mut memo, &mut on_stack) {
+            if let Some((by, rel)) = dropped_by(e, &edges, &mut memo) {
                 let reason = numeric
                     .get(e)
                     .filter(|r| matches!(r, ResolutionReason::NumericPriority { by: b, .. } if *b == entity_name(&by)))
@@ -399,33 +398,40 @@ pub fn entity_name(e: &Entity) -> String {
     }
 }
 
-/// Whether `e` is dropped: some source with priority over it is itself not dropped.
-/// Sources still being decided (priority cycles) count as not dropped; entities are
-/// visited in sorted order, so the outcome does not depend on input order.
+/// Whether `e` is dropped: some active source has priority over it, even a source that is
+/// itself outranked (with a over b over c all active, only a remains). A source that `e`
+/// itself outranks, directly or through others (a priority cycle), does not drop it, so a
+/// cycle does not empty itself. Entities are visited in sorted order, so the outcome does not
+/// depend on input order.
 fn dropped_by(
     e: &Entity,
     edges: &BTreeMap<Entity, BTreeSet<(Entity, String)>>,
     memo: &mut BTreeMap<Entity, Option<(Entity, String)>>,
-    on_stack: &mut BTreeSet<Entity>,
 ) -> Option<(Entity, String)> {
     if let Some(known) = memo.get(e) {
         return known.clone();
     }
-    if !on_stack.insert(e.clone()) {
-        return None;
-    }
-    let mut result = None;
-    if let Some(sources) = edges.get(e) {
-        for (s, rel) in sources {
-            if dropped_by(s, edges, memo, on_stack).is_none() {
-                result = Some((s.clone(), rel.clone()));
-                break;
+    let result = edges.get(e).and_then(|sources| sources.iter().find(|(s, _)| !outranks(e, s, edges))).cloned();
+    memo.insert(e.clone(), result.clone());
+    result
+}
+
+/// Whether `by` has priority over `e`, directly or through others: `by` is among the sources
+/// reached by walking from `e` to whatever outranks it (iteratively, over active entities).
+fn outranks(by: &Entity, e: &Entity, edges: &BTreeMap<Entity, BTreeSet<(Entity, String)>>) -> bool {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![e.clone()];
+    while let Some(x) = stack.pop() {
+        for (s, _) in edges.get(&x).into_iter().flatten() {
+            if s == by {
+                return true;
+            }
+            if seen.insert(s.clone()) {
+                stack.push(s.clone());
             }
         }
     }
-    on_stack.remove(e);
-    memo.insert(e.clone(), result.clone());
-    result
+    false
 }
 
 #[cfg(test)]
@@ -478,6 +484,30 @@ journeys:
         assert_eq!(resolved.matches.iter().map(|m| m.guideline_id.as_str()).collect::<Vec<_>>(), vec!["human"]);
         let journey = resolved.records.iter().find(|r| r.entity == Entity::Journey("order".into())).unwrap();
         assert!(matches!(&journey.reason, ResolutionReason::Deprioritized { by, .. } if by == "human"));
+    }
+
+    fn resolve_ids(def: &str, ids: &[&str]) -> Vec<String> {
+        let agent = CompiledAgent::new(Arc::new(load_agent(&[SourceFile::new("a.yaml", def)]).definition.unwrap()));
+        let resolver = RelationalResolver::new(&agent, NumericPriority::BreakTies);
+        let matches: Vec<GuidelineMatch> = ids.iter().map(|id| m(id)).collect();
+        let mut out: Vec<String> =
+            resolver.resolve(&matches, &[]).matches.into_iter().map(|m| m.guideline_id).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn an_outranked_guideline_still_outranks_the_ones_below_it() {
+        let chain = r#"
+agent: { name: Otto }
+guidelines:
+  - { id: a, condition: A, action: do a, priority_over: [b] }
+  - { id: b, condition: B, action: do b, priority_over: [c] }
+  - { id: c, condition: C, action: do c }
+"#;
+        assert_eq!(resolve_ids(chain, &["a", "b", "c"]), ["a"]);
+        assert_eq!(resolve_ids(chain, &["b", "c"]), ["b"]);
+        assert_eq!(resolve_ids(chain, &["a", "c"]), ["a", "c"]);
     }
 
     #[test]

@@ -128,3 +128,50 @@ async fn an_ambiguous_request_does_not_start_a_journey_it_names() {
     assert_eq!(address.decision, guidepost_engine::record::JourneyDecision::NotStarted);
     assert!(address.correction.as_deref().unwrap().contains("disambiguation"));
 }
+
+/// A model that finds "upgrade" ambiguous among all three targets, whatever the checks of
+/// the targets say; those checks match the targets whose keyword `applies` names.
+fn ambiguous_among_all(applies: &'static [&'static str]) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("DisambiguationAnswer"))
+            .reply_with(|req| {
+                let options: Vec<String> = items(req, "## Options").into_iter().map(|(id, _)| id).collect();
+                Ok(json!({"rationale": "any of them", "ambiguous": true, "plausible_options": options, "question": "Which upgrade: plan, shipping or device?"}))
+            })
+            .when(schema_is("ActionableChecks"))
+            .reply_with(move |req| Ok(checks(req, "## Guidelines", |cond, _| applies.iter().any(|k| cond.contains(k))))),
+    )
+}
+
+#[tokio::test]
+async fn when_the_checks_leave_one_target_there_is_nothing_to_ask() {
+    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&["faster shipping"]));
+    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
+    assert!(o.matches.iter().all(|m| !matches!(m.kind, MatchKind::Clarification { .. })), "{:?}", o.matches);
+    assert!(o.matched("upgrade_shipping"), "the one target that applies is followed");
+    let head = o.record.candidate("upgrade_unclear").unwrap();
+    assert_eq!(head.verdict, Verdict::NotMatched);
+    assert!(head.rationale.as_deref().unwrap().contains("only `upgrade_shipping`"), "{head:?}");
+}
+
+#[tokio::test]
+async fn when_the_checks_leave_no_target_there_is_nothing_to_ask() {
+    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&[]));
+    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
+    assert!(o.matches.is_empty(), "{:?}", o.matches);
+    assert_eq!(o.record.candidate("upgrade_unclear").unwrap().verdict, Verdict::NotMatched);
+}
+
+#[tokio::test]
+async fn the_question_offers_only_the_targets_the_checks_left() {
+    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&["subscription", "faster shipping"]));
+    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
+    let clarify =
+        o.matches.iter().find(|m| matches!(m.kind, MatchKind::Clarification { .. })).expect("a clarification");
+    let MatchKind::Clarification { options, .. } = &clarify.kind else { unreachable!() };
+    assert_eq!(options, &vec!["upgrade_plan".to_string(), "upgrade_shipping".to_string()]);
+    let question = clarify.action.as_deref().unwrap();
+    assert!(!question.contains("device"), "the ruled-out target is not offered: {question}");
+    assert!(question.contains("subscription plan") && question.contains("faster shipping"), "{question}");
+}

@@ -302,15 +302,86 @@ impl JourneySelector {
     ) -> ModelSelection {
         let outcome = journey_selection::evaluate(model, graph, path, conversation, self.temperature).await;
         match outcome.answer {
-            Ok(answer) => ModelSelection {
-                change: apply_answer(graph, path, starting, &answer, self.max_steps),
-                rationale: answer.rationale,
-                usage: outcome.usage,
-                estimated_tokens: outcome.estimated_tokens,
-                error: None,
-            },
+            Ok(answer) => {
+                let change = apply_answer(graph, path, starting, &answer, self.max_steps);
+                let mut selection = ModelSelection {
+                    change,
+                    rationale: answer.rationale,
+                    usage: outcome.usage,
+                    estimated_tokens: outcome.estimated_tokens,
+                    error: None,
+                };
+                self.leave_fork(model, graph, path, starting, conversation, &mut selection).await;
+                selection
+            }
             Err(error) => self.failed(path, starting, None, outcome.estimated_tokens, error),
         }
+    }
+
+    /// A fork is never a resting place: a move that ends on a fork with more than one way out
+    /// goes on along the first exit whose condition holds (one yes-or-no question per
+    /// conditional exit), else along its unconditional exit; with neither, the journey stays
+    /// where it was (a starting journey does not start).
+    async fn leave_fork(
+        &self,
+        model: &dyn ChatModel,
+        graph: &JourneyGraph,
+        path: &JourneyPath,
+        starting: bool,
+        conversation: &ConversationView,
+        selection: &mut ModelSelection,
+    ) {
+        let steps = match &selection.change.decision {
+            JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
+            _ => return,
+        };
+        let Some(fork) = steps.last().and_then(|s| graph.node(s)).filter(|n| n.kind == NodeKind::Fork) else {
+            return;
+        };
+        if fork.edges.len() < 2 {
+            return;
+        }
+        let conditional: Vec<&JourneyEdge> = fork.edges.iter().filter(|e| e.condition.is_some()).collect();
+        let mut chosen = None;
+        if !conditional.is_empty() {
+            let items: Vec<PromptItem> = conditional
+                .iter()
+                .enumerate()
+                .map(|(i, e)| PromptItem {
+                    id: (i + 1).to_string(),
+                    condition: e.condition.clone().unwrap_or_default(),
+                    action: None,
+                    description: None,
+                    waits: false,
+                })
+                .collect();
+            let outcome =
+                single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
+            selection.estimated_tokens += outcome.estimated_tokens;
+            if let Some(u) = &outcome.usage {
+                Usage::sum_into(&mut selection.usage, u);
+            }
+            match outcome.answer {
+                Ok(verdicts) => {
+                    chosen = conditional.iter().zip(&verdicts).find(|(_, v)| v.applies).map(|(e, _)| *e);
+                }
+                Err(error) => selection.error = Some(error),
+            }
+        }
+        let chosen = chosen.or_else(|| fork.edges.iter().find(|e| e.condition.is_none()));
+        selection.change = match chosen {
+            Some(edge) => {
+                let mut steps = steps;
+                steps.push(edge.to.clone());
+                let limit = self.max_steps.max(steps.len());
+                advance(graph, path, &steps, starting, limit)
+            }
+            None => PathChange {
+                decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
+                path: (!starting).then(|| path.clone()),
+                correction: Some(format!("the move ended on fork `{}` and none of its exits holds; stayed", fork.id)),
+            },
+        };
     }
 }
 

@@ -142,3 +142,80 @@ async fn booking_progresses_backtracks_on_correction_and_completes() {
     assert!(!o.journey_paths.contains_key("book_taxi"));
     assert!(o.matched_nodes().is_empty());
 }
+
+const FORKED: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: order
+    title: Order
+    conditions: [The customer wants to order]
+    start: ask_item
+    states:
+      - id: ask_item
+        chat: Ask what they want to order
+        next:
+          - { to: route, when: The customer named an item }
+      - id: route
+        fork: true
+        next:
+          - { to: ask_address, when: The customer wants delivery }
+          - { to: tell_store, when: The customer will pick the order up }
+      - { id: ask_address, chat: Ask for the delivery address, next: end }
+      - { id: tell_store, chat: Tell them the store opening hours, next: end }
+"#;
+
+/// The journey selection ends its move on the fork; the fork's exits are then asked one at
+/// a time, and `holds` says which hold.
+fn forked_model(holds: &'static [&'static str]) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |c, _| c.contains("order"))))
+            .when(schema_is("ReapplyChecks"))
+            .reply_with(|req| Ok(reapply_none(req)))
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| {
+                let text = user(req);
+                let fork = text
+                    .split("## Steps")
+                    .nth(1)
+                    .unwrap_or("")
+                    .lines()
+                    .find_map(|l| {
+                        let (id, body) = l.strip_prefix('[')?.split_once(']')?;
+                        body.contains("fork").then(|| id.to_string())
+                    })
+                    .unwrap_or_else(|| panic!("no fork step in:\n{text}"));
+                Ok(advance(vec![fork], "item named; the route depends on delivery"))
+            })
+            .when(schema_is("Verdict"))
+            .reply_with(move |req| {
+                let text = user(req);
+                let statement = text.rsplit("Statement").next().unwrap_or("");
+                Ok(json!(if holds.iter().any(|h| statement.contains(h)) { "yes" } else { "no" }))
+            }),
+    )
+}
+
+#[tokio::test]
+async fn a_move_that_ends_on_a_fork_goes_on_along_the_exit_that_holds() {
+    let m = matcher(inline(FORKED), forked_model(&["pick the order up"]));
+    let mut session = Session::new();
+    let o = m.match_turn(&session.customer("I want to order")).await.unwrap();
+    session.reply(&o, "What would you like to order?");
+    let o = m.match_turn(&session.customer("A large pizza, I'll pick it up")).await.unwrap();
+    let path = path_of(&o, "order").unwrap();
+    assert_eq!(path.last().map(String::as_str), Some("tell_store"), "{path:?}");
+}
+
+#[tokio::test]
+async fn a_fork_with_no_exit_that_holds_is_not_a_resting_place() {
+    let m = matcher(inline(FORKED), forked_model(&[]));
+    let mut session = Session::new();
+    let o = m.match_turn(&session.customer("I want to order")).await.unwrap();
+    session.reply(&o, "What would you like to order?");
+    let o = m.match_turn(&session.customer("A large pizza")).await.unwrap();
+    // Neither way out holds: the journey stays where it was instead of resting on the fork.
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "ask_item"])));
+    assert!(o.record.journey("order").unwrap().correction.as_deref().unwrap_or("").contains("fork"));
+}

@@ -165,24 +165,7 @@ impl JourneySelector {
         let mut estimated_tokens = 0;
         let mut notes: Vec<String> = Vec::new();
         let ask = async |conditions: &[&str], usage: &mut Option<Usage>, estimated: &mut usize| {
-            let items: Vec<PromptItem> = conditions
-                .iter()
-                .enumerate()
-                .map(|(i, c)| PromptItem {
-                    id: (i + 1).to_string(),
-                    condition: (*c).to_string(),
-                    action: None,
-                    description: None,
-                    waits: false,
-                })
-                .collect();
-            let outcome =
-                single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
-            *estimated += outcome.estimated_tokens;
-            if let Some(u) = &outcome.usage {
-                Usage::sum_into(usage, u);
-            }
-            outcome.answer.map(|verdicts| verdicts.into_iter().map(|v| v.applies).collect::<Vec<bool>>())
+            self.ask_conditions(model, conditions, conversation, usage, estimated).await
         };
         let answered_before = path
             .states()
@@ -318,6 +301,35 @@ impl JourneySelector {
         }
     }
 
+    /// Asks whether each of `conditions` holds, one yes-or-no question each, adding the
+    /// call's usage and estimated prompt tokens to the totals.
+    async fn ask_conditions(
+        &self,
+        model: &dyn ChatModel,
+        conditions: &[&str],
+        conversation: &ConversationView,
+        usage: &mut Option<Usage>,
+        estimated: &mut usize,
+    ) -> Result<Vec<bool>, BatchError> {
+        let items: Vec<PromptItem> = conditions
+            .iter()
+            .enumerate()
+            .map(|(i, c)| PromptItem {
+                id: (i + 1).to_string(),
+                condition: (*c).to_string(),
+                action: None,
+                description: None,
+                waits: false,
+            })
+            .collect();
+        let outcome = single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
+        *estimated += outcome.estimated_tokens;
+        if let Some(u) = &outcome.usage {
+            Usage::sum_into(usage, u);
+        }
+        outcome.answer.map(|verdicts| verdicts.into_iter().map(|v| v.applies).collect())
+    }
+
     /// A fork is never a resting place: a move that ends on a fork with more than one way out
     /// goes on along the first exit whose condition holds (one yes-or-no question per
     /// conditional exit), else along its unconditional exit; with neither, the journey stays
@@ -344,27 +356,12 @@ impl JourneySelector {
         let conditional: Vec<&JourneyEdge> = fork.edges.iter().filter(|e| e.condition.is_some()).collect();
         let mut chosen = None;
         if !conditional.is_empty() {
-            let items: Vec<PromptItem> = conditional
-                .iter()
-                .enumerate()
-                .map(|(i, e)| PromptItem {
-                    id: (i + 1).to_string(),
-                    condition: e.condition.clone().unwrap_or_default(),
-                    action: None,
-                    description: None,
-                    waits: false,
-                })
-                .collect();
-            let outcome =
-                single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
-            selection.estimated_tokens += outcome.estimated_tokens;
-            if let Some(u) = &outcome.usage {
-                Usage::sum_into(&mut selection.usage, u);
-            }
-            match outcome.answer {
-                Ok(verdicts) => {
-                    chosen = conditional.iter().zip(&verdicts).find(|(_, v)| v.applies).map(|(e, _)| *e);
-                }
+            let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
+            let (mut usage, mut estimated) = (selection.usage.take(), selection.estimated_tokens);
+            let answer = self.ask_conditions(model, &conditions, conversation, &mut usage, &mut estimated).await;
+            (selection.usage, selection.estimated_tokens) = (usage, estimated);
+            match answer {
+                Ok(holds) => chosen = conditional.iter().zip(&holds).find(|(_, h)| **h).map(|(e, _)| *e),
                 Err(error) => selection.error = Some(error),
             }
         }

@@ -206,11 +206,79 @@ impl KnowledgeIndex {
         let Some(embedder) = embedder.filter(|_| texts.len() > k) else {
             return (0..texts.len().min(k)).collect();
         };
-        let vectors = cell.get_or_init(|| async { embedder.embed(texts).await.unwrap_or_default() }).await;
-        let Ok(query_vec) = embedder.embed(&[query.to_string()]).await else { return (0..k).collect() };
+        // A failed embedding is not kept: the next turn tries again, and this one takes the
+        // first `k` entries, as an agent without an embedder does.
+        let vectors = match cell.get_or_try_init(|| async { embedder.embed(texts).await }).await {
+            Ok(vectors) if vectors.len() == texts.len() => vectors,
+            Ok(vectors) => {
+                tracing::warn!(
+                    expected = texts.len(),
+                    got = vectors.len(),
+                    "the embedder returned too few vectors; retrieval took the first entries"
+                );
+                return (0..k).collect();
+            }
+            Err(error) => {
+                tracing::warn!(%error, "embedding the agent's entries failed; retrieval took the first entries and tries again next turn");
+                return (0..k).collect();
+            }
+        };
+        let query_vec = match embedder.embed(&[query.to_string()]).await {
+            Ok(v) => v,
+            Err(error) => {
+                tracing::warn!(%error, "embedding the customer's message failed; retrieval took the first entries");
+                return (0..k).collect();
+            }
+        };
         let Some(q) = query_vec.first() else { return (0..k).collect() };
         let mut scored: Vec<(usize, f32)> = vectors.iter().enumerate().map(|(i, v)| (i, cosine(q, v))).collect();
         scored.sort_by(|a, b| b.1.total_cmp(&a.1));
         scored.into_iter().take(k).map(|(i, _)| i).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use guidepost_llm::LlmError;
+
+    use super::*;
+
+    /// Fails its first call, then embeds each text as its length and a constant.
+    struct FlakyEmbedder {
+        calls: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for FlakyEmbedder {
+        fn model_id(&self) -> &str {
+            "test:flaky"
+        }
+
+        fn dimensions(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+            if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(LlmError::Connection("embedding service down".into()));
+            }
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_embedding_is_not_kept_for_later_turns() {
+        let index = KnowledgeIndex::default();
+        let embedder = FlakyEmbedder { calls: AtomicUsize::new(0) };
+        let texts: Vec<String> = ["a", "bbbbbbbbbbbbbbbbbbbb", "cc", "ddd"].iter().map(|t| t.to_string()).collect();
+        // The outage: the first entries, nothing cached.
+        assert_eq!(index.top(&index.terms, &texts, Some(&embedder), "x", 1).await, [0]);
+        assert!(index.terms.get().is_none(), "a failed embedding must not be cached");
+        // The service is back: the entries are embedded and ranked by similarity.
+        let long_query = "q".repeat(20);
+        assert_eq!(index.top(&index.terms, &texts, Some(&embedder), &long_query, 1).await, [1]);
+        assert_eq!(index.terms.get().map(Vec::len), Some(4));
     }
 }

@@ -48,6 +48,7 @@ corpus_case!(empty_and_warnings, "empty_and_warnings.yaml");
 corpus_case!(yaml_syntax, "syntax.yaml");
 corpus_case!(json_syntax, "syntax.json");
 corpus_case!(no_agent, "no_agent.yaml");
+corpus_case!(templates, "templates.yaml");
 
 #[test]
 fn split_agent_reports_the_file_of_each_problem() {
@@ -88,6 +89,7 @@ fn corpus_covers_every_category() {
         ("missing-agent", Severity::Error),
         ("duplicate-condition", Severity::Warning),
         ("single-state-journey", Severity::Warning),
+        ("invalid-template", Severity::Error),
     ] {
         assert!(codes.contains(&expected), "no corpus case produces {expected:?}; got {codes:?}");
     }

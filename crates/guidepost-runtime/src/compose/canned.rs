@@ -91,9 +91,12 @@ pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &
         }
         match env.render_str(&c.template, ctx.clone()) {
             Ok(text) => out.push(Candidate { id, text }),
-            Err(err) => {
+            // A field the turn does not have is the normal reason to leave a template out;
+            // anything else (a filter failing on a value) is worth a warning.
+            Err(err) if err.kind() == minijinja::ErrorKind::UndefinedError => {
                 tracing::debug!(template = %id, error = %err, "canned response left out: a field is not available")
             }
+            Err(err) => tracing::warn!(template = %id, error = %err, "canned response left out: it failed to render"),
         }
     }
     for (n, call) in state.tool_calls.iter().enumerate() {

@@ -190,7 +190,20 @@ impl<'a> Resolver<'a> {
         for (i, f) in self.files.iter().enumerate() {
             for (k, decl) in f.file.canned_responses.iter().enumerate() {
                 let base = format!("canned_responses[{k}]");
-                self.non_empty(&decl.template, &Loc { file: i, path: format!("{base}.template") }, "template");
+                let template_loc = Loc { file: i, path: format!("{base}.template") };
+                self.non_empty(&decl.template, &template_loc, "template");
+                if let Err(err) = minijinja::Environment::new().template_from_str(&decl.template) {
+                    let detail = err.detail().map_or_else(|| err.kind().to_string(), str::to_string);
+                    self.error(
+                        "invalid-template",
+                        &template_loc,
+                        format!(
+                            "the template does not parse: {detail} (line {} of the template)",
+                            err.line().unwrap_or(1)
+                        ),
+                        Some("templates use Jinja syntax: `Your balance is {{ balance }}.`".into()),
+                    );
+                }
                 let id = match &decl.id {
                     Some(id) => {
                         self.check_id(id, &Loc { file: i, path: format!("{base}.id") }, "canned response");

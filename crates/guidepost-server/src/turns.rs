@@ -129,6 +129,16 @@ impl TurnScheduler {
             return;
         }
         let mut slots = self.slots.lock().await;
+        // Two messages to one session can reach this point out of order (the older one's
+        // request was slower): a turn whose session already holds a newer turn is superseded
+        // and must not cancel that newer one. Checked under the lock, after the newer turn
+        // was stored, so the two cannot pass each other.
+        if self.store.newer_turn_exists(trace_id).await.unwrap_or(false) {
+            drop(slots);
+            self.close(trace_id, TurnState::Cancelled, None).await;
+            self.known.lock().await.remove(trace_id);
+            return;
+        }
         let previous = slots.remove(session_id);
         if let Some(p) = &previous
             && !p.latch.is_set()

@@ -63,17 +63,17 @@ impl ReplyQuality {
         let last = traces.len().saturating_sub(1);
         for (n, trace) in traces.iter().enumerate() {
             grounding.add_date(trace.timestamp);
-            // A call's arguments come in one message, its result in the next.
-            let mut arguments = Value::Null;
+            // A call's arguments come in one message, its result in a later one: paired by id.
+            let mut arguments: std::collections::HashMap<&str, &Value> = std::collections::HashMap::new();
             for message in &trace.agent_messages {
                 let MessageContent::Parts(parts) = &message.content else { continue };
                 for part in parts {
                     match part {
-                        ContentPart::ToolCall { input, .. } => {
+                        ContentPart::ToolCall { input, tool_call_id, .. } => {
                             grounding.add_json(input);
-                            arguments = input.clone();
+                            arguments.insert(tool_call_id.as_str(), input);
                         }
-                        ContentPart::ToolResult { output, .. } => {
+                        ContentPart::ToolResult { output, tool_call_id, .. } => {
                             let (ok, value) = match output {
                                 ToolOutput::Json(v) => (true, v.clone()),
                                 ToolOutput::Text(t) => (true, Value::String(t.clone())),
@@ -82,7 +82,8 @@ impl ReplyQuality {
                             };
                             // Only the latest turn's results can be denied by its reply.
                             if n == last {
-                                grounding.add_tool_result(ok, &arguments, &value);
+                                let asked = arguments.get(tool_call_id.as_str()).copied().unwrap_or(&Value::Null);
+                                grounding.add_tool_result(ok, asked, &value);
                             } else {
                                 grounding.add_json(&value);
                             }

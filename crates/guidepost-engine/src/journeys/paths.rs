@@ -24,6 +24,18 @@ pub struct PathChange {
     pub correction: Option<String>,
 }
 
+impl PathChange {
+    /// The journey stays where it was (a starting journey does not start), with `correction`
+    /// saying why.
+    pub fn unchanged(path: &JourneyPath, starting: bool, correction: Option<String>) -> Self {
+        PathChange {
+            decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
+            path: (!starting).then(|| path.clone()),
+            correction,
+        }
+    }
+}
+
 /// Moves `path` forward through `steps` (node ids). Invalid steps end the move: the valid
 /// prefix is kept. `starting` marks a journey that is not active yet.
 pub fn advance(
@@ -69,11 +81,7 @@ pub fn advance(
     {
         valid.push(edge.to.clone());
     }
-    let stayed = |correction| PathChange {
-        decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
-        path: (!starting).then(|| path.clone()),
-        correction,
-    };
+    let stayed = |correction| PathChange::unchanged(path, starting, correction);
     if valid.is_empty() {
         return stayed(correction.or_else(|| Some("advance without steps; stayed".into())));
     }

@@ -261,11 +261,7 @@ impl JourneySelector {
         error: BatchError,
     ) -> ModelSelection {
         ModelSelection {
-            change: PathChange {
-                decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
-                path: (!starting).then(|| path.clone()),
-                correction: Some("selection failed; path unchanged".into()),
-            },
+            change: PathChange::unchanged(path, starting, Some("selection failed; path unchanged".into())),
             rationale: String::new(),
             usage,
             estimated_tokens,
@@ -373,11 +369,11 @@ impl JourneySelector {
                 let limit = self.max_steps.max(steps.len());
                 advance(graph, path, &steps, starting, limit)
             }
-            None => PathChange {
-                decision: if starting { JourneyDecision::NotStarted } else { JourneyDecision::Stayed },
-                path: (!starting).then(|| path.clone()),
-                correction: Some(format!("the move ended on fork `{}` and none of its exits holds; stayed", fork.id)),
-            },
+            None => PathChange::unchanged(
+                path,
+                starting,
+                Some(format!("the move ended on fork `{}` and none of its exits holds; stayed", fork.id)),
+            ),
         };
     }
 }

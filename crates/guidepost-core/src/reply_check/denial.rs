@@ -78,6 +78,23 @@ const EMPTY_RESULT: &[&str] = &[
 /// How deep into a result its values are read.
 const MAX_DEPTH: usize = 32;
 
+/// The phrase by which `reply` denies having data although every tool call of the turn
+/// returned some (`turn`) and the reply tells none of it. What the customer just said (the
+/// city asked about) is no sign the reply tells the data.
+pub(super) fn denies(
+    reply: &str,
+    turn: &super::facts::TurnResults,
+    last_customer: Option<&str>,
+) -> Option<&'static str> {
+    if turn.any_empty || turn.values.is_empty() {
+        return None;
+    }
+    let phrase = inability(reply)?;
+    let customer = last_customer.map(str::to_lowercase).unwrap_or_default();
+    let told: Vec<String> = turn.values.iter().filter(|v| !customer.contains(&v.to_lowercase())).cloned().collect();
+    (!told.is_empty() && !tells(reply, &told)).then_some(phrase)
+}
+
 /// The first phrase of `reply` that says the agent cannot help or has no data.
 pub(super) fn inability(reply: &str) -> Option<&'static str> {
     let lower = reply.to_lowercase();

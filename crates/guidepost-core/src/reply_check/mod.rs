@@ -240,19 +240,8 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     {
         problems.push(ReplyProblem::new(ReplyCheck::WrongLanguage, language_name(expected.code())));
     }
-    let turn = context.grounding.turn_results();
-    // What the customer just said (the city asked about) is no sign the reply tells the data.
-    let told: Vec<String> = turn
-        .values
-        .iter()
-        .filter(|v| !last_customer.is_some_and(|c| c.to_lowercase().contains(&v.to_lowercase())))
-        .cloned()
-        .collect();
     if runs(ReplyCheck::DeniesToolResult)
-        && !turn.any_empty
-        && !told.is_empty()
-        && let Some(phrase) = denial::inability(reply)
-        && !denial::tells(reply, &told)
+        && let Some(phrase) = denial::denies(reply, context.grounding.turn_results(), last_customer)
     {
         problems.push(ReplyProblem::new(ReplyCheck::DeniesToolResult, phrase));
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use guidepost_testkit::misbehaving_openai::{self, Fault};
 
 use crate::guidepost;
+use crate::serve::serve_router;
 
 /// The memory `guidepost chat` may use on one turn against any of these neighbours: the
 /// process itself (about 30 MiB) and replies and tool results held within their 1 MiB caps,
@@ -60,19 +61,6 @@ impl Run {
     }
 }
 
-/// Serves `router` on a runtime of its own; `(base url, runtime)`.
-fn serve(router: axum::Router) -> (String, tokio::runtime::Runtime) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    runtime.spawn(async move {
-        let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, router).await
-    });
-    (format!("http://127.0.0.1:{port}"), runtime)
-}
-
 /// Accepts connections and never answers (holding them open); its base url.
 fn silent_server(runtime: &tokio::runtime::Runtime) -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -113,7 +101,7 @@ fn chat(url: &str, agent: &str) -> Run {
 
 /// Runs `guidepost chat` against a provider with `fault`.
 fn chat_with_fault(fault: Fault) -> Run {
-    let (url, runtime) = serve(misbehaving_openai::router(fault));
+    let (url, runtime) = serve_router(misbehaving_openai::router(fault));
     let run = chat(&url, AGENT);
     runtime.shutdown_background();
     run
@@ -163,7 +151,7 @@ fn answers_of_100_mib_are_refused_at_the_reply_size_limit_without_being_read_who
 fn a_model_that_fails_every_call_fails_the_turn_quickly() {
     let state = guidepost_testkit::fake_openai::FakeState::new(Duration::ZERO);
     state.reject_keys();
-    let (url, runtime) = serve(guidepost_testkit::fake_openai::router(state));
+    let (url, runtime) = serve_router(guidepost_testkit::fake_openai::router(state));
     let run = chat(&url, AGENT);
     runtime.shutdown_background();
     assert_eq!(run.code, 1, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
@@ -173,8 +161,9 @@ fn a_model_that_fails_every_call_fails_the_turn_quickly() {
 
 #[test]
 fn tool_services_that_hang_at_discovery_cost_one_discovery_limit_and_the_agent_still_replies() {
-    let (url, runtime) =
-        serve(guidepost_testkit::fake_openai::router(guidepost_testkit::fake_openai::FakeState::new(Duration::ZERO)));
+    let (url, runtime) = serve_router(guidepost_testkit::fake_openai::router(
+        guidepost_testkit::fake_openai::FakeState::new(Duration::ZERO),
+    ));
     let silent = silent_server(&runtime);
     let agent = format!(
         "{AGENT}services:

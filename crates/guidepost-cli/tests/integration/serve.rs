@@ -109,17 +109,22 @@ pub fn fake_model_with(latency_ms: u64, reject_keys: bool) -> FakeModel {
 
 /// The fake model server with this state.
 pub fn fake_model_from(state: std::sync::Arc<guidepost_testkit::fake_openai::FakeState>) -> FakeModel {
-    use guidepost_testkit::fake_openai::router;
+    let (url, runtime) = serve_router(guidepost_testkit::fake_openai::router(state));
+    FakeModel { url, runtime: Some(runtime) }
+}
+
+/// Serves `router` on a runtime of its own: `(base url, runtime)`. Bound here, served on that
+/// runtime: callers may be inside a runtime of their own.
+pub fn serve_router(router: axum::Router) -> (String, tokio::runtime::Runtime) {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    // Bound here, served on the fake's runtime: callers may be inside a runtime of their own.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     runtime.spawn(async move {
         let listener = tokio::net::TcpListener::from_std(listener)?;
-        axum::serve(listener, router(state)).await
+        axum::serve(listener, router).await
     });
-    FakeModel { url: format!("http://127.0.0.1:{port}"), runtime: Some(runtime) }
+    (format!("http://127.0.0.1:{port}"), runtime)
 }
 
 pub fn serve(fake: &FakeModel, args: &[&str]) -> Running {

@@ -4,8 +4,8 @@
 //! Weights come from a `model.safetensors` in the Hugging Face layout (`embeddings.*`,
 //! `encoder.layer.<n>.*`, with or without a `bert.` prefix) and `config.json`.
 
+use crate::layers::{Embedding, LayerNorm, Linear, Weights, softmax_last_dim};
 use candle_core::{DType, Module, Tensor};
-use candle_nn::{Embedding, LayerNorm, Linear, VarBuilder};
 use serde::Deserialize;
 
 use crate::error::LocalError;
@@ -39,16 +39,6 @@ fn default_activation() -> String {
     "gelu".into()
 }
 
-/// A layer norm saved as `weight`/`bias` or, in older checkpoints, `gamma`/`beta`.
-fn layer_norm(size: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm, LocalError> {
-    let (weight, bias) = if vb.contains_tensor("weight") {
-        (vb.get(size, "weight")?, vb.get(size, "bias")?)
-    } else {
-        (vb.get(size, "gamma")?, vb.get(size, "beta")?)
-    };
-    Ok(LayerNorm::new(weight, bias, eps))
-}
-
 struct Block {
     query: Linear,
     key: Linear,
@@ -61,18 +51,18 @@ struct Block {
 }
 
 impl Block {
-    fn load(config: &BertConfig, vb: VarBuilder) -> Result<Self, LocalError> {
+    fn load(config: &BertConfig, vb: &Weights) -> Result<Self, LocalError> {
         let h = config.hidden_size;
         let attention = vb.pp("attention");
         Ok(Self {
-            query: candle_nn::linear(h, h, attention.pp("self").pp("query"))?,
-            key: candle_nn::linear(h, h, attention.pp("self").pp("key"))?,
-            value: candle_nn::linear(h, h, attention.pp("self").pp("value"))?,
-            attention_out: candle_nn::linear(h, h, attention.pp("output").pp("dense"))?,
-            attention_norm: layer_norm(h, config.layer_norm_eps, attention.pp("output").pp("LayerNorm"))?,
-            intermediate: candle_nn::linear(h, config.intermediate_size, vb.pp("intermediate").pp("dense"))?,
-            output: candle_nn::linear(config.intermediate_size, h, vb.pp("output").pp("dense"))?,
-            output_norm: layer_norm(h, config.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
+            query: Linear::load(h, h, &attention.pp("self").pp("query"))?,
+            key: Linear::load(h, h, &attention.pp("self").pp("key"))?,
+            value: Linear::load(h, h, &attention.pp("self").pp("value"))?,
+            attention_out: Linear::load(h, h, &attention.pp("output").pp("dense"))?,
+            attention_norm: LayerNorm::load(h, config.layer_norm_eps, &attention.pp("output").pp("LayerNorm"))?,
+            intermediate: Linear::load(h, config.intermediate_size, &vb.pp("intermediate").pp("dense"))?,
+            output: Linear::load(config.intermediate_size, h, &vb.pp("output").pp("dense"))?,
+            output_norm: LayerNorm::load(h, config.layer_norm_eps, &vb.pp("output").pp("LayerNorm"))?,
         })
     }
 
@@ -88,7 +78,7 @@ impl Block {
         let k = split(self.key.forward(x)?)?;
         let v = split(self.value.forward(x)?)?;
         let scores = (q.matmul(&k.t()?)? / (head_dim as f64).sqrt())?.broadcast_add(bias)?;
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+        let weights = softmax_last_dim(&scores)?;
         let context = weights.matmul(&v)?.transpose(1, 2)?.reshape((batch, len, hidden))?;
         let x = self.attention_norm.forward(&(self.attention_out.forward(&context)? + x)?)?;
         let inner = self.intermediate.forward(&x)?.gelu_erf()?;
@@ -109,7 +99,7 @@ pub(crate) struct BertEncoder {
 
 impl BertEncoder {
     /// Loads the encoder from `vb` (the root of the safetensors file).
-    pub(crate) fn load(config: &BertConfig, vb: VarBuilder) -> Result<Self, LocalError> {
+    pub(crate) fn load(config: &BertConfig, vb: &Weights) -> Result<Self, LocalError> {
         if config.hidden_act != "gelu" {
             return Err(LocalError::UnsupportedArchitecture(format!(
                 "BERT with the `{}` activation (only `gelu` is supported)",
@@ -122,17 +112,17 @@ impl BertEncoder {
                 config.num_attention_heads, config.hidden_size
             )));
         }
-        let vb = if vb.contains_tensor("embeddings.word_embeddings.weight") { vb } else { vb.pp("bert") };
+        let vb = if vb.contains("embeddings.word_embeddings.weight") { vb.clone() } else { vb.pp("bert") };
         let h = config.hidden_size;
         let embeddings = vb.pp("embeddings");
         let blocks = (0..config.num_hidden_layers)
-            .map(|i| Block::load(config, vb.pp("encoder").pp("layer").pp(i.to_string())))
+            .map(|i| Block::load(config, &vb.pp("encoder").pp("layer").pp(i.to_string())))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
-            words: candle_nn::embedding(config.vocab_size, h, embeddings.pp("word_embeddings"))?,
-            positions: candle_nn::embedding(config.max_position_embeddings, h, embeddings.pp("position_embeddings"))?,
-            segments: candle_nn::embedding(config.type_vocab_size, h, embeddings.pp("token_type_embeddings"))?,
-            embedding_norm: layer_norm(h, config.layer_norm_eps, embeddings.pp("LayerNorm"))?,
+            words: Embedding::load(config.vocab_size, h, &embeddings.pp("word_embeddings"))?,
+            positions: Embedding::load(config.max_position_embeddings, h, &embeddings.pp("position_embeddings"))?,
+            segments: Embedding::load(config.type_vocab_size, h, &embeddings.pp("token_type_embeddings"))?,
+            embedding_norm: LayerNorm::load(h, config.layer_norm_eps, &embeddings.pp("LayerNorm"))?,
             blocks,
             heads: config.num_attention_heads,
             max_positions: config.max_position_embeddings,

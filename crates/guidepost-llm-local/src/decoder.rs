@@ -21,6 +21,7 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use crate::error::LocalError;
 use crate::gguf::Metadata;
+use crate::layers::{rms_norm, rope, softmax_last_dim};
 use crate::requant::{RequantReport, requantize};
 
 /// The architectures this decoder runs, from `general.architecture`.
@@ -196,7 +197,7 @@ impl Block {
 
     fn forward(&mut self, x: &Tensor, pos: usize, rope: &Rope, hp: &Hyperparameters) -> Result<Tensor, LocalError> {
         let (batch, len, _) = x.dims3()?;
-        let normed = candle_nn::ops::rms_norm(x, &self.attn_norm, hp.rms_eps as f32)?;
+        let normed = rms_norm(x, &self.attn_norm, hp.rms_eps)?;
         let project = |w: &QMatMul, bias: &Option<Tensor>| -> Result<Tensor, LocalError> {
             let y = w.forward(&normed)?;
             Ok(match bias {
@@ -211,10 +212,10 @@ impl Block {
         let mut k = heads(project(&self.wk, &self.bk)?, hp.kv_heads)?;
         let v = heads(project(&self.wv, &self.bv)?, hp.kv_heads)?;
         if let Some(norm) = &self.q_norm {
-            q = candle_nn::ops::rms_norm(&q, norm, hp.rms_eps as f32)?;
+            q = rms_norm(&q, norm, hp.rms_eps)?;
         }
         if let Some(norm) = &self.k_norm {
-            k = candle_nn::ops::rms_norm(&k, norm, hp.rms_eps as f32)?;
+            k = rms_norm(&k, norm, hp.rms_eps)?;
         }
         let q = rope.apply(&q, pos)?;
         let k = rope.apply(&k, pos)?;
@@ -232,12 +233,12 @@ impl Block {
         if len > 1 {
             scores = scores.broadcast_add(&causal_mask(len, pos, x.device())?)?;
         }
-        let weights = candle_nn::ops::softmax_last_dim(&scores)?;
+        let weights = softmax_last_dim(&scores)?;
         let attended = weights.matmul(&v)?.transpose(1, 2)?.reshape((batch, len, hp.heads * hp.head_dim))?;
         let x = (x + self.wo.forward(&attended)?)?;
 
-        let normed = candle_nn::ops::rms_norm(&x, &self.ffn_norm, hp.rms_eps as f32)?;
-        let hidden = (candle_nn::ops::silu(&self.gate.forward(&normed)?)? * self.up.forward(&normed)?)?;
+        let normed = rms_norm(&x, &self.ffn_norm, hp.rms_eps)?;
+        let hidden = (self.gate.forward(&normed)?.silu()? * self.up.forward(&normed)?)?;
         Ok((x + self.down.forward(&hidden)?)?)
     }
 }
@@ -284,11 +285,7 @@ impl Rope {
         let len = x.dim(2)?;
         let cos = self.cos.narrow(0, pos, len)?;
         let sin = self.sin.narrow(0, pos, len)?;
-        Ok(if self.halves {
-            candle_nn::rotary_emb::rope(x, &cos, &sin)?
-        } else {
-            candle_nn::rotary_emb::rope_i(x, &cos, &sin)?
-        })
+        rope(x, &cos, &sin, !self.halves)
     }
 }
 
@@ -394,7 +391,7 @@ impl Decoder {
             x = block.forward(&x, pos, &self.rope, &self.hp)?;
         }
         let last = x.narrow(1, tokens.len() - 1, 1)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.hp.rms_eps as f32)?;
+        let last = rms_norm(&last, &self.norm, self.hp.rms_eps)?;
         let logits = self.output.forward(&last)?;
         Ok(logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
     }

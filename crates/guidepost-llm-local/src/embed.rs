@@ -10,12 +10,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
 use candle_core::{D, DType, Device, Tensor};
-use candle_nn::VarBuilder;
 use guidepost_llm::{Embedder, LlmError};
 use tokenizers::{PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::bert::{BertConfig, BertEncoder};
 use crate::error::LocalError;
+use crate::layers::Weights;
 use crate::options::{LocalOptions, configure_threads};
 use crate::spec::EmbedderSpec;
 
@@ -76,8 +76,8 @@ impl LocalEmbedder {
             .map_err(|e| LocalError::Tokenizer(e.to_string()))?;
         let device = Device::Cpu;
         // Read into memory rather than mmap: no unsafe, and the file is only 90 MB.
-        let vb = VarBuilder::from_buffered_safetensors(read("model.safetensors")?, DType::F32, &device)?;
-        let model = BertEncoder::load(&config, vb)?;
+        let weights = Weights::from_safetensors(&read("model.safetensors")?, &device)?;
+        let model = BertEncoder::load(&config, &weights)?;
         Ok(Self {
             inner: Arc::new(EmbedInner {
                 id: id.into(),

@@ -68,6 +68,9 @@ pub enum LocalError {
     /// The tensor computation failed.
     #[error("inference failed: {0}")]
     Inference(#[from] candle_core::Error),
+    /// A safetensors file lacks a tensor the model needs, or holds it in another shape.
+    #[error("invalid model weights: {0}")]
+    Weights(String),
     /// Installing the models failed.
     #[error("model fetch failed: {0}")]
     Fetch(String),

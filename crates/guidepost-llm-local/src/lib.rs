@@ -90,6 +90,7 @@ mod error;
 mod fetch;
 mod generate;
 mod gguf;
+mod layers;
 mod multifile;
 mod options;
 mod provider;

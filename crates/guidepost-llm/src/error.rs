@@ -74,6 +74,15 @@ pub enum LlmError {
         /// How many requests the model had seen before this one.
         calls: usize,
     },
+    /// A prompt template of the program failed to render: a bug, reported instead of sending
+    /// the model the template's source.
+    #[error("the prompt template `{template}` failed to render: {detail}")]
+    Prompt {
+        /// The template's name.
+        template: String,
+        /// What minijinja reported.
+        detail: String,
+    },
     /// The provider or model cannot do what was asked (for example embeddings on a chat-only API).
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -627,10 +627,14 @@ impl AgentRuntime {
             return;
         }
         let last = crate::prompt::last_customer(conversation).unwrap_or("");
-        let prompt = crate::prompt::render(
+        let prompt = match crate::prompt::render(
+            "preamble.j2",
             PREAMBLE,
             json!({"agent_name": agent.name, "agent_description": agent.description, "examples": agent.preamble.examples, "last_message": last}),
-        );
+        ) {
+            Ok(prompt) => prompt,
+            Err(error) => return tracing::warn!(%error, "no preamble"),
+        };
         let request =
             guidepost_llm::ChatRequest::new(TaskKind::Generation).user(prompt).max_tokens(40).temperature(0.2);
         match self.models.generation.complete(request).await {

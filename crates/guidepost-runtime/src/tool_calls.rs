@@ -366,8 +366,12 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();
     let mut asked_again = false;
     let response = loop {
+        let prompt = match render("tool_calls.j2", TEMPLATE, context.clone()) {
+            Ok(prompt) => prompt,
+            Err(err) => break Err(err),
+        };
         let request = ChatRequest::new(TaskKind::ToolInference)
-            .user(render(TEMPLATE, context.clone()))
+            .user(prompt)
             .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch), strict: true })
             .temperature(0.0);
         let response = match model.complete(request).await {

@@ -394,11 +394,9 @@ async fn fluid_call(
     usage: &mut Vec<guidepost_llm::Usage>,
 ) -> Result<FluidAnswer, LlmError> {
     let mut request =
-        conversation_request(render(COMPOSE, ctx.clone()), input.history, reply_note(ctx)).output(OutputFormat::Json {
-            name: "reply".into(),
-            schema: fluid_schema(choices, input.self_check),
-            strict: true,
-        });
+        conversation_request(render("compose.j2", COMPOSE, ctx.clone())?, input.history, reply_note(ctx)).output(
+            OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices, input.self_check), strict: true },
+        );
     if let Some(t) = temperature {
         request = request.temperature(t);
     }
@@ -481,7 +479,7 @@ async fn stream_fluid(
     on_chunk: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Composed, LlmError> {
     let ctx = context(input, false);
-    let system = render(COMPOSE, ctx.clone()) + "\nWrite only the reply.";
+    let system = render("compose.j2", COMPOSE, ctx.clone())? + "\nWrite only the reply.";
     let request = conversation_request(system, input.history, reply_note(&ctx));
     let mut stream = model.stream(request).await?;
     let mut text = String::new();
@@ -546,11 +544,9 @@ async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: 
         "required": ["template_id", "fit"],
         "additionalProperties": false
     });
-    let request = ChatRequest::new(TaskKind::Generation).user(render(SELECT, ctx)).output(OutputFormat::Json {
-        name: "template_choice".into(),
-        schema,
-        strict: true,
-    });
+    let request = ChatRequest::new(TaskKind::Generation)
+        .user(render("select_template.j2", SELECT, ctx)?)
+        .output(OutputFormat::Json { name: "template_choice".into(), schema, strict: true });
     let response = model.complete(request).await?;
     let usage = vec![response.usage.clone()];
     let answer: Option<SelectAnswer> = response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok());

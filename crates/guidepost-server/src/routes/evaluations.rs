@@ -172,9 +172,11 @@ async fn propose(model: &dyn ChatModel, p: &GuidelinePayloadDto) -> Result<Propo
     let propose_action = p.action_proposition && p.content.action.as_deref().is_none_or(|a| a.trim().is_empty());
     let tools: Vec<String> = p.tool_ids.iter().map(|t| format!("{}:{}", t.service_name, t.tool_name)).collect();
     let prompt = guidepost_runtime::prompt::render(
+        "evaluate_guideline.j2",
         PROMPT,
         json!({"condition": p.content.condition, "action": p.content.action, "tools": tools, "propose_action": propose_action}),
-    );
+    )
+    .map_err(|e| e.to_string())?;
     let request = ChatRequest::new(TaskKind::Other("evaluation".into()))
         .user(prompt)
         .json_output("GuidelineEvaluation", schema(propose_action))

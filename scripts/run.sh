@@ -16,6 +16,7 @@
 #   target/debug/guidepost chat examples/agents/weather.yaml    # the terminal chat instead
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cargo-env.sh
 
 if [ -z "${GUIDEPOST_MODEL:-}" ]; then
     scripts/fetch-models.sh --with-qwen

@@ -12,6 +12,7 @@
 # without pgvector as a fallback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cargo-env.sh
 
 scripts/fetch-models.sh
 

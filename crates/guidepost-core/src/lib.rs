@@ -51,7 +51,9 @@ pub mod projection;
 pub mod relationship;
 pub mod reply_check;
 pub mod session;
+pub mod templates;
 pub mod tool;
+pub mod vectors;
 
 pub use agent::{Agent, CompositionMode, OutputMode};
 pub use guideline::{Criticality, Guideline};

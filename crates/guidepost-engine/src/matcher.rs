@@ -13,7 +13,9 @@ use crate::catalog::CompiledAgent;
 use crate::config::MatcherConfig;
 use crate::context::MatchingContext;
 use crate::error::EngineError;
-use crate::journeys::prediction::{JourneyPredictor, Prediction, cosine};
+use guidepost_core::vectors::cosine;
+
+use crate::journeys::prediction::{JourneyPredictor, Prediction};
 use crate::pass::{Pass, PassInput};
 use crate::record::{GuidelineMatch, MatchKind, MatchingRecord, PredictionReason, PredictionRecord};
 

@@ -33,13 +33,7 @@ pub const TEMPLATES: [(&str, &str); 10] = [
 fn environment() -> &'static Result<Environment<'static>, String> {
     static ENV: OnceLock<Result<Environment<'static>, String>> = OnceLock::new();
     ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        let syntax = minijinja::syntax::SyntaxConfig::builder()
-            .trim_blocks(true)
-            .lstrip_blocks(true)
-            .build()
-            .map_err(|e| e.to_string())?;
-        env.set_syntax(syntax);
+        let mut env = guidepost_core::templates::prompt_environment();
         for (name, source) in TEMPLATES {
             env.add_template(name, source).map_err(|e| format!("{name}: {e}"))?;
         }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 use chrono::{DateTime, Utc};
+use guidepost_core::vectors::cosine;
 use guidepost_core::{AgentDefinition, Capability, ContextVariable, Term};
 use guidepost_llm::Embedder;
 use guidepost_tools::context::ToolContext;
@@ -145,13 +146,6 @@ pub async fn load_variables(
         }
     }
     out
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
 }
 
 /// Retrieves glossary terms and capabilities relevant to a query, by embedding similarity.

@@ -15,14 +15,7 @@ pub(crate) fn last_customer(history: &[(String, String)]) -> Option<&str> {
 
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        match minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build() {
-            Ok(syntax) => env.set_syntax(syntax),
-            Err(err) => tracing::error!(error = %err, "prompt syntax configuration rejected"),
-        }
-        env
-    })
+    ENV.get_or_init(guidepost_core::templates::prompt_environment)
 }
 
 /// Renders the prompt template `name` (its source is `template`) with `context`. Templates

@@ -17,11 +17,7 @@ const TEMPLATES: [(&str, &str); 4] = [
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();
     ENV.get_or_init(|| {
-        let mut env = Environment::new();
-        match minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).build() {
-            Ok(syntax) => env.set_syntax(syntax),
-            Err(err) => tracing::error!(%err, "invalid template syntax configuration"),
-        }
+        let mut env = guidepost_core::templates::prompt_environment();
         for (name, source) in TEMPLATES {
             if let Err(err) = env.add_template(name, source) {
                 tracing::error!(template = name, %err, "invalid prompt template");

@@ -2,6 +2,7 @@
 //! replicas, with nearest-neighbour search (pgvector on PostgreSQL when installed, exact
 //! cosine search in the process otherwise).
 
+use guidepost_core::vectors::cosine;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
@@ -28,17 +29,6 @@ fn from_bytes(bytes: &[u8]) -> Vec<f32> {
 fn pg_vector(vector: &[f32]) -> String {
     let parts: Vec<String> = vector.iter().map(|x| if x.is_finite() { x.to_string() } else { "0".into() }).collect();
     format!("[{}]", parts.join(","))
-}
-
-/// Cosine similarity of two vectors (0 when either is zero or they differ in length).
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() || a.is_empty() {
-        return 0.0;
-    }
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
 }
 
 impl Store {
@@ -129,12 +119,5 @@ mod tests {
         let v = vec![0.5f32, -1.25, 3.0];
         assert_eq!(from_bytes(&to_bytes(&v)), v);
         assert_eq!(pg_vector(&v), "[0.5,-1.25,3]");
-    }
-
-    #[test]
-    fn cosine_of_parallel_and_orthogonal() {
-        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
-        assert!(cosine(&[1.0, 0.0], &[0.0, 1.0]).abs() < 1e-6);
-        assert_eq!(cosine(&[1.0], &[1.0, 2.0]), 0.0);
     }
 }

@@ -3,6 +3,7 @@
 //! once per compiled definition, the conversation once per turn; no embedding is needed
 //! when there are at most `k` inactive journeys.
 
+use guidepost_core::vectors::cosine;
 use guidepost_llm::Embedder;
 
 use crate::catalog::CompiledAgent;
@@ -50,14 +51,6 @@ impl std::fmt::Debug for JourneyPredictor<'_> {
             .field("top_k", &self.top_k)
             .finish()
     }
-}
-
-/// Cosine similarity of two vectors (0 when either is empty or zero).
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
-    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
 }
 
 /// The text of the conversation embedded for prediction.

@@ -9,7 +9,8 @@ fn embed(texts: &[&str]) -> Vec<Vec<f32>> {
     minilm().embed_blocking(&texts).unwrap()
 }
 
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
+/// The embedder returns unit vectors: their dot product is their cosine.
+fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
@@ -32,7 +33,7 @@ fn vectors_have_unit_norm_and_batching_changes_nothing() {
         assert!((norm - 1.0).abs() < 1e-5);
         // Padding inside a batch must not change a text's vector (mask-aware pooling).
         let single = &embed(&[text])[0];
-        assert!(cosine(single, vector) > 0.99999);
+        assert!(dot(single, vector) > 0.99999);
     }
 }
 
@@ -50,10 +51,10 @@ fn paraphrases_are_closer_than_unrelated_sentences() {
     ];
     let v = embed(&texts);
     for (a, b) in [(0, 1), (2, 3), (4, 5)] {
-        let paraphrase = cosine(&v[a], &v[b]);
+        let paraphrase = dot(&v[a], &v[b]);
         assert!(paraphrase > 0.45, "{} / {}: {paraphrase}", texts[a], texts[b]);
         for other in (0..texts.len()).filter(|&o| o != a && o != b) {
-            let unrelated = cosine(&v[a], &v[other]);
+            let unrelated = dot(&v[a], &v[other]);
             assert!(
                 paraphrase > unrelated,
                 "{} is closer to {} ({unrelated}) than to {} ({paraphrase})",

@@ -2,7 +2,6 @@
 //! fields.
 
 use guidepost_core::AgentDefinition;
-use minijinja::{Environment, UndefinedBehavior};
 use serde_json::{Map, Value, json};
 
 use crate::state::ResponseState;
@@ -76,8 +75,7 @@ pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &
             ids.extend(s.canned_responses.iter().cloned());
         }
     }
-    let mut env = Environment::new();
-    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    let env = guidepost_core::templates::canned_environment();
     let ctx = minijinja::Value::from(minijinja::value::Serde(fields));
     let mut out: Vec<Candidate> = Vec::new();
     let mut seen = std::collections::HashSet::new();

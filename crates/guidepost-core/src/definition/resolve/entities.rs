@@ -192,7 +192,7 @@ impl<'a> Resolver<'a> {
                 let base = format!("canned_responses[{k}]");
                 let template_loc = Loc { file: i, path: format!("{base}.template") };
                 self.non_empty(&decl.template, &template_loc, "template");
-                if let Err(err) = minijinja::Environment::new().template_from_str(&decl.template) {
+                if let Err(err) = crate::templates::canned_environment().template_from_str(&decl.template) {
                     let detail = err.detail().map_or_else(|| err.kind().to_string(), str::to_string);
                     self.error(
                         "invalid-template",

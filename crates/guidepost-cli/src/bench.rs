@@ -4,7 +4,10 @@
 //! the engine's own: matching, journeys, tool calls, composition, prompt building and the
 //! HTTP client, without the model. Per turn it reports model calls, prompt tokens,
 //! sequential waves of model calls (calls overlapping in time form one wave), engine CPU
-//! and wall time.
+//! and wall time. A second run per size continues the conversation to 50 turns (the workload's
+//! messages over again) and reports the prompt tokens at turns 1, 10 and 50: composition and
+//! tool inference see only the latest turns, so a long conversation costs about what a short
+//! one does.
 
 use std::fmt::Write as _;
 
@@ -77,7 +80,17 @@ fn waves(requests: &[LoggedRequest]) -> usize {
     count
 }
 
-async fn run_size(agents: &Path, size: &str, latency_ms: u64, http: &reqwest::Client) -> Result<Vec<Turn>> {
+/// The turns of the long conversation whose prompt tokens the bench reports.
+const LONG_TURNS: [usize; 3] = [1, 10, 50];
+
+/// Runs the workload of `size`, or its messages over again up to `turns` turns.
+async fn run_size(
+    agents: &Path,
+    size: &str,
+    latency_ms: u64,
+    turns: Option<usize>,
+    http: &reqwest::Client,
+) -> Result<Vec<Turn>> {
     let (definition, messages) = crate::child::workload(agents, size)?;
     let (_server, port) = crate::child::fake_model(latency_ms)?;
     let base = format!("http://127.0.0.1:{port}");
@@ -89,10 +102,11 @@ async fn run_size(agents: &Path, size: &str, latency_ms: u64, http: &reqwest::Cl
     let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
     let session = MemorySession::new();
     let mut state = AgentState::default();
+    let count = turns.unwrap_or(messages.len());
     let mut turns = Vec::new();
-    for message in messages {
+    for message in messages.iter().cycle().take(count) {
         http.delete(format!("{base}/_log")).send().await?;
-        let input = session.customer_turn("bench", CustomerRef { id: "guest".into(), tags: vec![] }, &message, &state);
+        let input = session.customer_turn("bench", CustomerRef { id: "guest".into(), tags: vec![] }, message, &state);
         let cpu0 = process_cpu_ns();
         let started = Instant::now();
         let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
@@ -134,12 +148,15 @@ pub async fn run(
     let mut summary = String::from(
         "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
+    let mut long = String::from(
+        "| size | prompt tokens, turn 1 | turn 10 | turn 50 | turn 50 / turn 10 |\n|---|---|---|---|---|\n",
+    );
     let mut served = String::from(
         "| size | latency | startup s | RSS idle MiB | RSS after the session MiB | turn s over HTTP | turn s in process |\n|---|---|---|---|---|---|---|\n",
     );
     for size in &sizes {
         for &latency in &latencies {
-            let turns = run_size(&agents, size, latency, &http).await?;
+            let turns = run_size(&agents, size, latency, None, &http).await?;
             if over_http {
                 let (_fake, port) = crate::child::fake_model(latency)?;
                 let workload = crate::child::workload(&agents, size)?;
@@ -182,8 +199,15 @@ pub async fn run(
                 r.map_or("-".into(), |r| format!("{:.2}", r.4)),
             );
         }
+        let conversation = run_size(&agents, size, 0, LONG_TURNS.last().copied(), &http).await?;
+        let [first, tenth, last] =
+            LONG_TURNS.map(|n| conversation.get(n.saturating_sub(1)).map_or(0, |t| t.prompt_tokens));
+        let growth = last as f64 / tenth.max(1) as f64;
+        let _ = writeln!(long, "| {size} | {first} | {tenth} | {last} | {growth:.2} |");
     }
-    let mut text = format!("## Per turn (mean of the session's turns)\n\n{summary}\n## Every turn\n\n{report}");
+    let mut text = format!(
+        "## Per turn (mean of the session's turns)\n\n{summary}\n## A long conversation: prompt tokens per turn (0 ms per call)\n\n{long}\n## Every turn\n\n{report}"
+    );
     if over_http {
         let _ = write!(
             text,

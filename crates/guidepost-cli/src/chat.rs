@@ -118,7 +118,8 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     }
     let models = crate::models::runtime_models(&stack);
     let name = definition.agent.name.clone();
-    let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default());
+    let config = RuntimeConfig::from_env().map_err(anyhow::Error::msg)?;
+    let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), config);
     if !options.quiet {
         eprintln!(
             "{name} is ready ({:.1} s). Type a message; an empty line or Ctrl-D quits.",

@@ -180,7 +180,8 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         cors,
         simulations: simulations.clone(),
     };
-    let server = Server::with_options(store.clone(), models, RuntimeConfig::default(), server_options);
+    let config = RuntimeConfig::from_env().map_err(anyhow::Error::msg)?;
+    let server = Server::with_options(store.clone(), models, config, server_options);
     server.start().await.context("preparing the store")?;
     let bound = listener.local_addr()?;
     let agents = store.agent_ids().await?;

@@ -54,7 +54,7 @@ impl RuntimeSessions {
             Arc::new(definition),
             self.models.clone(),
             Arc::new(registry),
-            RuntimeConfig::default(),
+            RuntimeConfig::from_env().map_err(AgentError::Protocol)?,
         ));
         runtimes.insert(key, Arc::clone(&runtime));
         Ok(runtime)

@@ -15,6 +15,7 @@
 
 pub mod compose;
 pub mod events;
+pub mod history;
 pub mod hooks;
 pub mod knowledge;
 pub mod prompt;

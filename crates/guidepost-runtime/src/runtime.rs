@@ -6,6 +6,7 @@
 //! until no new tool calls are made, or `max_engine_iterations` is reached. Then the reply
 //! is composed and emitted, followed by the `ready` status that ends the turn.
 
+use crate::history::{DEFAULT_HISTORY_TURNS, Earlier, PromptHistory};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -123,6 +124,29 @@ pub struct RuntimeConfig {
     /// The checks every composed reply must pass before it is sent (see
     /// [`guidepost_core::reply_check`]); `None` (the default) runs them all.
     pub reply_checks: Option<Vec<guidepost_core::reply_check::ReplyCheck>>,
+    /// How many of the customer's latest turns composition and tool inference see word for
+    /// word; the turns before them are summed up by what was done and found in them (see
+    /// [`crate::history`]). `None` means [`crate::history::DEFAULT_HISTORY_TURNS`].
+    pub history_turns: Option<usize>,
+}
+
+impl RuntimeConfig {
+    /// The defaults, with what the environment sets: `GUIDEPOST_HISTORY_TURNS` (see
+    /// [`RuntimeConfig::history_turns`]). An unusable value is an error naming the variable.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut config = Self::default();
+        if let Some(value) = var("GUIDEPOST_HISTORY_TURNS") {
+            let turns = value.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("GUIDEPOST_HISTORY_TURNS must be a whole number of customer turns above 0, not `{value}`")
+            })?;
+            config.history_turns = Some(turns);
+        }
+        Ok(config)
+    }
 }
 
 /// Runs an agent's turns.
@@ -476,6 +500,7 @@ impl AgentRuntime {
             previous = Some(outcome);
             let mut ran_tools = false;
             if !fresh.is_empty() {
+                let shown = self.prompt_history(input, &conversation);
                 sink.emit(NewEvent::processing(trace_id, ProcessingStage::ConsideringTools)).await;
                 let inference = infer(
                     self.models.tool_inference.as_ref(),
@@ -484,6 +509,8 @@ impl AgentRuntime {
                         matches: &fresh,
                         tools: &self.tool_index,
                         history: &conversation,
+                        shown: shown.shown,
+                        earlier: shown.earlier.as_deref(),
                         staged: &state.tool_calls,
                         variables: &state.context_variables,
                     },
@@ -612,6 +639,16 @@ impl AgentRuntime {
         self.emit_reply(input, sink, cancel, latch, ledger, state, trace, &conversation).await
     }
 
+    /// The conversation as this turn's composition and tool inference show it.
+    fn prompt_history<'a>(&self, input: &TurnInput, conversation: &'a [(String, String)]) -> PromptHistory<'a> {
+        let earlier = Earlier {
+            definition: &self.definition,
+            events: &input.events,
+            applied_guideline_ids: &input.previous_state.applied_guideline_ids,
+        };
+        crate::history::bound(conversation, self.config.history_turns.unwrap_or(DEFAULT_HISTORY_TURNS), earlier)
+    }
+
     /// Sends a short acknowledgement tagged `__preamble__` (only when the agent enables
     /// preambles). A failure to write one is logged and skipped: it never delays or fails
     /// the reply.
@@ -668,10 +705,13 @@ impl AgentRuntime {
         let agent = &self.definition.agent;
         let streaming = agent.output_mode == guidepost_core::OutputMode::Stream;
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let shown = self.prompt_history(input, conversation);
         let compose_input = ComposeInput {
             definition: &self.definition,
             state,
             history: conversation,
+            shown: shown.shown,
+            earlier: shown.earlier.as_deref(),
             customer_name: input.customer_name.as_deref(),
             self_check: self
                 .config
@@ -822,4 +862,22 @@ pub(crate) fn scrub(text: &str) -> String {
 /// results and argument values, which a customer, a model or a tool service filled.
 pub(crate) fn scrub_json(value: &mut Value) {
     guidepost_llm::secrets::scrub_json(value, &[]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RuntimeConfig;
+
+    #[test]
+    fn the_history_bound_comes_from_the_environment_and_is_checked() {
+        let config = RuntimeConfig::from_vars(|_| None).unwrap();
+        assert_eq!(config.history_turns, None);
+        let config =
+            RuntimeConfig::from_vars(|name| (name == "GUIDEPOST_HISTORY_TURNS").then(|| " 20 ".into())).unwrap();
+        assert_eq!(config.history_turns, Some(20));
+        for bad in ["0", "-3", "twelve", ""] {
+            let err = RuntimeConfig::from_vars(|_| Some(bad.into())).unwrap_err();
+            assert!(err.contains("GUIDEPOST_HISTORY_TURNS") && err.contains(&format!("`{bad}`")), "{err}");
+        }
+    }
 }

@@ -34,8 +34,12 @@ pub struct InferenceInput<'a> {
     pub matches: &'a [GuidelineMatch],
     /// The tools, as resolved by the registry (dynamic services included).
     pub tools: &'a HashMap<ToolId, Tool>,
-    /// The conversation as (speaker, text).
+    /// The whole conversation as (speaker, text): the customer's own words.
     pub history: &'a [(String, String)],
+    /// The part of it the prompt shows (see [`crate::history`]).
+    pub shown: &'a [(String, String)],
+    /// What stands in the prompt for the messages before `shown`.
+    pub earlier: Option<&'a str>,
     /// Calls already made in this turn.
     pub staged: &'a [StagedCall],
     /// Context variable values.
@@ -352,7 +356,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         .map(|m| json!({"condition": m.condition, "action": m.action}))
         .collect();
     let staged: Vec<Value> = input.staged.iter().map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()})).collect();
-    let history: Vec<Value> = input.history.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
+    let history: Vec<Value> = input.shown.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
     let mut context = json!({
             "agent_name": input.definition.agent.name,
             "agent_description": input.definition.agent.description,
@@ -361,6 +365,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "variables": crate::prompt::display_values(input.variables),
             "staged": staged,
             "history": history,
+            "earlier": input.earlier,
             "last_customer": crate::prompt::last_customer(input.history),
     });
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();

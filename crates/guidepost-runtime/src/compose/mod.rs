@@ -102,8 +102,12 @@ pub struct ComposeInput<'a> {
     pub definition: &'a AgentDefinition,
     /// What preparation gathered.
     pub state: &'a ResponseState,
-    /// The conversation as (speaker, text).
+    /// The whole conversation as (speaker, text), which the reply checks read.
     pub history: &'a [(String, String)],
+    /// The part of it the prompts show (see [`crate::history`]).
+    pub shown: &'a [(String, String)],
+    /// What stands in the prompts for the messages before `shown`.
+    pub earlier: Option<&'a str>,
     /// The customer's name, when known.
     pub customer_name: Option<&'a str>,
     /// Whether the reply call drafts and self-checks before the final reply (see
@@ -250,7 +254,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
             })
         })
         .collect();
-    let history: Vec<Value> = input.history.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
+    let history: Vec<Value> = input.shown.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
     json!({
         "language": d.agent.language.as_deref().map(guidepost_core::reply_check::language_name),
         "agent_name": d.agent.name,
@@ -265,6 +269,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "glossary": input.state.glossary_terms,
         "capabilities": input.state.capabilities,
         "history": history,
+        "earlier": input.earlier,
     })
 }
 
@@ -393,10 +398,9 @@ async fn fluid_call(
     temperature: Option<f32>,
     usage: &mut Vec<guidepost_llm::Usage>,
 ) -> Result<FluidAnswer, LlmError> {
-    let mut request =
-        conversation_request(render("compose.j2", COMPOSE, ctx.clone())?, input.history, reply_note(ctx)).output(
-            OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices, input.self_check), strict: true },
-        );
+    let mut request = conversation_request(render("compose.j2", COMPOSE, ctx.clone())?, input, reply_note(ctx)).output(
+        OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices, input.self_check), strict: true },
+    );
     if let Some(t) = temperature {
         request = request.temperature(t);
     }
@@ -410,19 +414,21 @@ async fn fluid_call(
     })
 }
 
-/// The compose request: the rendered rules as the system message, then the conversation as
-/// the chat turns it was (customer messages as user turns, agent messages as assistant
-/// turns), and a note on the customer's latest turn naming what the reply must do now.
+/// The compose request: the rendered rules as the system message, then the conversation the
+/// prompt shows as the chat turns it was (what stands for older messages first, customer
+/// messages as user turns, agent messages as assistant turns), and a note on the customer's
+/// latest turn naming what the reply must do now.
 ///
 /// With the whole conversation inside one prompt, small models answer with the agent's
 /// previous message (word for word, even when they can name the step they are at); as chat
 /// turns, with the step restated beside the message it answers, they move on.
-fn conversation_request(system: String, history: &[(String, String)], note: Option<String>) -> ChatRequest {
+fn conversation_request(system: String, input: &ComposeInput<'_>, note: Option<String>) -> ChatRequest {
     let mut request = ChatRequest::new(TaskKind::Generation).system(system.trim_end());
     let mut turns: Vec<(Role, String)> = Vec::new();
-    for (speaker, text) in history {
+    let earlier = input.earlier.map(|text| ("earlier".to_string(), text.to_string()));
+    for (speaker, text) in earlier.iter().chain(input.shown) {
         let (role, text) = match speaker.as_str() {
-            "customer" => (Role::User, text.to_string()),
+            "customer" | "earlier" => (Role::User, text.to_string()),
             "agent" => (Role::Assistant, text.to_string()),
             other => (Role::Assistant, format!("[{other}] {text}")),
         };
@@ -480,7 +486,7 @@ async fn stream_fluid(
 ) -> Result<Composed, LlmError> {
     let ctx = context(input, false);
     let system = render("compose.j2", COMPOSE, ctx.clone())? + "\nWrite only the reply.";
-    let request = conversation_request(system, input.history, reply_note(&ctx));
+    let request = conversation_request(system, input, reply_note(&ctx));
     let mut stream = model.stream(request).await?;
     let mut text = String::new();
     let mut usage = Vec::new();

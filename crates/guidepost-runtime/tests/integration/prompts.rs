@@ -81,3 +81,61 @@ async fn rendered_strict_selection_prompt() {
         model.requests_for(&TaskKind::Generation).into_iter().find(|r| prompt(r).contains("Approved replies")).unwrap();
     insta::assert_snapshot!("select_template", prompt(&selection));
 }
+
+/// A long conversation reaches composition and tool inference as its latest turns and a note
+/// standing for the rest (what was done, what the tools found), so the prompts stop growing.
+#[tokio::test]
+async fn long_conversations_reach_the_prompts_bounded() {
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::ToolInference)
+        .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
+        .when_task(TaskKind::Generation)
+        .and(|r| prompt(r).contains("very short acknowledgement"))
+        .reply_text("On it!")
+        // Every turn asks again, so the order guideline applies again and its tool runs again.
+        .when_task(TaskKind::Matching)
+        .and(|r| prompt(r).contains("## Guidelines already followed ("))
+        .reply_with(|r| {
+            let checks: Vec<serde_json::Value> = items(&prompt(r), "## Guidelines already followed (")
+                .into_iter()
+                .map(|(id, _)| json!({"id": id, "rationale": "asked again", "condition_holds_again": true, "customer_completed": false, "should_apply": true}))
+                .collect();
+            Ok(json!({"checks": checks}))
+        });
+    let model = Arc::new(with_reply(with_matching(model, oracle()), |_| "Your order 48213 has shipped.".into()));
+    let definition = inline(AGENT);
+    let config = guidepost_runtime::RuntimeConfig { history_turns: Some(3), ..Default::default() };
+    let rt = guidepost_runtime::AgentRuntime::new(
+        Arc::new(definition.clone()),
+        guidepost_runtime::RuntimeModels::single(model.clone(), None),
+        Arc::new(fixtures(&definition)),
+        config,
+    );
+    let session = MemorySession::new();
+    let mut state = guidepost_core::AgentState::default();
+    let mut compose_sizes = Vec::new();
+    for i in 1..=16 {
+        let outcome = turn(&rt, &session, &state, &format!("Where is my order 48213? (message {i})")).await;
+        assert_eq!(outcome.messages, ["Your order 48213 has shipped."], "turn {i}");
+        state = outcome.state;
+        let generation = model.requests_for(&TaskKind::Generation);
+        let compose = generation.iter().rev().find(|r| prompt(r).contains("## Instructions")).unwrap();
+        compose_sizes.push(prompt(compose).len());
+        if i <= 3 {
+            assert!(!prompt(compose).contains("not shown"), "turn {i}: nothing is hidden yet");
+        }
+    }
+    let generation = model.requests_for(&TaskKind::Generation);
+    let compose = prompt(generation.iter().rev().find(|r| prompt(r).contains("## Instructions")).unwrap());
+    assert!(compose.contains("(message 14)") && compose.contains("(message 16)"), "{compose}");
+    assert!(!compose.contains("(message 13)") && !compose.contains("(message 1)"), "{compose}");
+    assert!(compose.contains("earlier messages of this conversation are not shown"), "{compose}");
+    assert!(compose.contains("Done in them: Look up the order and report its status"), "{compose}");
+    assert!(compose.contains(r#"Earlier tool results: fixtures:order_status({"order_number":"48213""#), "{compose}");
+    assert_eq!(compose.matches("fixtures:order_status(").count(), 1, "the same lookup is said once: {compose}");
+    let tools = model.requests_for(&TaskKind::ToolInference);
+    let inference = prompt(tools.last().unwrap());
+    assert!(inference.contains("not shown") && !inference.contains("(message 13)"), "{inference}");
+    let (at_4, at_16) = (compose_sizes[3], compose_sizes[15]);
+    assert!(at_16 as f64 <= at_4 as f64 * 1.5, "compose prompt grew from {at_4} to {at_16} characters");
+}

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use crate::child::{ChildProcess, rss_mb};
 use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
 
 /// What one run over HTTP measured.
 pub struct HttpFigures {
@@ -59,47 +58,8 @@ pub async fn run(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let rss_idle_mb = rss_mb(pid);
 
-    let session: Value = http
-        .post(format!("{base}/sessions"))
-        .json(&json!({"agent_id": definition.agent.id}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let sid = session["id"].as_str().context("no session id")?.to_string();
-    let mut turns = Vec::new();
-    for message in messages {
-        let t0 = Instant::now();
-        let posted: Value = http
-            .post(format!("{base}/sessions/{sid}/events"))
-            .json(&json!({"kind": "message", "source": "customer", "message": message}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let trace = posted["trace_id"].as_str().context("no trace id")?.to_string();
-        let mut next = posted["offset"].as_u64().unwrap_or(0) + 1;
-        loop {
-            let resp =
-                http.get(format!("{base}/sessions/{sid}/events?min_offset={next}&wait_for_data=60")).send().await?;
-            if resp.status() == reqwest::StatusCode::GATEWAY_TIMEOUT {
-                bail!("no reply within 60 s to {message:?}");
-            }
-            let events: Vec<Value> = resp.error_for_status()?.json().await?;
-            next = events.last().and_then(|e| e["offset"].as_u64()).map_or(next, |o| o + 1);
-            let done = events.iter().any(|e| {
-                e["trace_id"] == trace.as_str()
-                    && e["data"]["status"] == "ready"
-                    && e["data"]["data"]["stage"] == "completed"
-            });
-            if done {
-                break;
-            }
-        }
-        turns.push(t0.elapsed());
-    }
+    let turns =
+        crate::load::conversation(http, &base, &definition.agent.id, &messages, Duration::from_secs(60)).await?;
     let rss_after_mb = rss_mb(pid);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

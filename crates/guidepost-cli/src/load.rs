@@ -45,8 +45,19 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
-/// One conversation: every message in turn; returns each turn's latency, or the error.
-async fn conversation(http: &reqwest::Client, base: &str, agent: &str, messages: &[String]) -> Result<Vec<Duration>> {
+/// How long a turn of the load may take before the run counts it as failed.
+const TURN_LIMIT: Duration = Duration::from_secs(600);
+
+/// One conversation with the server at `base`: a session with `agent`, then every message in
+/// turn, each waited for until the `ready` status of its turn (long polling) for at most
+/// `limit`. Returns each turn's latency as the client saw it, or the error.
+pub(crate) async fn conversation(
+    http: &reqwest::Client,
+    base: &str,
+    agent: &str,
+    messages: &[String],
+    limit: Duration,
+) -> Result<Vec<Duration>> {
     let session: Value = http
         .post(format!("{base}/sessions"))
         .json(&json!({"agent_id": agent}))
@@ -70,8 +81,8 @@ async fn conversation(http: &reqwest::Client, base: &str, agent: &str, messages:
         let trace = posted["trace_id"].as_str().context("no trace id")?.to_string();
         let mut next = posted["offset"].as_u64().unwrap_or(0) + 1;
         loop {
-            if started.elapsed() > Duration::from_secs(600) {
-                bail!("no reply within 600 s");
+            if started.elapsed() > limit {
+                bail!("no reply within {} s to {message:?}", limit.as_secs());
             }
             let resp =
                 http.get(format!("{base}/sessions/{sid}/events?min_offset={next}&wait_for_data=60")).send().await?;
@@ -150,8 +161,11 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
         .timeout(Duration::from_secs(120))
         .pool_idle_timeout(Duration::from_secs(90))
         .build()?;
-    let baseline: Vec<f64> =
-        conversation(&http, &base, &definition.agent.id, &messages).await?.iter().map(Duration::as_secs_f64).collect();
+    let baseline: Vec<f64> = conversation(&http, &base, &definition.agent.id, &messages, TURN_LIMIT)
+        .await?
+        .iter()
+        .map(Duration::as_secs_f64)
+        .collect();
 
     let peak = Arc::new(AtomicU64::new(rss_idle.to_bits()));
     let sampling = Arc::new(AtomicBool::new(true));
@@ -172,7 +186,7 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
     let mut tasks = Vec::with_capacity(options.sessions);
     for _ in 0..options.sessions {
         let (http, base, agent, messages) = (http.clone(), base.clone(), definition.agent.id.clone(), messages.clone());
-        tasks.push(tokio::spawn(async move { conversation(&http, &base, &agent, &messages).await }));
+        tasks.push(tokio::spawn(async move { conversation(&http, &base, &agent, &messages, TURN_LIMIT).await }));
     }
     let mut latencies = Vec::new();
     let (mut errors, mut first_error) = (0usize, None);

@@ -1,6 +1,7 @@
 //! Fused CPU kernels for the local models: the softmax over each row of a tensor, the RMS norm
 //! of each row and rotary position embeddings, in `f32`, one pass per row and rows spread over
-//! the rayon pool.
+//! the rayon pool. The arithmetic is that of candle-nn's kernels, operation for operation, so a
+//! model decodes the same tokens as it did on them.
 //!
 //! They are what a transformer runs on every layer besides its matrix products. Written as
 //! tensor operations they take five single-threaded passes over memory; on a 1,000-token
@@ -60,13 +61,11 @@ impl CustomOp1 for Softmax {
             if max == f32::NEG_INFINITY {
                 return;
             }
-            let mut sum = 0f32;
             for (o, &x) in out.iter_mut().zip(row) {
                 *o = (x - max).exp();
-                sum += *o;
             }
-            let inverse = sum.recip();
-            out.iter_mut().for_each(|o| *o *= inverse);
+            let sum: f32 = out.iter().sum();
+            out.iter_mut().for_each(|o| *o /= sum);
         });
         Ok((CpuStorage::F32(out), layout.shape().clone()))
     }
@@ -89,10 +88,9 @@ impl CustomOp2 for RmsNorm {
         }
         let mut out = vec![0f32; values.len()];
         out.par_chunks_mut(width).zip(values.par_chunks(width)).for_each(|(out, row)| {
-            let mean_square = row.iter().map(|x| x * x).sum::<f32>() / width as f32;
-            let scale = (mean_square + self.eps).sqrt().recip();
+            let root_mean_square = (row.iter().map(|x| x * x).sum::<f32>() / width as f32 + self.eps).sqrt();
             for ((o, &x), &w) in out.iter_mut().zip(row).zip(weight) {
-                *o = x * scale * w;
+                *o = x / root_mean_square * w;
             }
         });
         Ok((CpuStorage::F32(out), l1.shape().clone()))

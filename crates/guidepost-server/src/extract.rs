@@ -66,38 +66,12 @@ impl RawBody {
 /// two more levels, and every one must stay readable.
 pub const MAX_JSON_DEPTH: usize = 32;
 
-/// The deepest nesting of arrays and objects in a JSON text (strings are skipped).
-fn nesting_depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for &b in bytes {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
-}
-
 /// Parses a JSON body, locating every problem in FastAPI's terms.
 pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(FieldError::new(vec![json!("body")], "missing", "Field required")));
     }
-    if nesting_depth(bytes) > MAX_JSON_DEPTH {
+    if guidepost_core::definition::text::first_too_deep(bytes, MAX_JSON_DEPTH).is_some() {
         return Err(ApiError::invalid(FieldError::new(
             vec![json!("body")],
             "json_too_deep",
@@ -343,7 +317,12 @@ mod tests {
         assert_eq!(error_of(r#"{"name": "x"} trailing"#).kind, "json_invalid");
         let deep = format!("{{\"name\": \"x\", \"items\": {}{}}}", "[".repeat(40), "]".repeat(40));
         assert_eq!(error_of(&deep).kind, "json_too_deep");
-        assert_eq!(nesting_depth(br#"{"a": "[[[[", "b": [1, {"c": []}]}"#), 4);
+        let nested = br#"{"a": "[[[[", "b": [1, {"c": []}]}"#;
+        assert_eq!(guidepost_core::definition::text::first_too_deep(nested, 4), None);
+        assert_eq!(
+            guidepost_core::definition::text::first_too_deep(nested, 3),
+            nested.iter().rposition(|&b| b == b'[')
+        );
         let bad_utf8 = parse_body::<Thing>(b"{\"name\": \"\xff\"}");
         assert!(matches!(bad_utf8, Err(ApiError::Validation(e)) if e[0].kind == "json_invalid"));
     }

@@ -52,12 +52,13 @@ pub fn check_characters(text: &str) -> Result<(), SyntaxError> {
     })
 }
 
-/// Measures the nesting of a JSON text (brackets outside strings) without recursing, and
-/// refuses it past [`Limit::NestingDepth`], at the bracket one level too deep.
-pub fn check_json_depth(text: &str, limits: &Limits) -> Result<(), SyntaxError> {
+/// Where a JSON text first nests arrays and objects deeper than `max_depth`: the byte offset
+/// of the bracket one level too deep, or `None`. Brackets inside strings do not count; the scan
+/// does not recurse, so it is safe on any input.
+pub fn first_too_deep(bytes: &[u8], max_depth: usize) -> Option<usize> {
     let mut depth = 0usize;
     let (mut in_string, mut escaped) = (false, false);
-    for (at, b) in text.bytes().enumerate() {
+    for (at, &b) in bytes.iter().enumerate() {
         if in_string {
             match b {
                 _ if escaped => escaped = false,
@@ -71,21 +72,27 @@ pub fn check_json_depth(text: &str, limits: &Limits) -> Result<(), SyntaxError> 
             b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
-                if depth > limits.nesting_depth {
-                    let (line, col) = line_col(text.as_bytes(), at);
-                    let error = limits.exceeded(
-                        Limit::NestingDepth,
-                        "this file",
-                        format!("objects and arrays nested more than {} levels deep", limits.nesting_depth),
-                    );
-                    return Err(SyntaxError { message: error.to_string(), span: Span { line, col, len: 1 } });
+                if depth > max_depth {
+                    return Some(at);
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
     }
-    Ok(())
+    None
+}
+
+/// Refuses a JSON text nested past [`Limit::NestingDepth`], at the bracket one level too deep.
+pub fn check_json_depth(text: &str, limits: &Limits) -> Result<(), SyntaxError> {
+    let Some(at) = first_too_deep(text.as_bytes(), limits.nesting_depth) else { return Ok(()) };
+    let (line, col) = line_col(text.as_bytes(), at);
+    let error = limits.exceeded(
+        Limit::NestingDepth,
+        "this file",
+        format!("objects and arrays nested more than {} levels deep", limits.nesting_depth),
+    );
+    Err(SyntaxError { message: error.to_string(), span: Span { line, col, len: 1 } })
 }
 
 /// Reads a file of at most [`Limit::FileSize`] bytes: the size is checked before reading and

@@ -38,14 +38,19 @@ fn oracle() -> Oracle {
     })
 }
 
-#[tokio::test]
-async fn rendered_prompts() {
-    let model = ScriptedModel::new()
+/// Otto's model up to the reply: the order lookup and a preamble.
+fn lookup_and_preamble() -> ScriptedModel {
+    ScriptedModel::new()
         .when_task(TaskKind::ToolInference)
         .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
         .when_task(TaskKind::Generation)
         .and(|r| prompt(r).contains("very short acknowledgement"))
-        .reply_text("On it!");
+        .reply_text("On it!")
+}
+
+#[tokio::test]
+async fn rendered_prompts() {
+    let model = lookup_and_preamble();
     let model = Arc::new(with_reply(with_matching(model, oracle()), |_| "Your order 48213 has shipped.".into()));
     let definition = inline(AGENT);
     let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
@@ -64,12 +69,7 @@ async fn rendered_prompts() {
 #[tokio::test]
 async fn rendered_strict_selection_prompt() {
     let yaml = AGENT.replace("composition_mode: canned_fluid", "composition_mode: canned_strict");
-    let model = ScriptedModel::new()
-        .when_task(TaskKind::ToolInference)
-        .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
-        .when_task(TaskKind::Generation)
-        .and(|r| prompt(r).contains("very short acknowledgement"))
-        .reply_text("On it!")
+    let model = lookup_and_preamble()
         .when_task(TaskKind::Generation)
         .reply_json(json!({"template_id": "thanks", "fit": "high"}));
     let model = Arc::new(with_matching(model, oracle()));
@@ -86,12 +86,7 @@ async fn rendered_strict_selection_prompt() {
 /// standing for the rest (what was done, what the tools found), so the prompts stop growing.
 #[tokio::test]
 async fn long_conversations_reach_the_prompts_bounded() {
-    let model = ScriptedModel::new()
-        .when_task(TaskKind::ToolInference)
-        .reply_json(json!({"tools": [{"tool": "order_status", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213", "priority": null}}]}]}))
-        .when_task(TaskKind::Generation)
-        .and(|r| prompt(r).contains("very short acknowledgement"))
-        .reply_text("On it!")
+    let model = lookup_and_preamble()
         // Every turn asks again, so the order guideline applies again and its tool runs again.
         .when_task(TaskKind::Matching)
         .and(|r| prompt(r).contains("## Guidelines already followed ("))

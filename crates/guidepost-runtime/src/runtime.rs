@@ -419,9 +419,7 @@ impl AgentRuntime {
         // The conversation as every prompt of the turn shows it, by the matcher's rules.
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
-        state.glossary_terms = self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
-        state.capabilities =
-            self.knowledge.capabilities(&self.definition, self.models.embedder.as_deref(), &query).await;
+        (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
         sink.emit(NewEvent::processing(trace_id, ProcessingStage::Interpreting)).await;
         if self.hooks.on_preparing(state, sink).await == HookAction::Bail {
             return Ok(Some(Vec::new()));
@@ -612,10 +610,7 @@ impl AgentRuntime {
                         "{query}\n{}",
                         state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
                     );
-                    state.glossary_terms =
-                        self.knowledge.terms(&self.definition, self.models.embedder.as_deref(), &query).await;
-                    state.capabilities =
-                        self.knowledge.capabilities(&self.definition, self.models.embedder.as_deref(), &query).await;
+                    (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
                 }
             }
             it.duration_ms = iteration_started.elapsed().as_millis() as u64;
@@ -637,6 +632,16 @@ impl AgentRuntime {
         sink.emit(NewEvent::processing(trace_id, ProcessingStage::Articulating)).await;
         sink.emit(NewEvent::status(trace_id, Status::Typing, json!({}))).await;
         self.emit_reply(input, sink, cancel, latch, ledger, state, trace, &conversation).await
+    }
+
+    /// The glossary terms and capabilities relevant to `query`, retrieved side by side (one
+    /// wave of embedding calls, when the agent has more of either than a prompt takes).
+    async fn retrieve(&self, query: &str) -> (Vec<guidepost_core::Term>, Vec<guidepost_core::Capability>) {
+        let embedder = self.models.embedder.as_deref();
+        futures::join!(
+            self.knowledge.terms(&self.definition, embedder, query),
+            self.knowledge.capabilities(&self.definition, embedder, query)
+        )
     }
 
     /// The conversation as this turn's composition and tool inference show it.

@@ -1,5 +1,5 @@
 //! Context for the reply: context variables (a tool-backed one refreshed only when stale,
-//! judged by the turn's clock) and capabilities.
+//! judged by the turn's clock), capabilities and glossary retrieval.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,4 +77,58 @@ async fn tool_backed_variables_refresh_only_when_stale() {
     assert!(prompts[2].contains("\"lookup\":2"), "the stale value was refreshed");
     assert!(prompts[0].contains("- store_hours: 9:00-18:00"));
     assert!(prompts[0].contains("- Gift wrapping: Wrap any order as a gift for 3 euros"));
+}
+
+/// An embedder whose every call takes a while and which remembers how many calls were in
+/// flight at once.
+struct Overlapping {
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl guidepost_llm::Embedder for Overlapping {
+    fn model_id(&self) -> &str {
+        "test:overlapping"
+    }
+    fn dimensions(&self) -> usize {
+        2
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, guidepost_llm::LlmError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+    }
+}
+
+/// Glossary terms and capabilities are retrieved side by side: with more of each than a
+/// prompt takes, their embedding calls overlap instead of adding a wave each.
+#[tokio::test]
+async fn terms_and_capabilities_are_retrieved_in_one_wave() {
+    let terms: String = (0..21).map(|i| format!("  - {{name: term{i}, description: Term number {i}}}\n")).collect();
+    let capabilities: String =
+        (0..4).map(|i| format!("  - {{title: Service {i}, description: What service {i} does}}\n")).collect();
+    let definition = inline(&format!(
+        "agent: {{name: Otto}}\nguidelines:\n  - {{id: hi, condition: The customer greets, action: Greet back}}\nglossary:\n{terms}capabilities:\n{capabilities}"
+    ));
+    let model =
+        Arc::new(with_reply(with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| false)), |_| {
+            "Hello!".into()
+        }));
+    let embedder =
+        Arc::new(Overlapping { in_flight: AtomicUsize::new(0), most: AtomicUsize::new(0), calls: AtomicUsize::new(0) });
+    let rt = guidepost_runtime::AgentRuntime::new(
+        Arc::new(definition.clone()),
+        guidepost_runtime::RuntimeModels::single(model, Some(embedder.clone())),
+        Arc::new(fixtures(&definition)),
+        guidepost_runtime::RuntimeConfig::default(),
+    );
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Hello there").await;
+    assert_eq!(outcome.messages, ["Hello!"]);
+    assert!(embedder.calls.load(Ordering::SeqCst) >= 4, "entries and query, for terms and for capabilities");
+    assert_eq!(embedder.most.load(Ordering::SeqCst), 2, "the two retrievals overlap");
 }

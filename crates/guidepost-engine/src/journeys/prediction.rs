@@ -3,6 +3,8 @@
 //! once per compiled definition, the conversation once per turn; no embedding is needed
 //! when there are at most `k` inactive journeys.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use guidepost_core::vectors::cosine;
 use guidepost_llm::Embedder;
 
@@ -84,23 +86,22 @@ impl JourneyPredictor<'_> {
                 return prediction;
             }
         };
-        let journey_vectors = self
-            .agent
-            .journey_embeddings
-            .get_or_try_init(|| async {
-                prediction.embedding_calls += 1;
+        // The journeys' vectors (once per agent) and the conversation's are asked for at once:
+        // on an agent's first turn that is one wave of embedding calls, not two.
+        let calls = AtomicU32::new(0);
+        let (journey_vectors, conversation) = futures::join!(
+            self.agent.journey_embeddings.get_or_try_init(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
                 let texts: Vec<String> = journeys.values().map(|g| g.embedding_text()).collect();
                 embedder.embed(&texts).await
-            })
-            .await;
-        let conversation = ctx
-            .conversation_embedding
-            .get_or_try_init(|| async {
-                prediction.embedding_calls += 1;
+            }),
+            ctx.conversation_embedding.get_or_try_init(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
                 let vectors = embedder.embed(&[conversation_text(ctx)]).await?;
                 Ok::<_, guidepost_llm::LlmError>(vectors.into_iter().next().unwrap_or_default())
             })
-            .await;
+        );
+        prediction.embedding_calls += calls.into_inner();
         let (Ok(journey_vectors), Ok(conversation)) = (journey_vectors, conversation) else {
             tracing::warn!("journey prediction embedding failed; considering every journey");
             prediction.records = journeys

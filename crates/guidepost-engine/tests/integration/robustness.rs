@@ -2,6 +2,7 @@
 //! prediction prunes guidelines of unpredicted journeys.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use guidepost_engine::record::{JourneyDecision, PredictionReason, Verdict};
 use guidepost_engine::{EngineError, MatcherConfig};
@@ -111,6 +112,30 @@ fn many_journeys() -> String {
     yaml
 }
 
+/// An embedder that takes a while per call and remembers how many calls were in flight at once.
+struct InFlight {
+    inner: HashingEmbedder,
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Embedder for InFlight {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
+}
+
 #[tokio::test]
 async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
     let model = Arc::new(
@@ -120,9 +145,10 @@ async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
             .when(schema_is("ActionableChecks"))
             .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
     );
-    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let embedder =
+        Arc::new(InFlight { inner: HashingEmbedder::new(256), now: AtomicUsize::new(0), most: AtomicUsize::new(0) });
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
-    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder), config);
+    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder.clone()), config);
     let mut session = Session::new();
     let o = matcher.match_turn(&session.customer("I want to track a parcel")).await.unwrap();
     let predicted: Vec<&str> = o
@@ -137,6 +163,7 @@ async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
     assert_ne!(o.record.candidate("tracking_scoped").unwrap().verdict, Verdict::Pruned);
     assert_eq!(path_of(&o, "tracking"), Some(states(&["initial", "ask"])));
     assert_eq!(o.record.embedding_calls, 2, "journeys once, the conversation once");
+    assert_eq!(embedder.most.load(Ordering::SeqCst), 2, "both asked for at once: one wave");
     session.reply(&o, "What's the tracking number?");
 
     // next turn: the journey is active; journey embeddings are cached
@@ -161,9 +188,10 @@ async fn tool_results_pointing_at_an_unpredicted_journey_get_a_second_pass() {
             .when(schema_is("JourneySelectionAnswer"))
             .reply_with(|_| Ok(stay("waiting"))),
     );
-    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let embedder =
+        Arc::new(InFlight { inner: HashingEmbedder::new(256), now: AtomicUsize::new(0), most: AtomicUsize::new(0) });
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
-    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder), config);
+    let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder.clone()), config);
     let ctx = Session::new().customer("I want to track a parcel");
     let first = matcher.match_turn(&ctx).await.unwrap();
     assert_eq!(first.record.candidate("returns_scoped").unwrap().verdict, Verdict::Pruned);

@@ -58,6 +58,9 @@ impl ChatModel for FakeModel {
     fn model_id(&self) -> &str {
         "fake"
     }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        guidepost_llm::ModelCapabilities::CAPABLE
+    }
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();
         let value = Self::answer(&req);

@@ -29,8 +29,9 @@ pub enum NumericPriority {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictStyle {
-    /// [`Single`](Self::Single) for local models (model ids `local:...`), else
-    /// [`Reasoned`](Self::Reasoned). The default.
+    /// [`Single`](Self::Single) for a model that does not follow compound instructions
+    /// (see [`guidepost_llm::ModelCapabilities`]), else [`Reasoned`](Self::Reasoned). The
+    /// default.
     #[default]
     Auto,
     /// A one-sentence rationale before each verdict (the action shown beside each
@@ -49,10 +50,10 @@ pub enum VerdictStyle {
 }
 
 impl VerdictStyle {
-    /// The style used with the model `model_id` (`provider:model`).
-    pub fn for_model(self, model_id: &str) -> VerdictStyle {
+    /// The style used with a model that declares `capabilities`.
+    pub fn for_model(self, capabilities: &guidepost_llm::ModelCapabilities) -> VerdictStyle {
         match self {
-            VerdictStyle::Auto if guidepost_llm::is_local_model(model_id) => VerdictStyle::Single,
+            VerdictStyle::Auto if !capabilities.follows_compound_instructions => VerdictStyle::Single,
             VerdictStyle::Auto => VerdictStyle::Reasoned,
             other => other,
         }

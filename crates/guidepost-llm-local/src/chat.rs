@@ -260,6 +260,11 @@ impl ChatModel for LocalChatModel {
         &self.inner.id
     }
 
+    /// A small model on the CPU, decoding JSON under the schema's grammar.
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        guidepost_llm::ModelCapabilities::small_constrained(Some(self.inner.info.context_length))
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let inner = Arc::clone(&self.inner);
         let start = Instant::now();

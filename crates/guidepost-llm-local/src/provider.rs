@@ -118,6 +118,11 @@ impl ChatModel for LazyChatModel {
         &self.id
     }
 
+    /// The loaded model's; before it loads, the same with its context not yet known.
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.model.get().map_or(guidepost_llm::ModelCapabilities::small_constrained(None), ChatModel::capabilities)
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.get().await?.complete(req).await
     }

@@ -80,7 +80,7 @@ pub use error::LlmError;
 pub use middleware::cache::CacheMode;
 pub use middleware::limits::LimitsConfig;
 pub use middleware::retry::RetryPolicy;
-pub use ports::{ChatModel, Embedder, TextStream, single_shot_stream};
+pub use ports::{ChatModel, Embedder, ModelCapabilities, TextStream, single_shot_stream};
 pub use request::{ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind};
 pub use schema::{
     generate, generate_with_schema, is_strict_compatible, make_strict, schema_name_for, strict_schema_for,

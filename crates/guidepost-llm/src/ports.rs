@@ -14,6 +14,33 @@ use crate::request::{ChatRequest, ChatResponse, Output, StreamEvent};
 /// A stream of text pieces ending with [`StreamEvent::Done`].
 pub type TextStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 
+/// What a model can be relied on to do. The engine picks its prompt styles from it, never
+/// from a model's name; configuration can override each choice per task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelCapabilities {
+    /// Tokens the model reads and writes in one call, when known.
+    pub context_window: Option<usize>,
+    /// Whether answers are held to the requested JSON schema while they are generated
+    /// (constrained decoding), so an answer cannot break its schema.
+    pub constrained_decoding: bool,
+    /// Whether the model answers a compound request (several conditions judged in one
+    /// answer, a rationale before each verdict, a draft and its problems before the reply)
+    /// as reliably as a single question. Small models do not: they get one yes/no question
+    /// per condition and write the reply without a draft.
+    pub follows_compound_instructions: bool,
+}
+
+impl ModelCapabilities {
+    /// A capable hosted model, as providers that say nothing more are taken to be.
+    pub const CAPABLE: Self =
+        Self { context_window: None, constrained_decoding: false, follows_compound_instructions: true };
+
+    /// A small model decoding under a grammar, with a context of `context_window` tokens.
+    pub const fn small_constrained(context_window: Option<usize>) -> Self {
+        Self { context_window, constrained_decoding: true, follows_compound_instructions: false }
+    }
+}
+
 /// A model that answers a conversation with text or with JSON conforming to a schema.
 ///
 /// Implementations: the OpenAI-compatible and Anthropic providers, the scripted test model,
@@ -23,6 +50,10 @@ pub type TextStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 pub trait ChatModel: Send + Sync {
     /// A stable identifier of the model, `provider:model` (e.g. `openai:gpt-4.1`).
     fn model_id(&self) -> &str;
+
+    /// What the model can be relied on to do. Every implementation says it (a middleware
+    /// layer passes on its inner model's), so no wrapper can hide a small model.
+    fn capabilities(&self) -> ModelCapabilities;
 
     /// Answers `req` in one piece.
     ///
@@ -98,6 +129,9 @@ pub trait Embedder: Send + Sync {
 impl<T: ChatModel + ?Sized> ChatModel for Arc<T> {
     fn model_id(&self) -> &str {
         (**self).model_id()
+    }
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
     }
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         (**self).complete(req).await

@@ -253,6 +253,9 @@ impl ChatModel for ModelStack {
     fn model_id(&self) -> &str {
         self.default.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.default.capabilities()
+    }
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.model_for(&req.task).complete(req).await
     }

@@ -117,9 +117,10 @@ pub struct RuntimeConfig {
     /// Matcher settings.
     pub matcher: MatcherConfig,
     /// Whether the reply call writes a draft and lists its problems before the final reply.
-    /// `None` (the default) does so except with local models (`local:...`): a small model
-    /// copies its draft from its own earlier messages, and the check then finds nothing
-    /// wrong; asked for the reply alone, it follows the current step.
+    /// `None` (the default) does so when the reply model follows compound instructions (see
+    /// [`guidepost_llm::ModelCapabilities`]): a small model copies its draft from its own
+    /// earlier messages, and the check then finds nothing wrong; asked for the reply alone,
+    /// it follows the current step.
     pub self_check: Option<bool>,
     /// The checks every composed reply must pass before it is sent (see
     /// [`guidepost_core::reply_check`]); `None` (the default) runs them all.
@@ -721,7 +722,7 @@ impl AgentRuntime {
             self_check: self
                 .config
                 .self_check
-                .unwrap_or_else(|| !guidepost_llm::is_local_model(self.models.generation.model_id())),
+                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
             reply_checks: self.config.reply_checks.as_deref().unwrap_or(&guidepost_core::reply_check::ReplyCheck::ALL),
             now: self.clock.now(),
         };

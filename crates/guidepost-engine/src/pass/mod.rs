@@ -89,7 +89,7 @@ impl<'a> Pass<'a> {
         let t = self.config.temperature;
         match task {
             Task::Checks { category, items } => {
-                let style = self.config.verdicts.for_model(self.model.model_id());
+                let style = self.config.verdicts.for_model(&self.model.capabilities());
                 TaskResult::Checks(batches::evaluate_checks(self.model, *category, items, conversation, t, style).await)
             }
             Task::Disambiguation { head, targets } => {
@@ -110,7 +110,7 @@ impl<'a> Pass<'a> {
                     }));
                 };
                 let selector = self.selector();
-                let selection = if self.config.verdicts.for_model(self.model.model_id()) == VerdictStyle::Single {
+                let selection = if self.config.verdicts.for_model(&self.model.capabilities()) == VerdictStyle::Single {
                     selector.select_stepwise(self.model, graph, path, *starting, conversation).await
                 } else {
                     selector.select_with_model(self.model, graph, path, *starting, conversation).await

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use guidepost_engine::record::Verdict;
 use guidepost_engine::{Category, MatcherConfig, VerdictStyle};
-use guidepost_llm::ChatRequest;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use guidepost_llm::{ChatRequest, ModelCapabilities};
 use serde_json::{Map, Value};
 
 use crate::support::*;
@@ -67,20 +67,21 @@ fn single(req: &ChatRequest, rules: &[(&str, &str)]) -> Value {
     Value::String(if holds { "yes" } else { "no" }.into())
 }
 
+/// A model that declares itself small: its name says nothing (it could be served over any API).
 fn local_model(answer: fn(&ChatRequest) -> Value) -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
-            .with_id("local:qwen2.5-coder-1.5b")
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
             .when(schema_is("DirectChecks"))
             .reply_with(move |req| Ok(answer(req))),
     )
 }
 
-/// A local model answering single checks by `rules`, and direct checks the same way.
+/// A small model answering single checks by `rules`, and direct checks the same way.
 fn local_single_model(rules: &'static [(&'static str, &'static str)]) -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
-            .with_id("local:qwen2.5-coder-1.5b")
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
             .when(schema_is("Verdict"))
             .reply_with(move |req| Ok(single(req, rules)))
             .when(schema_is("DirectChecks"))
@@ -89,7 +90,7 @@ fn local_single_model(rules: &'static [(&'static str, &'static str)]) -> Arc<Scr
 }
 
 #[tokio::test]
-async fn local_models_get_one_question_per_condition_and_no_actions() {
+async fn small_models_get_one_question_per_condition_and_no_actions() {
     let model = local_single_model(&[("how much", "cost"), ("student", "student")]);
     let matcher = matcher(inline(TAXI), Arc::clone(&model));
     let mut session = Session::new();
@@ -117,10 +118,10 @@ async fn local_models_get_one_question_per_condition_and_no_actions() {
 }
 
 #[tokio::test]
-async fn hosted_models_keep_the_reasoned_checks() {
+async fn capable_models_keep_the_reasoned_checks() {
     let model = Arc::new(
         ScriptedModel::new()
-            .with_id("openai:gpt-4.1")
+            .with_id("local:named-like-a-small-model")
             .when(schema_is("ActionableChecks"))
             .reply_with(|req| Ok(checks(req, "## Guidelines", |c, m| c.contains("how much") && m.contains("cost"))))
             .when(schema_is("ObservationChecks"))
@@ -138,10 +139,11 @@ async fn hosted_models_keep_the_reasoned_checks() {
 
 #[tokio::test]
 async fn the_style_can_be_forced_either_way() {
-    assert_eq!(VerdictStyle::Auto.for_model("local:qwen"), VerdictStyle::Single);
-    assert_eq!(VerdictStyle::Auto.for_model("anthropic:claude"), VerdictStyle::Reasoned);
-    assert_eq!(VerdictStyle::Reasoned.for_model("local:qwen"), VerdictStyle::Reasoned);
-    assert_eq!(VerdictStyle::Direct.for_model("openai:gpt-4.1"), VerdictStyle::Direct);
+    let (small, capable) = (ModelCapabilities::small_constrained(Some(32_768)), ModelCapabilities::CAPABLE);
+    assert_eq!(VerdictStyle::Auto.for_model(&small), VerdictStyle::Single);
+    assert_eq!(VerdictStyle::Auto.for_model(&capable), VerdictStyle::Reasoned);
+    assert_eq!(VerdictStyle::Reasoned.for_model(&small), VerdictStyle::Reasoned);
+    assert_eq!(VerdictStyle::Direct.for_model(&capable), VerdictStyle::Direct);
 
     let model = Arc::new(
         ScriptedModel::new()

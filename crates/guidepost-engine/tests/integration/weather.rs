@@ -226,21 +226,24 @@ fn statement(req: &guidepost_llm::ChatRequest) -> String {
 /// A small local model: one yes-or-no question per condition or transition, nothing else
 /// (a full journey-selection call would find no rule and fail the test).
 fn small_weather_model() -> Arc<ScriptedModel> {
-    let model = ScriptedModel::new().with_id("local:qwen2.5-coder-1.5b").when(schema_is("Verdict")).reply_with(|req| {
-        let said = statement(req);
-        let msg = last_customer(req);
-        let failed = tool_results(req).contains("error");
-        let holds = match said.as_str() {
-            "The customer said which city" | "The customer asks about a city" => mentions_city(&msg),
-            "The customer has not said which city yet" => !mentions_city(&msg),
-            "The weather tool returned the weather" => !tool_results(req).is_empty() && !failed,
-            "The weather tool failed (the city is not supported)" => failed,
-            "The customer does not want another lookup" => msg.contains("不用") || msg.contains("没有"),
-            s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
-            other => decide(other, &msg),
-        };
-        Ok(json!(if holds { "yes" } else { "no" }))
-    });
+    let model = ScriptedModel::new()
+        .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
+        .when(schema_is("Verdict"))
+        .reply_with(|req| {
+            let said = statement(req);
+            let msg = last_customer(req);
+            let failed = tool_results(req).contains("error");
+            let holds = match said.as_str() {
+                "The customer said which city" | "The customer asks about a city" => mentions_city(&msg),
+                "The customer has not said which city yet" => !mentions_city(&msg),
+                "The weather tool returned the weather" => !tool_results(req).is_empty() && !failed,
+                "The weather tool failed (the city is not supported)" => failed,
+                "The customer does not want another lookup" => msg.contains("不用") || msg.contains("没有"),
+                s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
+                other => decide(other, &msg),
+            };
+            Ok(json!(if holds { "yes" } else { "no" }))
+        });
     Arc::new(model)
 }
 

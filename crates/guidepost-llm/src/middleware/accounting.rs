@@ -53,6 +53,9 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = req.task.clone();

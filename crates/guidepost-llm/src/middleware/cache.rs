@@ -121,6 +121,9 @@ impl<M: ChatModel> ChatModel for RecordReplay<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         if self.mode == CacheMode::Live {

@@ -106,6 +106,9 @@ impl<M: ChatModel> ChatModel for Limits<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let _permit = self.admit(|| count_message_tokens(&req.messages) as u64).await?;

@@ -60,6 +60,9 @@ impl<M: ChatModel> ChatModel for Reask<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let OutputFormat::Json { name, schema, .. } = req.output.clone() else {

@@ -103,6 +103,9 @@ impl<M: ChatModel> ChatModel for Retry<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let (mut response, attempts, elapsed) =

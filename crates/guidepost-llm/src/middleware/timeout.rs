@@ -56,6 +56,9 @@ impl<M: ChatModel> ChatModel for Timeout<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let after = self.after;
@@ -126,6 +129,9 @@ impl<M> Deadline<M> {
 impl<M: ChatModel> ChatModel for Deadline<M> {
     fn model_id(&self) -> &str {
         self.inner.model_id()
+    }
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.inner.capabilities()
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

@@ -175,6 +175,11 @@ impl ChatModel for AnthropicChat {
     fn model_id(&self) -> &str {
         &self.id
     }
+    /// A hosted model is taken to be capable; a small one behind the same API is declared so
+    /// in configuration.
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        crate::ModelCapabilities::CAPABLE
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let started = Instant::now();

@@ -82,6 +82,7 @@ impl Rule {
 /// Usage is estimated at one token per four characters; the model id is `scripted`.
 pub struct ScriptedModel {
     id: String,
+    capabilities: crate::ModelCapabilities,
     rules: Vec<Rule>,
     seen: Mutex<Vec<ChatRequest>>,
 }
@@ -105,7 +106,19 @@ impl fmt::Debug for ScriptedModel {
 impl ScriptedModel {
     /// A model with no rules (every request fails with [`LlmError::NoScriptedRule`]).
     pub fn new() -> Self {
-        Self { id: "scripted".to_string(), rules: Vec::new(), seen: Mutex::new(Vec::new()) }
+        Self {
+            id: "scripted".to_string(),
+            capabilities: crate::ModelCapabilities::CAPABLE,
+            rules: Vec::new(),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Sets what the model declares it can do (default [`crate::ModelCapabilities::CAPABLE`]),
+    /// to see the prompt styles the engine takes for a small model.
+    pub fn with_capabilities(mut self, capabilities: crate::ModelCapabilities) -> Self {
+        self.capabilities = capabilities;
+        self
     }
 
     /// Sets the model id reported in [`Usage::model`] (default `scripted`).
@@ -226,6 +239,10 @@ impl ScriptedModel {
 impl ChatModel for ScriptedModel {
     fn model_id(&self) -> &str {
         &self.id
+    }
+
+    fn capabilities(&self) -> crate::ModelCapabilities {
+        self.capabilities
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

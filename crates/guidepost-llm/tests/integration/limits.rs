@@ -24,6 +24,9 @@ impl ChatModel for SlowModel {
     fn model_id(&self) -> &str {
         "slow"
     }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        guidepost_llm::ModelCapabilities::CAPABLE
+    }
     async fn complete(&self, _req: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.started.lock().unwrap().push(Instant::now());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;

@@ -86,6 +86,9 @@ impl ChatModel for StallingModel {
     fn model_id(&self) -> &str {
         "stalling"
     }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        guidepost_llm::ModelCapabilities::CAPABLE
+    }
     async fn complete(&self, _req: ChatRequest) -> Result<ChatResponse, LlmError> {
         std::future::pending().await
     }

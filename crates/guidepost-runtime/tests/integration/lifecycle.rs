@@ -264,7 +264,7 @@ async fn local_models_write_the_reply_without_a_draft_unless_asked_to() {
         let matching: Arc<ScriptedModel> = Arc::new(with_matching(ScriptedModel::new(), shop_oracle()));
         let generation = Arc::new(
             ScriptedModel::new()
-                .with_id("local:qwen2.5-coder-1.5b")
+                .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
                 .when_task(TaskKind::Generation)
                 .and(|r| matches!(r.output, guidepost_llm::OutputFormat::Json { .. }))
                 .reply_json(serde_json::json!({"draft": "Shipping takes 3 days.", "problems": [], "reply": "Shipping takes 3 days."}))

@@ -132,6 +132,9 @@ impl ChatModel for Slow {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.inner.capabilities()
+    }
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         tokio::time::sleep(self.delay).await;
         self.inner.complete(req).await
@@ -149,6 +152,9 @@ pub struct Chunking(pub Arc<ScriptedModel>);
 impl ChatModel for Chunking {
     fn model_id(&self) -> &str {
         self.0.model_id()
+    }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.0.capabilities()
     }
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         self.0.complete(req).await

@@ -234,6 +234,9 @@ impl guidepost_llm::ChatModel for LosesFirstMatchingCall {
     fn model_id(&self) -> &str {
         self.inner.model_id()
     }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.inner.capabilities()
+    }
     async fn complete(
         &self,
         req: guidepost_llm::ChatRequest,

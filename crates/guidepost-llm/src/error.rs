@@ -172,7 +172,7 @@ pub fn redact(text: &str, secret: Option<&str>) -> String {
 }
 
 /// The first `max` characters of `text`, with an ellipsis when cut (char-boundary safe).
-pub(crate) fn excerpt(text: &str, max: usize) -> String {
+pub fn excerpt(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
     } else {

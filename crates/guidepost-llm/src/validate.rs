@@ -33,10 +33,7 @@ struct Validator<'a> {
 }
 
 fn describe(value: &Value) -> String {
-    let text = value.to_string();
-    let text =
-        if text.chars().count() > 60 { format!("{}…", text.chars().take(60).collect::<String>()) } else { text };
-    format!("{} {text}", type_name(value))
+    format!("{} {}", type_name(value), crate::excerpt(&value.to_string(), 60))
 }
 
 fn type_name(value: &Value) -> &'static str {

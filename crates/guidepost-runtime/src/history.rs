@@ -88,18 +88,18 @@ fn earlier_tool_results(events: &[Event]) -> Vec<String> {
         .filter(|e| e.kind == EventKind::Tool && !e.deleted)
         .filter_map(|e| e.data.get("tool_calls").and_then(Value::as_array))
         .flatten();
-    let mut shown: Vec<String> = calls
+    let described: Vec<String> = calls
         .map(|call| {
             let tool = call.get("tool_id").and_then(Value::as_str).unwrap_or("tool");
             let arguments = call.get("arguments").map(Value::to_string).unwrap_or_default();
             let result =
                 call.get("result").map(|r| r.get("data").unwrap_or(r)).map(Value::to_string).unwrap_or_default();
-            format!("{tool}({arguments}) -> {}", cut(&result, RESULT_CHARS))
+            format!("{tool}({arguments}) -> {}", guidepost_llm::excerpt(&result, RESULT_CHARS))
         })
         .collect();
     // The same call with the same result, made again, is said once (where it was last made).
     let mut unique: Vec<String> = Vec::new();
-    for call in shown.drain(..).rev() {
+    for call in described.into_iter().rev() {
         if !unique.contains(&call) {
             unique.push(call);
         }
@@ -109,13 +109,6 @@ fn earlier_tool_results(events: &[Event]) -> Vec<String> {
     }
     unique.reverse();
     unique
-}
-
-fn cut(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((end, _)) => format!("{}…", &text[..end]),
-        None => text.to_string(),
-    }
 }
 
 #[cfg(test)]
@@ -204,12 +197,5 @@ guidelines:
             size(200),
             size(50)
         );
-    }
-
-    #[test]
-    fn long_results_are_cut() {
-        assert_eq!(cut("abcdef", 3), "abc…");
-        assert_eq!(cut("ab", 3), "ab");
-        assert_eq!(cut("日本語の文", 2), "日本…");
     }
 }

@@ -147,9 +147,5 @@ fn violation(summary: String) -> PolicyDecision {
 }
 
 fn excerpt(text: &str) -> String {
-    const MAX: usize = 160;
-    if text.chars().count() <= MAX {
-        return text.to_string();
-    }
-    format!("{}…", text.chars().take(MAX).collect::<String>())
+    guidepost_llm::excerpt(text, 160)
 }

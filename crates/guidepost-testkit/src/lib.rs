@@ -13,10 +13,14 @@
 //! stream without end marker, a stalled, endless or huge stream, a huge answer), for tests
 //! that hold the `guidepost` process to its time and memory limits.
 //!
+//! [`embedders::InFlightEmbedder`] counts the embedding calls in flight at once, for tests of
+//! what a turn asks for in one wave.
+//!
 //! [`fake_parlant`] is a fake Parlant 3.3.2 server (its routes, status codes, long polls and
 //! event sequence) with any agent behind it: scripted turns, or a Guidepost engine, so the
 //! simulator's Parlant client is tested against Parlant's wire format.
 
+pub mod embedders;
 pub mod fake_openai;
 pub mod fake_parlant;
 pub mod misbehaving_openai;

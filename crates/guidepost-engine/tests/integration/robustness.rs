@@ -2,13 +2,13 @@
 //! prediction prunes guidelines of unpredicted journeys.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use guidepost_engine::record::{JourneyDecision, PredictionReason, Verdict};
 use guidepost_engine::{EngineError, MatcherConfig};
 use guidepost_llm::providers::hashing::HashingEmbedder;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use guidepost_llm::{Embedder, LlmError, TaskKind};
+use guidepost_testkit::embedders::InFlightEmbedder;
 use serde_json::json;
 
 use crate::support::*;
@@ -112,30 +112,6 @@ fn many_journeys() -> String {
     yaml
 }
 
-/// An embedder that takes a while per call and remembers how many calls were in flight at once.
-struct InFlight {
-    inner: HashingEmbedder,
-    now: AtomicUsize,
-    most: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl Embedder for InFlight {
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    fn dimensions(&self) -> usize {
-        self.inner.dimensions()
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
-        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-        self.now.fetch_sub(1, Ordering::SeqCst);
-        self.inner.embed(texts).await
-    }
-}
-
 #[tokio::test]
 async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
     let model = Arc::new(
@@ -145,8 +121,7 @@ async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
             .when(schema_is("ActionableChecks"))
             .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
     );
-    let embedder =
-        Arc::new(InFlight { inner: HashingEmbedder::new(256), now: AtomicUsize::new(0), most: AtomicUsize::new(0) });
+    let embedder = Arc::new(InFlightEmbedder::new(HashingEmbedder::new(256), std::time::Duration::from_millis(30)));
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
     let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder.clone()), config);
     let mut session = Session::new();
@@ -163,7 +138,7 @@ async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
     assert_ne!(o.record.candidate("tracking_scoped").unwrap().verdict, Verdict::Pruned);
     assert_eq!(path_of(&o, "tracking"), Some(states(&["initial", "ask"])));
     assert_eq!(o.record.embedding_calls, 2, "journeys once, the conversation once");
-    assert_eq!(embedder.most.load(Ordering::SeqCst), 2, "both asked for at once: one wave");
+    assert_eq!(embedder.most_in_flight(), 2, "both asked for at once: one wave");
     session.reply(&o, "What's the tracking number?");
 
     // next turn: the journey is active; journey embeddings are cached
@@ -188,8 +163,7 @@ async fn tool_results_pointing_at_an_unpredicted_journey_get_a_second_pass() {
             .when(schema_is("JourneySelectionAnswer"))
             .reply_with(|_| Ok(stay("waiting"))),
     );
-    let embedder =
-        Arc::new(InFlight { inner: HashingEmbedder::new(256), now: AtomicUsize::new(0), most: AtomicUsize::new(0) });
+    let embedder = Arc::new(InFlightEmbedder::new(HashingEmbedder::new(256), std::time::Duration::from_millis(30)));
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
     let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder.clone()), config);
     let ctx = Session::new().customer("I want to track a parcel");

@@ -5,9 +5,11 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
+use guidepost_llm::providers::hashing::HashingEmbedder;
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_runtime::MemorySession;
 use guidepost_runtime::knowledge::Clock;
+use guidepost_testkit::embedders::InFlightEmbedder;
 use guidepost_tools::native::NativeTool;
 use serde_json::json;
 
@@ -79,32 +81,6 @@ async fn tool_backed_variables_refresh_only_when_stale() {
     assert!(prompts[0].contains("- Gift wrapping: Wrap any order as a gift for 3 euros"));
 }
 
-/// An embedder whose every call takes a while and which remembers how many calls were in
-/// flight at once.
-struct Overlapping {
-    in_flight: AtomicUsize,
-    most: AtomicUsize,
-    calls: AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl guidepost_llm::Embedder for Overlapping {
-    fn model_id(&self) -> &str {
-        "test:overlapping"
-    }
-    fn dimensions(&self) -> usize {
-        2
-    }
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, guidepost_llm::LlmError> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
-    }
-}
-
 /// Glossary terms and capabilities are retrieved side by side: with more of each than a
 /// prompt takes, their embedding calls overlap instead of adding a wave each.
 #[tokio::test]
@@ -119,8 +95,7 @@ async fn terms_and_capabilities_are_retrieved_in_one_wave() {
         Arc::new(with_reply(with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| false)), |_| {
             "Hello!".into()
         }));
-    let embedder =
-        Arc::new(Overlapping { in_flight: AtomicUsize::new(0), most: AtomicUsize::new(0), calls: AtomicUsize::new(0) });
+    let embedder = Arc::new(InFlightEmbedder::new(HashingEmbedder::new(2), std::time::Duration::from_millis(50)));
     let rt = guidepost_runtime::AgentRuntime::new(
         Arc::new(definition.clone()),
         guidepost_runtime::RuntimeModels::single(model, Some(embedder.clone())),
@@ -129,6 +104,6 @@ async fn terms_and_capabilities_are_retrieved_in_one_wave() {
     );
     let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Hello there").await;
     assert_eq!(outcome.messages, ["Hello!"]);
-    assert!(embedder.calls.load(Ordering::SeqCst) >= 4, "entries and query, for terms and for capabilities");
-    assert_eq!(embedder.most.load(Ordering::SeqCst), 2, "the two retrievals overlap");
+    assert!(embedder.calls() >= 4, "entries and query, for terms and for capabilities");
+    assert_eq!(embedder.most_in_flight(), 2, "the two retrievals overlap");
 }

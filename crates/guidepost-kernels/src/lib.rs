@@ -43,7 +43,10 @@ fn rows<'a>(op: &str, storage: &'a CpuStorage, layout: &Layout) -> Result<(&'a [
         return Err(Error::Msg(format!("{op}: expected a contiguous tensor")));
     };
     let width = layout.dims().last().copied().unwrap_or(1).max(1);
-    Ok((data.get(start..end).unwrap_or_default(), width))
+    let values = data
+        .get(start..end)
+        .ok_or_else(|| Error::Msg(format!("{op}: values {start}..{end} lie outside storage of {}", data.len())))?;
+    Ok((values, width))
 }
 
 struct Softmax;

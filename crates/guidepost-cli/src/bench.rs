@@ -49,6 +49,8 @@ struct Turn {
     waves: usize,
     cpu: Duration,
     wall: Duration,
+    /// The model server's log of the turn, in arrival order.
+    log: Vec<LoggedRequest>,
 }
 
 /// One request in the fake model server's log (`GET /_log`).
@@ -56,6 +58,8 @@ struct Turn {
 struct LoggedRequest {
     /// `chat` or `embeddings`.
     kind: String,
+    /// The structured output's schema name (`None` for plain text and embeddings).
+    schema: Option<String>,
     /// Prompt tokens.
     prompt_tokens: u64,
     /// Milliseconds since the fake server started, at arrival and at answer.
@@ -116,7 +120,8 @@ async fn run_size(
             bail!("turn failed: {error}");
         }
         state = outcome.state;
-        let log: Vec<LoggedRequest> = http.get(format!("{base}/_log")).send().await?.json().await?;
+        let mut log: Vec<LoggedRequest> = http.get(format!("{base}/_log")).send().await?.json().await?;
+        log.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
         turns.push(Turn {
             calls: log.iter().filter(|r| r.kind == "chat").count(),
             embeddings: log.iter().filter(|r| r.kind == "embeddings").count(),
@@ -124,6 +129,7 @@ async fn run_size(
             waves: waves(&log),
             cpu,
             wall,
+            log,
         });
     }
     Ok(turns)
@@ -140,6 +146,7 @@ pub async fn run(
     latencies: Vec<u64>,
     out: Option<PathBuf>,
     over_http: bool,
+    calls: bool,
 ) -> Result<ExitCode> {
     let http = guidepost_llm::http::client_builder().build()?;
     let mut report = String::from(
@@ -150,6 +157,9 @@ pub async fn run(
     );
     let mut long = String::from(
         "| size | prompt tokens, turn 1 | turn 10 | turn 50 | turn 50 / turn 10 |\n|---|---|---|---|---|\n",
+    );
+    let mut timeline = String::from(
+        "| size | latency | turn | call | schema | prompt tokens | start ms | end ms |\n|---|---|---|---|---|---|---|---|\n",
     );
     let mut served = String::from(
         "| size | latency | startup s | RSS idle MiB | RSS after the session MiB | turn s over HTTP | turn s in process |\n|---|---|---|---|---|---|---|\n",
@@ -172,6 +182,19 @@ pub async fn run(
                 );
             }
             for (i, t) in turns.iter().enumerate() {
+                let zero = t.log.first().map_or(0.0, |r| r.start_ms);
+                for (n, r) in t.log.iter().enumerate() {
+                    let _ = writeln!(
+                        timeline,
+                        "| {size} | {latency} ms | {} | {} | {} | {} | {:.0} | {:.0} |",
+                        i + 1,
+                        n + 1,
+                        r.schema.as_deref().unwrap_or(&r.kind),
+                        r.prompt_tokens,
+                        r.start_ms - zero,
+                        r.end_ms - zero,
+                    );
+                }
                 let _ = writeln!(
                     report,
                     "| {size} | {latency} ms | {} | {} | {} | {} | {} | {:.2} | {:.3} |",
@@ -208,6 +231,9 @@ pub async fn run(
     let mut text = format!(
         "## Per turn (mean of the session's turns)\n\n{summary}\n## A long conversation: prompt tokens per turn (0 ms per call)\n\n{long}\n## Every turn\n\n{report}"
     );
+    if calls {
+        let _ = write!(text, "\n## Every model call (times from the turn's first call)\n\n{timeline}");
+    }
     if over_http {
         let _ = write!(
             text,

@@ -268,6 +268,10 @@ enum Command {
         /// turn latency as a client sees it).
         #[arg(long)]
         no_http: bool,
+        /// Also print every model call of every turn: its task (the structured output's
+        /// schema, `chat` for plain text, `embeddings`), prompt tokens, start and end.
+        #[arg(long)]
+        calls: bool,
     },
     /// Load benchmark: many concurrent conversations over HTTP against `guidepost serve`.
     ///
@@ -428,9 +432,9 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(simulate::run(*args, threads)),
             Err(e) => Err(e.into()),
         },
-        Command::Bench { agents, sizes, latency_ms, out, no_http } => {
+        Command::Bench { agents, sizes, latency_ms, out, no_http, calls } => {
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http)),
+                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
                 Err(e) => Err(e.into()),
             }
         }

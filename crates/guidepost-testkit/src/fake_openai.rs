@@ -334,8 +334,17 @@ pub(crate) async fn chat(
     };
     let prompt_tokens = guidepost_llm::count_tokens(&prompt) as u64;
     let completion_tokens = guidepost_llm::count_tokens(&content) as u64;
-    tokio::time::sleep(latency).await;
-    let end_ms = state.started.elapsed().as_secs_f64() * 1000.0;
+    let streamed = body.get("stream").and_then(Value::as_bool) == Some(true);
+    // A streamed answer ends when a whole one would: its words are spread over the call's
+    // latency (see `streamed_answer`), so the log shows the same duration either way.
+    if !streamed {
+        tokio::time::sleep(latency).await;
+    }
+    let end_ms = if streamed {
+        start_ms + latency.as_secs_f64() * 1000.0
+    } else {
+        state.started.elapsed().as_secs_f64() * 1000.0
+    };
     state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest {
         kind: "chat".into(),
         schema: schema_name,
@@ -346,15 +355,8 @@ pub(crate) async fn chat(
     });
     let usage = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens, "prompt_tokens_details": {"cached_tokens": 0}});
     let model = body.get("model").cloned().unwrap_or(json!("fake"));
-    if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        let mut sse = String::new();
-        for piece in content.split_inclusive(' ') {
-            let chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
-            sse.push_str(&format!("data: {chunk}\n\n"));
-        }
-        let last = json!({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage});
-        sse.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-        return ([("content-type", "text/event-stream")], sse).into_response();
+    if streamed {
+        return streamed_answer(&content, &model, usage, latency);
     }
     Json(json!({
         "id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": model,
@@ -362,6 +364,39 @@ pub(crate) async fn chat(
         "usage": usage,
     }))
     .into_response()
+}
+
+/// The share of a call's latency before a streamed answer's first words: the time a
+/// provider takes to read the prompt before it writes.
+const FIRST_TOKEN_SHARE: u32 = 4;
+
+/// A streamed answer as OpenAI sends it: the first words after a quarter of `latency`, the
+/// others evenly over the rest of it, then the usage and `[DONE]`.
+fn streamed_answer(content: &str, model: &Value, usage: Value, latency: Duration) -> Response {
+    let pieces: Vec<String> = content.split_inclusive(' ').map(str::to_string).collect();
+    let first = latency / FIRST_TOKEN_SHARE;
+    let gap = (latency - first) / u32::try_from(pieces.len().max(1)).unwrap_or(u32::MAX);
+    let model = model.clone();
+    let chunk = move |delta: Value, finish: Value, usage: Option<&Value>| {
+        let mut chunk = json!({"id": "c", "object": "chat.completion.chunk", "model": model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        if let Some(usage) = usage {
+            chunk["usage"] = usage.clone();
+        }
+        format!("data: {chunk}\n\n")
+    };
+    let body = async_stream::stream! {
+        tokio::time::sleep(first).await;
+        let count = pieces.len();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            yield Ok::<_, std::io::Error>(chunk(json!({"content": piece}), Value::Null, None));
+            if i + 1 < count {
+                tokio::time::sleep(gap).await;
+            }
+        }
+        tokio::time::sleep(gap).await;
+        yield Ok(chunk(json!({}), json!("stop"), Some(&usage)) + "data: [DONE]\n\n");
+    };
+    ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body)).into_response()
 }
 
 fn embed(text: &str, dims: usize) -> Vec<f32> {
@@ -425,10 +460,87 @@ async fn embeddings(
 /// Serves on `127.0.0.1:port` (0 for any) and prints `listening <port>` once bound.
 pub async fn serve(port: u16, latency: Duration, reject_keys: bool) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    // The token counter loads its vocabulary on first use; the first request of a
+    // measurement must not pay for it.
+    guidepost_llm::count_tokens("warm up");
     println!("listening {}", listener.local_addr()?.port());
     let state = FakeState::new(latency);
     if reject_keys {
         state.reject_keys();
     }
     axum::serve(listener, router(state)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use guidepost_llm::providers::openai_compat::OpenAiChat;
+    use guidepost_llm::{ChatModel, ChatRequest, StreamEvent, TaskKind};
+
+    /// Serves the fake with `latency` on a free port; returns its state and `/v1` URL.
+    async fn start(latency: Duration) -> (Arc<FakeState>, String) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = FakeState::new(latency);
+        let app = router(state.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (state, format!("http://127.0.0.1:{port}/v1"))
+    }
+
+    fn logged(state: &FakeState) -> Vec<LoggedRequest> {
+        state.log.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn a_streamed_reply_arrives_in_pieces_spread_over_the_latency() {
+        let latency = Duration::from_millis(120);
+        let (state, url) = start(latency).await;
+        let model = OpenAiChat::compatible(&url, "fake");
+        let started = Instant::now();
+        let mut stream = model.stream(ChatRequest::new(TaskKind::Generation).user("Hello")).await.unwrap();
+        let (mut pieces, mut first, mut done) = (Vec::new(), None, None);
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                StreamEvent::Delta(text) => {
+                    first.get_or_insert(started.elapsed());
+                    pieces.push(text);
+                }
+                StreamEvent::Done(response) => done = Some(response),
+            }
+        }
+        let ended = started.elapsed();
+        // Lower bounds only: the sleeps guarantee them, however loaded the machine.
+        assert!(first.unwrap() >= latency / FIRST_TOKEN_SHARE, "first piece after {:?}", first);
+        assert!(ended >= latency, "whole answer after {ended:?}");
+        assert!(pieces.len() > 10, "{} pieces", pieces.len());
+        assert_eq!(pieces.concat(), REPLY);
+        let usage = done.unwrap().usage;
+        assert!(usage.prompt_tokens > 0 && usage.completion_tokens > 0, "{usage:?}");
+        let log = logged(&state);
+        assert_eq!(log.len(), 1);
+        assert_eq!((log[0].kind.as_str(), log[0].schema.as_deref()), ("chat", None));
+        assert!((log[0].end_ms - log[0].start_ms - 120.0).abs() < 1e-6, "{:?}", log[0]);
+    }
+
+    #[tokio::test]
+    async fn a_whole_reply_waits_the_latency_and_is_logged_with_its_schema() {
+        let latency = Duration::from_millis(60);
+        let (state, url) = start(latency).await;
+        let model = OpenAiChat::compatible(&url, "fake");
+        let schema = json!({"type": "object", "properties": {"reply": {"type": "string"}}, "required": ["reply"]});
+        let request = ChatRequest::new(TaskKind::Generation).user("Hello").output(guidepost_llm::OutputFormat::Json {
+            name: "reply".into(),
+            schema,
+            strict: true,
+        });
+        let started = Instant::now();
+        let response = model.complete(request).await.unwrap();
+        assert!(started.elapsed() >= latency);
+        assert!(response.output.as_json().and_then(|v| v["reply"].as_str()).is_some(), "{:?}", response.output);
+        let log = logged(&state);
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].schema.as_deref(), Some("reply"));
+        assert!(log[0].end_ms - log[0].start_ms >= 60.0, "{:?}", log[0]);
+    }
 }

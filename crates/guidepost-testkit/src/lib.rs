@@ -19,6 +19,7 @@
 //! [`fake_parlant`] is a fake Parlant 3.3.2 server (its routes, status codes, long polls and
 //! event sequence) with any agent behind it: scripted turns, or a Guidepost engine, so the
 //! simulator's Parlant client is tested against Parlant's wire format.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod embedders;
 pub mod fake_openai;

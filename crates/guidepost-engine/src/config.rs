@@ -85,9 +85,6 @@ pub struct MatcherConfig {
     pub speculative_journey_selection: bool,
     /// Upper bound on steps one selection may advance at once (fast-forward).
     pub max_advance_steps: usize,
-    /// In later iterations of a turn, an unconsidered journey whose text is at least this
-    /// similar (cosine) to the new tool results gets a second pass over its conditions.
-    pub second_pass_min_similarity: f32,
     /// How guideline checks ask for verdicts.
     pub verdicts: VerdictStyle,
 }
@@ -103,7 +100,6 @@ impl Default for MatcherConfig {
             numeric_priority: NumericPriority::default(),
             speculative_journey_selection: true,
             max_advance_steps: 4,
-            second_pass_min_similarity: 0.35,
             verdicts: VerdictStyle::Auto,
         }
     }

@@ -13,10 +13,9 @@ use crate::catalog::CompiledAgent;
 use crate::config::MatcherConfig;
 use crate::context::MatchingContext;
 use crate::error::EngineError;
-use guidepost_core::vectors::cosine;
 
 use crate::journeys::prediction::{JourneyPredictor, Prediction};
-use crate::pass::{Pass, PassInput};
+use crate::pass::{Pass, PassInput, PredictionInput};
 use crate::record::{GuidelineMatch, MatchKind, MatchingRecord, PredictionReason, PredictionRecord};
 
 /// The result of one matching pass.
@@ -132,7 +131,14 @@ impl GuidelineMatcher {
     pub async fn match_turn(&self, ctx: &MatchingContext) -> Result<MatchingOutcome, EngineError> {
         let paths_in = ctx.previous_state.journey_paths.clone();
         let active: Vec<String> = paths_in.keys().cloned().collect();
-        let prediction = self.predictor().predict(ctx, &active).await;
+        let predictor = self.predictor();
+        // An embedding call is not waited for: the pass starts and takes the prediction
+        // when it arrives.
+        let prediction = if predictor.needs_embedding(ctx, &active) {
+            PredictionInput::Pending(Box::pin(async move { predictor.predict(ctx, &active).await }))
+        } else {
+            PredictionInput::Ready(predictor.predict(ctx, &active).await)
+        };
         self.pass()
             .run(PassInput {
                 ctx,
@@ -176,7 +182,7 @@ impl GuidelineMatcher {
             })
             .map(|(j, _)| j.clone())
             .collect();
-        let prediction = self.second_pass_prediction(ctx, previous).await;
+        let prediction = PredictionInput::Ready(self.later_pass_prediction(previous));
         self.pass()
             .run(PassInput {
                 ctx,
@@ -191,61 +197,25 @@ impl GuidelineMatcher {
             .await
     }
 
-    /// Journeys for a later pass: the ones considered before, plus up to k unconsidered
-    /// journeys the staged tool results resemble (cosine similarity at least
-    /// [`MatcherConfig::second_pass_min_similarity`]), most similar first.
-    async fn second_pass_prediction(&self, ctx: &MatchingContext, previous: &MatchingOutcome) -> Prediction {
-        let mut prediction = Prediction::default();
-        let considered = &previous.considered_journeys;
-        let unconsidered: Vec<&String> = self
+    /// Journeys for a later pass: the ones the first pass considered (it checked their
+    /// conditions); the others stay unpredicted. A condition that tool results can make true
+    /// is checked again through a `reevaluation` relationship to the tool.
+    fn later_pass_prediction(&self, previous: &MatchingOutcome) -> Prediction {
+        let record = |j: &String, reason| PredictionRecord { journey_id: j.clone(), reason, similarity: None };
+        let records = self
             .agent
             .journeys()
             .keys()
-            .filter(|j| !considered.contains(j) && !previous.journey_paths.contains_key(*j))
-            .collect();
-        let record = |j: &String, reason| PredictionRecord { journey_id: j.clone(), reason, similarity: None };
-        for j in self.agent.journeys().keys() {
-            if previous.journey_paths.contains_key(j) {
-                prediction.records.push(record(j, PredictionReason::Active));
-            } else if considered.contains(j) {
-                prediction.records.push(record(j, PredictionReason::Similar));
-            }
-        }
-        let (Some(embedder), false, false) =
-            (self.embedder.as_deref(), unconsidered.is_empty(), ctx.staged_tool_results.is_empty())
-        else {
-            prediction.records.extend(unconsidered.into_iter().map(|j| record(j, PredictionReason::NotPredicted)));
-            return prediction;
-        };
-        let text: Vec<String> =
-            ctx.staged_tool_results.iter().map(|r| format!("{} {} {}", r.tool.name, r.arguments, r.result)).collect();
-        let vectors = embedder.embed(&[text.join("\n")]).await;
-        prediction.embedding_calls += 1;
-        let journey_vectors = self.agent.journey_embeddings.get();
-        let floor = self.config.second_pass_min_similarity;
-        let tool_vector = vectors.ok().and_then(|v| v.into_iter().next());
-        let mut scored: Vec<(&String, Option<f32>)> = unconsidered
-            .into_iter()
             .map(|j| {
-                let index = self.agent.journeys().get_index_of(j.as_str());
-                let similarity = match (&tool_vector, journey_vectors, index) {
-                    (Some(t), Some(all), Some(i)) => all.get(i).map(|v| cosine(v, t)),
-                    _ => None,
-                };
-                (j, similarity)
+                if previous.journey_paths.contains_key(j) {
+                    record(j, PredictionReason::Active)
+                } else if previous.considered_journeys.contains(j) {
+                    record(j, PredictionReason::Similar)
+                } else {
+                    record(j, PredictionReason::NotPredicted)
+                }
             })
             .collect();
-        scored.sort_by(|a, b| b.1.unwrap_or(f32::MIN).total_cmp(&a.1.unwrap_or(f32::MIN)));
-        let mut chosen = 0;
-        for (j, similarity) in scored {
-            let hit = similarity.is_some_and(|s| s >= floor) && chosen < self.config.journey_top_k.max(1);
-            chosen += usize::from(hit);
-            prediction.records.push(PredictionRecord {
-                journey_id: j.clone(),
-                reason: if hit { PredictionReason::SecondPass } else { PredictionReason::NotPredicted },
-                similarity,
-            });
-        }
-        prediction
+        Prediction { records, embedding_calls: 0 }
     }
 }

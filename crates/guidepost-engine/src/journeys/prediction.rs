@@ -67,6 +67,15 @@ pub fn conversation_text(ctx: &MatchingContext) -> String {
 }
 
 impl JourneyPredictor<'_> {
+    /// Whether [`predict`](Self::predict) would call the embedder: there are more inactive
+    /// journeys than `top_k`, and the journeys' or the conversation's vectors are not at hand.
+    pub fn needs_embedding(&self, ctx: &MatchingContext, active: &[String]) -> bool {
+        let inactive = self.agent.journeys().keys().filter(|j| !active.contains(j)).count();
+        self.embedder.is_some()
+            && inactive > self.top_k
+            && (self.agent.journey_embeddings.get().is_none() || ctx.conversation_embedding.get().is_none())
+    }
+
     /// Predicts over `ctx` with `active` journeys.
     pub async fn predict(&self, ctx: &MatchingContext, active: &[String]) -> Prediction {
         let journeys = self.agent.journeys();

@@ -2,15 +2,13 @@
 //! (with a second selection wave for journeys that resolution activates), and assemble
 //! the record.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use guidepost_core::{JourneyPath, ToolId};
 use indexmap::IndexMap;
 
-use super::{Decision, Pass, PassInput, State, Task};
-use crate::batching::split;
-use crate::catalog::{Entity, MatchableGuideline};
-use crate::categorize::{Category, categorize};
+use super::{Decision, Pass, PassInput, State};
+use crate::catalog::Entity;
 use crate::error::EngineError;
 use crate::journeys::paths::{PathChange, node_match};
 use crate::matcher::MatchingOutcome;
@@ -182,22 +180,20 @@ impl<'a> Pass<'a> {
         let activated = resolved.activated(&journeys);
         if !activated.is_empty() {
             let mut tasks = Vec::new();
-            // Guidelines scoped to a journey nobody predicted were pruned: check them now.
-            let considered: BTreeSet<String> =
-                input.prediction.considered().into_iter().chain(input.paths_in.keys().cloned()).collect();
+            // Guidelines scoped to a journey whose scoped guidelines were not checked (it was
+            // not predicted): check them now.
             let mut second_pass: BTreeSet<String> = BTreeSet::new();
-            for journey in activated.iter().filter(|j| !considered.contains(*j)) {
-                let mut by_kind: BTreeMap<Category, Vec<&'a MatchableGuideline>> = BTreeMap::new();
-                for g in self.agent.guidelines().iter().filter(|g| g.journey.as_deref() == Some(journey.as_str())) {
-                    let category = categorize(g, ctx.previously_applied(&g.id), false);
-                    by_kind.entry(category.batch_kind()).or_default().push(g);
-                    second_pass.insert(g.id.clone());
-                }
-                for (kind, items) in by_kind {
-                    for chunk in split(&items, self.config) {
-                        tasks.push(Task::Checks { category: kind, items: chunk });
-                    }
-                }
+            for journey in
+                activated.iter().filter(|j| !state.scoped_checked.contains(*j) && !input.paths_in.contains_key(*j))
+            {
+                second_pass.extend(
+                    self.agent
+                        .guidelines()
+                        .iter()
+                        .filter(|g| g.journey.as_deref() == Some(journey.as_str()))
+                        .map(|g| g.id.clone()),
+                );
+                tasks.extend(self.scoped_checks(journey, ctx));
             }
             state
                 .record
@@ -262,7 +258,7 @@ impl<'a> Pass<'a> {
                 correction: d.change.correction,
             });
         }
-        for j in input.prediction.considered() {
+        for j in self.agent.journeys().keys().filter(|j| state.conditions_checked.contains(*j)).cloned() {
             if !input.paths_in.contains_key(&j) && !state.record.journeys.iter().any(|r| r.journey_id == j) {
                 state.record.journeys.push(JourneyRecord {
                     journey_id: j,
@@ -283,9 +279,9 @@ impl<'a> Pass<'a> {
             return Err(EngineError::AllBatchesFailed { first, failed: state.calls });
         }
         let mut considered: Vec<String> = input.considered_before.clone();
-        for j in input.prediction.considered() {
-            if !considered.contains(&j) {
-                considered.push(j);
+        for j in self.agent.journeys().keys() {
+            if state.conditions_checked.contains(j) && !considered.contains(j) {
+                considered.push(j.clone());
             }
         }
         Ok(MatchingOutcome {

@@ -39,9 +39,22 @@ pub(crate) struct PassInput<'a> {
     /// Unresolved matches of the previous pass of this turn.
     pub carried: Vec<GuidelineMatch>,
     /// Journey prediction for this pass.
-    pub prediction: Prediction,
+    pub prediction: PredictionInput<'a>,
     /// Journeys considered by earlier passes of this turn (their conditions were checked).
     pub considered_before: Vec<String>,
+}
+
+/// Journey prediction as a pass receives it.
+pub(crate) enum PredictionInput<'a> {
+    /// Known before the pass starts (no embedding call was needed): the pass checks the
+    /// conditions and scoped guidelines of the predicted journeys only, and selects their
+    /// first step speculatively.
+    Ready(Prediction),
+    /// Still waiting for its embeddings. The pass does not wait: its first wave checks every
+    /// inactive journey's condition, and once the prediction arrives the predicted journeys
+    /// get their speculative work (first step, scoped guidelines) beside it. Work for a
+    /// journey whose condition turned out false is dropped.
+    Pending(futures::future::BoxFuture<'a, Prediction>),
 }
 
 enum Task<'a> {
@@ -78,6 +91,10 @@ struct State<'a> {
     clarifications: Vec<(&'a MatchableGuideline, Vec<String>, String, String)>,
     failures: Vec<guidepost_llm::LlmError>,
     calls: usize,
+    /// Journeys whose conditions this pass or an earlier one of the turn checked.
+    conditions_checked: BTreeSet<String>,
+    /// Inactive journeys whose scoped guidelines this pass checked.
+    scoped_checked: BTreeSet<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -135,7 +152,18 @@ impl<'a> Pass<'a> {
         let wave = state.record.waves;
         tracing::debug!(wave, calls = tasks.len(), "matching wave");
         let results = join_all(tasks.iter().map(|t| self.run_task(t, conversation))).await;
-        for (task, result) in tasks.into_iter().zip(results) {
+        self.fold(tasks.into_iter().zip(results).collect(), wave, state, paths);
+    }
+
+    /// Folds the results of tasks run in `wave` into `state`.
+    fn fold(
+        &self,
+        done: Vec<(Task<'a>, TaskResult)>,
+        wave: u32,
+        state: &mut State<'a>,
+        paths: &IndexMap<String, JourneyPath>,
+    ) {
+        for (task, result) in done {
             state.calls += 1;
             let batch = state.record.batches.len();
             match (task, result) {
@@ -277,18 +305,32 @@ impl<'a> Pass<'a> {
     }
 
     /// Runs the pass.
-    pub(crate) async fn run(&self, input: PassInput<'_>) -> Result<MatchingOutcome, EngineError> {
+    pub(crate) async fn run(&self, mut input: PassInput<'_>) -> Result<MatchingOutcome, EngineError> {
         let ctx = input.ctx;
         let conversation = ConversationView::build(&self.agent.definition, ctx, self.config.history_window);
         let tools_ran = ctx.tools_ran();
         let active: Vec<String> = input.paths_in.keys().cloned().collect();
-        let considered: BTreeSet<String> =
-            input.prediction.considered().into_iter().chain(active.iter().cloned()).collect();
+        let prediction = std::mem::replace(&mut input.prediction, PredictionInput::Ready(Prediction::default()));
+        let (ready, pending) = match prediction {
+            PredictionInput::Ready(p) => (Some(p), None),
+            PredictionInput::Pending(future) => (None, Some(future)),
+        };
+        // Journeys whose conditions this pass may check, and those whose scoped guidelines its
+        // first wave checks. Without a prediction at hand: every journey's condition, and the
+        // active journeys' scoped guidelines (the predicted ones' follow when it arrives).
+        let considered: BTreeSet<String> = match &ready {
+            Some(p) => p.considered().into_iter().chain(active.iter().cloned()).collect(),
+            None => self.agent.journeys().keys().cloned().collect(),
+        };
+        let scoped: BTreeSet<String> = match &ready {
+            Some(_) => considered.clone(),
+            None => active.iter().cloned().collect(),
+        };
         let mut state = State {
             record: MatchingRecord {
                 iteration: input.iteration,
-                predictions: input.prediction.records.clone(),
-                embedding_calls: input.prediction.embedding_calls,
+                predictions: ready.as_ref().map(|p| p.records.clone()).unwrap_or_default(),
+                embedding_calls: ready.as_ref().map_or(0, |p| p.embedding_calls),
                 ..MatchingRecord::default()
             },
             raw: Vec::new(),
@@ -297,16 +339,24 @@ impl<'a> Pass<'a> {
             clarifications: Vec::new(),
             failures: Vec::new(),
             calls: 0,
+            conditions_checked: input.considered_before.iter().cloned().chain(considered.iter().cloned()).collect(),
+            // A later pass carries the verdicts of scoped guidelines instead of checking them.
+            scoped_checked: match input.evaluate_only {
+                None => scoped.iter().filter(|j| !active.contains(j)).cloned().collect(),
+                Some(_) => BTreeSet::new(),
+            },
         };
 
         // Candidates, by category.
         let mut by_category: BTreeMap<Category, Vec<&'a MatchableGuideline>> = BTreeMap::new();
         let mut categories: HashMap<&str, Category> = HashMap::new();
         let carried_ids: BTreeSet<&str> = input.carried.iter().map(|m| m.guideline_id.as_str()).collect();
+        // Inactive journeys whose condition this pass checks: they may start in it.
+        let mut starting: BTreeSet<String> = BTreeSet::new();
         for g in self.agent.guidelines() {
             let needed = match &g.origin {
                 GuidelineOrigin::JourneyCondition(j) => considered.contains(j) && !active.contains(j),
-                GuidelineOrigin::Definition => g.journey.as_ref().is_none_or(|j| considered.contains(j)),
+                GuidelineOrigin::Definition => g.journey.as_ref().is_none_or(|j| scoped.contains(j)),
             };
             if !needed {
                 if !matches!(&g.origin, GuidelineOrigin::JourneyCondition(j) if active.contains(j)) {
@@ -324,6 +374,9 @@ impl<'a> Pass<'a> {
                     state.record.candidates.push(c);
                     continue;
                 }
+            }
+            if let GuidelineOrigin::JourneyCondition(j) = &g.origin {
+                starting.insert(j.clone());
             }
             categories.insert(g.id.as_str(), category);
             by_category.entry(category.batch_kind()).or_default().push(g);
@@ -355,32 +408,45 @@ impl<'a> Pass<'a> {
                 Err(task) => tasks.push(task),
             }
         }
-        // Journeys that may start in this pass: considered, inactive, and (in later
-        // iterations) not already decided by an earlier pass of the turn.
-        let starting: Vec<String> = considered
-            .iter()
-            .filter(|j| !active.contains(j))
-            .filter(|j| input.evaluate_only.is_none() || !input.considered_before.contains(j))
-            .cloned()
-            .collect();
-        for journey in &starting {
-            match self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
-                Ok(decision) => {
-                    state.speculative.insert(journey.clone(), decision);
+        if ready.is_some() {
+            for journey in &starting {
+                match self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
+                    Ok(decision) => {
+                        state.speculative.insert(journey.clone(), decision);
+                    }
+                    Err(task) if self.config.speculative_journey_selection => tasks.push(task),
+                    Err(_) => {}
                 }
-                Err(task) if self.config.speculative_journey_selection => tasks.push(task),
-                Err(_) => {}
             }
         }
-        self.wave(tasks, &conversation, &mut state, &input.paths_in).await;
+        match pending {
+            None => self.wave(tasks, &conversation, &mut state, &input.paths_in).await,
+            Some(pending) => {
+                let prediction = self
+                    .first_wave_beside_prediction(
+                        tasks,
+                        pending,
+                        ctx,
+                        &starting,
+                        &tools_ran,
+                        &conversation,
+                        &mut state,
+                        &input.paths_in,
+                    )
+                    .await;
+                state.record.predictions = prediction.records;
+                state.record.embedding_calls = prediction.embedding_calls;
+            }
+        }
         for c in &mut state.record.candidates {
             if let Some(category) = categories.get(c.guideline_id.as_str()) {
                 c.category = Some(*category);
             }
         }
 
-        // Journeys whose condition matched start; those without a speculative decision
-        // get their selection now (a second wave).
+        // Journeys whose condition matched start; those without a speculative decision get
+        // their selection now (a second wave), with their scoped guidelines when these were
+        // not checked yet.
         let condition_matched = |raw: &[GuidelineMatch], j: &str| {
             raw.iter().any(|m| matches!(&m.kind, MatchKind::JourneyCondition { journey } if journey == j))
         };
@@ -389,6 +455,10 @@ impl<'a> Pass<'a> {
             if !condition_matched(&state.raw, journey) {
                 continue;
             }
+            if !state.scoped_checked.contains(journey) {
+                second.extend(self.scoped_checks(journey, ctx));
+                state.scoped_checked.insert(journey.clone());
+            }
             if let Some(decision) = state.speculative.remove(journey) {
                 state.decisions.insert(journey.clone(), decision);
             } else if let Err(task) = self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
@@ -396,6 +466,7 @@ impl<'a> Pass<'a> {
             }
         }
         self.wave(second, &conversation, &mut state, &input.paths_in).await;
+        drop_pruned_records_of_checked(&mut state);
         for journey in &starting {
             if let Some(decision) = state.speculative.remove(journey)
                 && condition_matched(&state.raw, journey)
@@ -406,6 +477,139 @@ impl<'a> Pass<'a> {
 
         self.finish(input, state, &conversation, &tools_ran).await
     }
+
+    /// The checks of the guidelines scoped to `journey`, batched by category.
+    fn scoped_checks(&self, journey: &str, ctx: &MatchingContext) -> Vec<Task<'a>> {
+        let mut by_kind: BTreeMap<Category, Vec<&'a MatchableGuideline>> = BTreeMap::new();
+        for g in self.agent.guidelines().iter().filter(|g| g.journey.as_deref() == Some(journey)) {
+            let category = categorize(g, ctx.previously_applied(&g.id), false);
+            by_kind.entry(category.batch_kind()).or_default().push(g);
+        }
+        let mut tasks = Vec::new();
+        for (kind, items) in by_kind {
+            for chunk in split(&items, self.config) {
+                tasks.push(Task::Checks { category: kind, items: chunk });
+            }
+        }
+        tasks
+    }
+
+    /// The first wave of a pass whose journey prediction still waits for its embeddings.
+    /// `tasks` run at once; when the prediction arrives, the predicted journeys among
+    /// `starting` get their speculative work (first-step selection, scoped guideline checks)
+    /// beside them. Once the first wave is in, the work of journeys whose condition did not
+    /// match is dropped (and not started, when the prediction comes later). Returns the
+    /// prediction.
+    #[allow(clippy::too_many_arguments)]
+    async fn first_wave_beside_prediction(
+        &self,
+        tasks: Vec<Task<'a>>,
+        pending: futures::future::BoxFuture<'_, Prediction>,
+        ctx: &MatchingContext,
+        starting: &BTreeSet<String>,
+        tools_ran: &[ToolId],
+        conversation: &ConversationView,
+        state: &mut State<'a>,
+        paths: &IndexMap<String, JourneyPath>,
+    ) -> Prediction {
+        use futures::future::{AbortHandle, Abortable};
+        use std::sync::Mutex;
+        state.record.waves += 1;
+        let wave = state.record.waves;
+        // Journeys whose condition matched, once the first wave is in.
+        let matched: Mutex<Option<BTreeSet<String>>> = Mutex::new(None);
+        let handles: Mutex<Vec<(String, AbortHandle)>> = Mutex::new(Vec::new());
+        let first = async {
+            let results = join_all(tasks.iter().map(|t| self.run_task(t, conversation))).await;
+            let held = matched_conditions(&tasks, &results);
+            for (journey, handle) in handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
+                if !held.contains(journey) {
+                    handle.abort();
+                }
+            }
+            *matched.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(held);
+            results
+        };
+        let speculation = async {
+            let prediction = pending.await;
+            let known = matched.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+            let mut planned: Vec<(String, Task<'a>)> = Vec::new();
+            let mut fast: Vec<(String, Decision)> = Vec::new();
+            for journey in prediction.considered().into_iter().filter(|j| starting.contains(j)) {
+                if known.as_ref().is_some_and(|held| !held.contains(&journey)) {
+                    continue;
+                }
+                match self.plan_journey(&journey, &JourneyPath::start(), true, tools_ran, true) {
+                    Ok(decision) => fast.push((journey.clone(), decision)),
+                    Err(task) if self.config.speculative_journey_selection || known.is_some() => {
+                        planned.push((journey.clone(), task));
+                    }
+                    Err(_) => {}
+                }
+                planned.extend(self.scoped_checks(&journey, ctx).into_iter().map(|t| (journey.clone(), t)));
+            }
+            let runs: Vec<_> = {
+                let mut handles = handles.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                planned
+                    .iter()
+                    .map(|(journey, task)| {
+                        let (handle, registration) = AbortHandle::new_pair();
+                        handles.push((journey.clone(), handle));
+                        Abortable::new(self.run_task(task, conversation), registration)
+                    })
+                    .collect()
+            };
+            let results = join_all(runs).await;
+            (prediction, fast, planned, results)
+        };
+        let (results, (prediction, fast, planned, speculated)) = futures::join!(first, speculation);
+        self.fold(tasks.into_iter().zip(results).collect(), wave, state, paths);
+        let mut done = Vec::new();
+        for ((journey, task), result) in planned.into_iter().zip(speculated) {
+            if let Ok(result) = result {
+                if matches!(task, Task::Checks { .. }) {
+                    state.scoped_checked.insert(journey);
+                }
+                done.push((task, result));
+            }
+        }
+        self.fold(done, wave, state, paths);
+        for (journey, decision) in fast {
+            state.speculative.insert(journey, decision);
+        }
+        prediction
+    }
+}
+
+/// Journeys whose condition one of `tasks` found to hold.
+fn matched_conditions(tasks: &[Task<'_>], results: &[TaskResult]) -> BTreeSet<String> {
+    let mut held = BTreeSet::new();
+    for (task, result) in tasks.iter().zip(results) {
+        if let (Task::Checks { items, .. }, TaskResult::Checks(outcome)) = (task, result)
+            && let Ok(verdicts) = &outcome.answer
+        {
+            for g in items {
+                if let GuidelineOrigin::JourneyCondition(j) = &g.origin
+                    && verdicts.iter().any(|v| v.guideline_id == g.id && v.applies)
+                {
+                    held.insert(j.clone());
+                }
+            }
+        }
+    }
+    held
+}
+
+/// A guideline first recorded as pruned and then checked keeps only the record of its check.
+fn drop_pruned_records_of_checked(state: &mut State<'_>) {
+    let checked: BTreeSet<String> = state
+        .record
+        .candidates
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pruned)
+        .map(|c| c.guideline_id.clone())
+        .collect();
+    state.record.candidates.retain(|c| c.verdict != Verdict::Pruned || !checked.contains(&c.guideline_id));
 }
 
 fn fast_path_rationale(fast_path: FastPath) -> &'static str {

@@ -14,7 +14,7 @@ use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::discover::discover;
-use crate::progress::{ObservedSink, TurnProgress};
+use crate::progress::{LiveReply, ObservedSink, TurnProgress};
 
 /// Options of `guidepost chat`.
 pub struct ChatOptions {
@@ -151,12 +151,19 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         let input = session.customer_turn("terminal", CustomerRef { id: "guest".into(), tags: vec![] }, &text, &state);
         let turn_started = Instant::now();
         let status = Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = ObservedSink::new(&session, Arc::clone(&status));
-        let progress = (!options.quiet).then(|| TurnProgress::start(status, ledger.clone()));
+        // On a terminal the reply is printed while it is written.
+        let live = (!options.quiet && std::io::stdout().is_terminal()).then(|| Arc::new(LiveReply::new(&name)));
+        let mut sink = ObservedSink::new(&session, Arc::clone(&status));
+        if let Some(live) = &live {
+            sink = sink.with_live_reply(Arc::clone(live));
+        }
+        let paused = live.as_ref().map(|l| Arc::clone(&l.started)).unwrap_or_default();
+        let progress = (!options.quiet).then(|| TurnProgress::start(status, ledger.clone(), paused));
         let outcome = runtime.process(input, &sink, CancellationToken::new(), EmittingLatch::default()).await;
         if let Some(progress) = progress {
             progress.finish().await;
         }
+        let printed = live.as_ref().and_then(|l| l.finish());
         if outcome.status.replied() {
             state = outcome.state.clone();
         }
@@ -172,6 +179,13 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
             }
             _ => {
                 for m in &outcome.messages {
+                    // Printed already while it was written.
+                    if printed.as_deref().map(str::trim) == Some(m.trim()) {
+                        continue;
+                    }
+                    if printed.is_some() {
+                        outln!("  (sent instead:)");
+                    }
                     outln!("{name}> {m}");
                 }
             }

@@ -19,12 +19,79 @@ use serde_json::Value;
 pub struct ObservedSink<'a> {
     inner: &'a dyn EventSink,
     status: Arc<Mutex<String>>,
+    live: Option<Arc<LiveReply>>,
 }
 
 impl<'a> ObservedSink<'a> {
     /// Wraps `inner`; `status` receives a description of each status event.
     pub fn new(inner: &'a dyn EventSink, status: Arc<Mutex<String>>) -> Self {
-        Self { inner, status }
+        Self { inner, status, live: None }
+    }
+
+    /// Also prints the reply while it is written (see [`LiveReply`]).
+    pub fn with_live_reply(mut self, live: Arc<LiveReply>) -> Self {
+        self.live = Some(live);
+        self
+    }
+}
+
+/// The reply printed on standard output while it is written, as `Name> text`.
+///
+/// The reply grows in place; a reply a check refused is left as printed, marked, and the
+/// new one is printed on a line of its own. While it prints, the progress line pauses.
+pub struct LiveReply {
+    name: String,
+    /// What is printed of the current reply; `None` before its first words.
+    printed: Mutex<Option<String>>,
+    /// Set once the first words are printed: the progress line stops.
+    pub started: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl LiveReply {
+    /// A live reply for the agent `name`.
+    pub fn new(name: &str) -> Self {
+        Self { name: name.to_string(), printed: Mutex::new(None), started: Arc::default() }
+    }
+
+    /// Shows `text`, the reply so far (empty: the reply was refused and is written anew).
+    fn show(&self, text: &str) {
+        let mut printed = self.printed.lock().unwrap_or_else(PoisonError::into_inner);
+        match printed.as_mut() {
+            Some(shown) if text.starts_with(shown.as_str()) => {
+                out!("{}", &text[shown.len()..]);
+                *shown = text.to_string();
+            }
+            Some(_) => {
+                outln!("  (refused by a check; writing again)");
+                *printed = None;
+                if !text.is_empty() {
+                    drop(printed);
+                    self.show(text);
+                    return;
+                }
+            }
+            None if text.is_empty() => {}
+            None => {
+                if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                    // The progress line goes; the reply takes its place.
+                    let mut err = std::io::stderr().lock();
+                    let _ = write!(err, "\r\x1b[2K");
+                    let _ = err.flush();
+                }
+                out!("{}> {text}", self.name);
+                *printed = Some(text.to_string());
+            }
+        }
+        let _ = std::io::stdout().flush();
+    }
+
+    /// Ends the printed reply's line. Returns the text printed last, if any.
+    pub fn finish(&self) -> Option<String> {
+        let printed = self.printed.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if printed.is_some() {
+            outln!();
+        }
+        printed
     }
 }
 
@@ -54,6 +121,13 @@ impl EventSink for ObservedSink<'_> {
 
     async fn update(&self, event_id: &str, data: Value) {
         self.inner.update(event_id, data).await;
+    }
+
+    async fn preview(&self, trace_id: &str, text: &str) {
+        if let Some(live) = &self.live {
+            live.show(text);
+        }
+        self.inner.preview(trace_id, text).await;
     }
 }
 
@@ -96,8 +170,8 @@ pub struct TurnProgress {
 
 impl TurnProgress {
     /// Starts showing the progress of a turn whose statuses land in `status` and whose model
-    /// calls are counted in `ledger`.
-    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger) -> Self {
+    /// calls are counted in `ledger`, until `paused` is set (the reply is being printed).
+    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger, paused: Arc<std::sync::atomic::AtomicBool>) -> Self {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let terminal = std::io::stderr().is_terminal();
         let started = Instant::now();
@@ -105,6 +179,11 @@ impl TurnProgress {
             let mut last = String::new();
             let tick = if terminal { Duration::from_millis(250) } else { Duration::from_millis(500) };
             loop {
+                if paused.load(std::sync::atomic::Ordering::SeqCst) {
+                    // The reply is printing; the line was cleared for it.
+                    let _ = stopped.changed().await;
+                    return;
+                }
                 let activity = {
                     let status = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
                     let calls = describe_calls(&ledger.in_flight());

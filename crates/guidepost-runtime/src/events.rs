@@ -61,6 +61,13 @@ pub trait EventSink: Send + Sync {
     async fn emit(&self, event: NewEvent) -> String;
     /// Replaces the data of an emitted event (streamed messages grow `chunks`).
     async fn update(&self, event_id: &str, data: Value);
+    /// The reply of turn `trace_id` so far, while it is written, in `block` output mode:
+    /// before its checks decide whether it is sent, so it is not part of the session. Called
+    /// again with the longer text as it grows; empty when a refused reply is written anew.
+    /// Nothing by default.
+    async fn preview(&self, trace_id: &str, text: &str) {
+        let _ = (trace_id, text);
+    }
 }
 
 /// An in-memory session: events with dense offsets. Used by `guidepost chat`, the

@@ -23,7 +23,7 @@ use guidepost_tools::registry::ToolRegistry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::compose::{ComposeInput, compose};
+use crate::compose::{ComposeInput, Written, compose};
 use crate::events::{EventSink, NewEvent};
 use crate::hooks::{EngineHooks, HookAction, NoHooks};
 use crate::knowledge::{
@@ -710,7 +710,8 @@ impl AgentRuntime {
         let trace_id = &input.trace_id;
         let agent = &self.definition.agent;
         let streaming = agent.output_mode == guidepost_core::OutputMode::Stream;
-        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        // Reply text as it is written; `None` when a refused reply is written anew.
+        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
         let shown = self.prompt_history(input, conversation);
         let compose_input = ComposeInput {
             definition: &self.definition,
@@ -731,17 +732,33 @@ impl AgentRuntime {
         // The chunk sender lives inside this future, so the forwarder below sees the end of
         // the stream as soon as composition returns.
         let composing = async move {
-            let mut on_chunk = move |chunk: &str| {
-                let _ = chunk_tx.send(chunk.to_string());
+            let mut on_written = move |written: Written<'_>| {
+                let _ = chunk_tx.send(match written {
+                    Written::Text(text) => Some(text.to_string()),
+                    Written::Restart => None,
+                });
             };
-            compose(model, compose_input, output_mode, &mut on_chunk).await
+            compose(model, compose_input, output_mode, &mut on_written).await
         };
         // A streamed reply is emitted while it is generated: the message event exists from
         // the first chunk, so the turn can no longer be cancelled from then on.
         let forward = async {
             let mut event_id: Option<String> = None;
             let mut chunks: Vec<Value> = Vec::new();
+            // In `block` mode the sink's preview gets the reply while it is written; the
+            // message event follows once its checks pass.
+            let mut preview = String::new();
             while let Some(chunk) = chunk_rx.recv().await {
+                if !streaming {
+                    match chunk {
+                        Some(piece) => preview.push_str(&piece),
+                        None => preview.clear(),
+                    }
+                    sink.preview(trace_id, &preview).await;
+                    continue;
+                }
+                // A streamed reply is never refused and written anew.
+                let Some(chunk) = chunk else { continue };
                 chunks.push(json!(chunk));
                 let text: String = chunks.iter().filter_map(Value::as_str).collect();
                 let data = json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
@@ -777,7 +794,7 @@ impl AgentRuntime {
                 None => both.await,
             }
         } else {
-            let composed = match cancellable(cancel, composing).await {
+            let composed = match cancellable(cancel, async { futures::join!(composing, forward).0 }).await {
                 Step::Cancelled => return Ok(None),
                 Step::Done(c) => c,
             };

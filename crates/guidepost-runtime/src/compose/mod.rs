@@ -11,6 +11,7 @@
 //!   what is needed.
 
 mod canned;
+pub mod field_stream;
 
 use futures::StreamExt;
 use guidepost_core::agent::{CompositionMode, OutputMode};
@@ -304,18 +305,30 @@ fn fluid_schema(template_ids: &[String], self_check: bool) -> Value {
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
 }
 
-/// Composes the reply. `on_chunk` receives text as it is generated in stream mode.
+/// Reply text as composition writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written<'a> {
+    /// More of the reply.
+    Text(&'a str),
+    /// The reply written so far was refused by a check; a new one follows.
+    Restart,
+}
+
+/// Composes the reply. `on_written` receives the reply's text as it is generated: in
+/// `stream` output mode, the message itself; otherwise the draft of a fluid reply (the `reply`
+/// field of the structured answer, as it is streamed), before its checks decide whether it is
+/// sent.
 pub async fn compose(
     model: &dyn ChatModel,
     input: ComposeInput<'_>,
     output: OutputMode,
-    on_chunk: &mut (dyn FnMut(&str) + Send),
+    on_written: &mut (dyn FnMut(Written<'_>) + Send),
 ) -> Result<Composed, LlmError> {
     let mode = effective_mode(input.definition, input.state);
     let fields = canned::fields(input.definition, input.state, input.customer_name);
     match mode {
         CompositionMode::CannedStrict => select_strict(model, &input, &fields).await,
-        CompositionMode::Fluid if output == OutputMode::Stream => stream_fluid(model, &input, on_chunk).await,
+        CompositionMode::Fluid if output == OutputMode::Stream => stream_fluid(model, &input, on_written).await,
         CompositionMode::Fluid | CompositionMode::CannedComposited | CompositionMode::CannedFluid => {
             let cands = if mode == CompositionMode::Fluid {
                 Vec::new()
@@ -342,7 +355,7 @@ pub async fn compose(
                 (Some(id), Some("high")) if id != "none" => cands.iter().find(|c| c.id == id),
                 _ => None,
             };
-            let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage).await?;
+            let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage, on_written).await?;
             let mut reply_checks = Vec::new();
             let mut fallback = false;
             // A reply that fails a check (an echo, the customer's voice, a figure from
@@ -357,7 +370,9 @@ pub async fn compose(
                     reply_checks.push(problems);
                     // Sampled: asked again at the same temperature, a model tends to give the
                     // very same reply, refusal note or not.
-                    answer = fluid_call(model, &input, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage).await?;
+                    on_written(Written::Restart);
+                    answer = fluid_call(model, &input, &ctx, &choices, Some(RETRY_TEMPERATURE), &mut usage, on_written)
+                        .await?;
                     if chosen_template(&answer).is_none() {
                         let problems = input.check(&answer.reply, &grounding);
                         // Saying again what the agent already said is poor but not unsafe
@@ -397,6 +412,7 @@ async fn fluid_call(
     choices: &[String],
     temperature: Option<f32>,
     usage: &mut Vec<guidepost_llm::Usage>,
+    on_written: &mut (dyn FnMut(Written<'_>) + Send),
 ) -> Result<FluidAnswer, LlmError> {
     let mut request = conversation_request(render("compose.j2", COMPOSE, ctx.clone())?, input, reply_note(ctx)).output(
         OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices, input.self_check), strict: true },
@@ -404,14 +420,51 @@ async fn fluid_call(
     if let Some(t) = temperature {
         request = request.temperature(t);
     }
+    let parse = |response: &guidepost_llm::ChatResponse| -> Option<FluidAnswer> {
+        response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok())
+    };
+    // Streamed, so the reply can be shown while it is written. An answer that breaks off or
+    // does not fit its schema is asked for again whole (where a bad answer is sent back with
+    // the reason), after a restart of what was shown.
+    match streamed_reply(model, request.clone(), on_written).await {
+        Ok(response) => {
+            usage.push(response.usage.clone());
+            if let Some(answer) = parse(&response) {
+                return Ok(answer);
+            }
+            tracing::warn!("the streamed reply did not fit its schema; asking again");
+        }
+        Err(error) => tracing::warn!(%error, "the streamed reply failed; asking again"),
+    }
+    on_written(Written::Restart);
     let response = model.complete(request).await?;
     usage.push(response.usage.clone());
-    response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok()).ok_or_else(|| {
-        LlmError::SchemaViolation {
-            errors: vec!["the reply answer did not fit its schema".into()],
-            answer: response.output.to_text(),
-        }
+    parse(&response).ok_or_else(|| LlmError::SchemaViolation {
+        errors: vec!["the reply answer did not fit its schema".into()],
+        answer: response.output.to_text(),
     })
+}
+
+/// Streams a structured reply request, passing on the `reply` field's text as it arrives.
+async fn streamed_reply(
+    model: &dyn ChatModel,
+    request: ChatRequest,
+    on_written: &mut (dyn FnMut(Written<'_>) + Send),
+) -> Result<guidepost_llm::ChatResponse, LlmError> {
+    let mut stream = model.stream(request).await?;
+    let mut reader = field_stream::FieldStream::new("reply");
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Delta(piece) => {
+                let text = reader.push(&piece);
+                if !text.is_empty() {
+                    on_written(Written::Text(&text));
+                }
+            }
+            StreamEvent::Done(response) => return Ok(response),
+        }
+    }
+    Err(LlmError::InvalidResponse { detail: "the reply stream ended without its answer".into(), body: String::new() })
 }
 
 /// The compose request: the rendered rules as the system message, then the conversation the
@@ -482,7 +535,7 @@ fn reply_note(ctx: &Value) -> Option<String> {
 async fn stream_fluid(
     model: &dyn ChatModel,
     input: &ComposeInput<'_>,
-    on_chunk: &mut (dyn FnMut(&str) + Send),
+    on_written: &mut (dyn FnMut(Written<'_>) + Send),
 ) -> Result<Composed, LlmError> {
     let ctx = context(input, false);
     let system = render("compose.j2", COMPOSE, ctx.clone())? + "\nWrite only the reply.";
@@ -493,13 +546,13 @@ async fn stream_fluid(
     while let Some(event) = stream.next().await {
         match event? {
             StreamEvent::Delta(delta) => {
-                on_chunk(&delta);
+                on_written(Written::Text(&delta));
                 text.push_str(&delta);
             }
             StreamEvent::Done(response) => {
                 if text.is_empty() {
                     text = response.output.to_text();
-                    on_chunk(&text);
+                    on_written(Written::Text(&text));
                 }
                 usage.push(response.usage);
             }

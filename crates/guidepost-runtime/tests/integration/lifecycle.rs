@@ -296,3 +296,54 @@ async fn local_models_write_the_reply_without_a_draft_unless_asked_to() {
         assert_eq!(compose[0].system_text().contains("First write a draft"), self_check == Some(true));
     }
 }
+
+/// A session that also keeps every preview of the reply it was shown.
+#[derive(Default)]
+struct PreviewedSession {
+    session: MemorySession,
+    previews: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl guidepost_runtime::EventSink for PreviewedSession {
+    async fn emit(&self, event: guidepost_runtime::NewEvent) -> String {
+        self.session.emit(event).await
+    }
+    async fn update(&self, event_id: &str, data: serde_json::Value) {
+        self.session.update(event_id, data).await;
+    }
+    async fn preview(&self, _trace_id: &str, text: &str) {
+        self.previews.lock().unwrap().push(text.to_string());
+    }
+}
+
+#[tokio::test]
+async fn a_block_reply_is_previewed_while_written_and_previewed_anew_when_refused() {
+    let model =
+        reasked("it only repeats the customer's words", "OK. How long does shipping take?", "Shipping takes 3 days.");
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let sink = PreviewedSession::default();
+    let input = sink.session.customer_turn(
+        "s1",
+        guidepost_runtime::knowledge::CustomerRef { id: "guest".into(), tags: vec![] },
+        "How long does shipping take?",
+        &Default::default(),
+    );
+    let outcome = rt
+        .process(input, &sink, tokio_util::sync::CancellationToken::new(), guidepost_runtime::EmittingLatch::default())
+        .await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days."]);
+    let previews = sink.previews.lock().unwrap().clone();
+    // The refused reply grows, is withdrawn (an empty preview), and the sent one grows.
+    let restart = previews.iter().position(String::is_empty).expect("a restart");
+    assert_eq!(previews[restart - 1], "OK. How long does shipping take?");
+    assert_eq!(previews.last().unwrap(), "Shipping takes 3 days.");
+    for pair in previews[..restart].windows(2).chain(previews[restart + 1..].windows(2)) {
+        assert!(pair[1].starts_with(&pair[0]) && pair[1].len() > pair[0].len(), "{previews:?}");
+    }
+    assert!(previews.len() > 4, "written in pieces: {previews:?}");
+    // The preview is not part of the session: only the checked reply is a message.
+    let messages: Vec<String> =
+        sink.session.events().iter().filter_map(guidepost_runtime::events::message_text).map(str::to_string).collect();
+    assert_eq!(messages, ["How long does shipping take?", "Shipping takes 3 days."]);
+}

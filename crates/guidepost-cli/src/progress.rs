@@ -43,8 +43,9 @@ pub struct LiveReply {
     name: String,
     /// What is printed of the current reply; `None` before its first words.
     printed: Mutex<Option<String>>,
-    /// Set once the first words are printed: the progress line stops.
-    pub started: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once the first words are printed: the progress line stops. The progress line is
+    /// drawn holding this lock, so the two never write over each other.
+    pub started: Arc<Mutex<bool>>,
 }
 
 impl LiveReply {
@@ -72,8 +73,10 @@ impl LiveReply {
             }
             None if text.is_empty() => {}
             None => {
-                if !self.started.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+                if !*started {
                     // The progress line goes; the reply takes its place.
+                    *started = true;
                     let mut err = std::io::stderr().lock();
                     let _ = write!(err, "\r\x1b[2K");
                     let _ = err.flush();
@@ -171,7 +174,7 @@ pub struct TurnProgress {
 impl TurnProgress {
     /// Starts showing the progress of a turn whose statuses land in `status` and whose model
     /// calls are counted in `ledger`, until `paused` is set (the reply is being printed).
-    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger, paused: Arc<std::sync::atomic::AtomicBool>) -> Self {
+    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger, paused: Arc<Mutex<bool>>) -> Self {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let terminal = std::io::stderr().is_terminal();
         let started = Instant::now();
@@ -179,11 +182,6 @@ impl TurnProgress {
             let mut last = String::new();
             let tick = if terminal { Duration::from_millis(250) } else { Duration::from_millis(500) };
             loop {
-                if paused.load(std::sync::atomic::Ordering::SeqCst) {
-                    // The reply is printing; the line was cleared for it.
-                    let _ = stopped.changed().await;
-                    return;
-                }
                 let activity = {
                     let status = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
                     let calls = describe_calls(&ledger.in_flight());
@@ -195,14 +193,26 @@ impl TurnProgress {
                         (false, false) => format!("{status}: {calls}"),
                     }
                 };
-                show(terminal, &activity, &last, started.elapsed().as_secs_f64());
+                let printing = {
+                    let printing = paused.lock().unwrap_or_else(PoisonError::into_inner);
+                    if !*printing {
+                        show(terminal, &activity, &last, started.elapsed().as_secs_f64());
+                    }
+                    *printing
+                };
+                if printing {
+                    // The reply is printing; the line was cleared for it.
+                    let _ = stopped.changed().await;
+                    return;
+                }
                 last = activity;
                 tokio::select! {
                     _ = tokio::time::sleep(tick) => {}
                     _ = stopped.changed() => break,
                 }
             }
-            if terminal {
+            let printing = paused.lock().unwrap_or_else(PoisonError::into_inner);
+            if terminal && !*printing {
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "\r\x1b[2K");
                 let _ = err.flush();

@@ -327,7 +327,12 @@ pub async fn compose(
     let mode = effective_mode(input.definition, input.state);
     let fields = canned::fields(input.definition, input.state, input.customer_name);
     match mode {
-        CompositionMode::CannedStrict => select_strict(model, &input, &fields).await,
+        CompositionMode::CannedStrict => {
+            // Chosen, not written: the template is passed on whole once it is chosen.
+            let composed = select_strict(model, &input, &fields).await?;
+            on_written(Written::Text(&composed.text));
+            Ok(composed)
+        }
         CompositionMode::Fluid if output == OutputMode::Stream => stream_fluid(model, &input, on_written).await,
         CompositionMode::Fluid | CompositionMode::CannedComposited | CompositionMode::CannedFluid => {
             let cands = if mode == CompositionMode::Fluid {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use guidepost_core::AgentState;
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder};
-use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig};
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
@@ -51,6 +51,35 @@ struct Turn {
     wall: Duration,
     /// The model server's log of the turn, in arrival order.
     log: Vec<LoggedRequest>,
+    /// In `stream` output mode: from the customer's message to the reply's first words.
+    first_token: Option<Duration>,
+    /// Whether a tool ran in the turn.
+    tools_ran: bool,
+}
+
+/// A session that notes when the turn's first agent message (the streamed reply's first
+/// words) arrives.
+struct FirstWords<'a> {
+    session: &'a MemorySession,
+    started: Instant,
+    first: std::sync::Mutex<Option<Duration>>,
+}
+
+#[async_trait::async_trait]
+impl guidepost_runtime::EventSink for FirstWords<'_> {
+    async fn emit(&self, event: guidepost_runtime::NewEvent) -> String {
+        let words = event.kind == guidepost_core::EventKind::Message
+            && event.data.get("tags").is_none()
+            && event.data["message"].as_str().is_some_and(|m| !m.is_empty());
+        if words {
+            let mut first = self.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            first.get_or_insert_with(|| self.started.elapsed());
+        }
+        self.session.emit(event).await
+    }
+    async fn update(&self, event_id: &str, data: serde_json::Value) {
+        self.session.update(event_id, data).await;
+    }
 }
 
 /// One request in the fake model server's log (`GET /_log`).
@@ -93,9 +122,13 @@ async fn run_size(
     size: &str,
     latency_ms: u64,
     turns: Option<usize>,
+    streamed: bool,
     http: &reqwest::Client,
 ) -> Result<Vec<Turn>> {
-    let (definition, messages) = crate::child::workload(agents, size)?;
+    let (mut definition, messages) = crate::child::workload(agents, size)?;
+    if streamed {
+        definition.agent.output_mode = guidepost_core::OutputMode::Stream;
+    }
     let (_server, port) = crate::child::fake_model(latency_ms)?;
     let base = format!("http://127.0.0.1:{port}");
     let spec: ModelSpec = format!("openai-compatible:{base}/v1#gpt-4.1").parse()?;
@@ -113,7 +146,9 @@ async fn run_size(
         let input = session.customer_turn("bench", CustomerRef { id: "guest".into(), tags: vec![] }, message, &state);
         let cpu0 = process_cpu_ns();
         let started = Instant::now();
-        let outcome = runtime.process(input, &session, CancellationToken::new(), EmittingLatch::default()).await;
+        let sink = FirstWords { session: &session, started, first: std::sync::Mutex::new(None) };
+        let outcome = runtime.process(input, &sink, CancellationToken::new(), EmittingLatch::default()).await;
+        let first_token = *sink.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let wall = started.elapsed();
         let cpu = Duration::from_nanos(process_cpu_ns().saturating_sub(cpu0));
         if let Some(error) = &outcome.trace.error {
@@ -130,6 +165,8 @@ async fn run_size(
             cpu,
             wall,
             log,
+            first_token: if streamed { first_token } else { None },
+            tools_ran: outcome.trace.iterations.iter().any(|i| !i.tool_calls.is_empty()),
         });
     }
     Ok(turns)
@@ -153,7 +190,7 @@ pub async fn run(
         "| size | latency | turn | model calls | embeddings | prompt tokens | waves | engine CPU ms | turn s |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut summary = String::from(
-        "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | first words s (stream mode, turns without tools) | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut long = String::from(
         "| size | prompt tokens, turn 1 | turn 10 | turn 50 | turn 50 / turn 10 |\n|---|---|---|---|---|\n",
@@ -166,7 +203,15 @@ pub async fn run(
     );
     for size in &sizes {
         for &latency in &latencies {
-            let turns = run_size(&agents, size, latency, None, &http).await?;
+            let turns = run_size(&agents, size, latency, None, false, &http).await?;
+            // The same conversation in `stream` output mode: when the reply's first words
+            // reach the customer.
+            let streamed = run_size(&agents, size, latency, None, true, &http).await?;
+            let first_words: Vec<f64> = streamed
+                .iter()
+                .filter(|t| !t.tools_ran)
+                .filter_map(|t| t.first_token.map(|d| d.as_secs_f64()))
+                .collect();
             if over_http {
                 let (_fake, port) = crate::child::fake_model(latency)?;
                 let workload = crate::child::workload(&agents, size)?;
@@ -210,19 +255,20 @@ pub async fn run(
             let r = REFERENCE.iter().find(|r| r.0 == size);
             let _ = writeln!(
                 summary,
-                "| {size} | {latency} ms | {:.1} | {:.0} | {:.1} | {:.2} | {:.3} | {} | {} | {} | {} |",
+                "| {size} | {latency} ms | {:.1} | {:.0} | {:.1} | {:.2} | {:.3} | {:.3} | {} | {} | {} | {} |",
                 mean(turns.iter().map(|t| t.calls as f64)),
                 mean(turns.iter().map(|t| t.prompt_tokens as f64)),
                 mean(turns.iter().map(|t| t.waves as f64)),
                 mean(turns.iter().map(|t| t.cpu.as_secs_f64() * 1000.0)),
                 mean(turns.iter().map(|t| t.wall.as_secs_f64())),
+                mean(first_words.iter().copied()),
                 r.map_or("-".into(), |r| format!("{:.1}", r.1)),
                 r.map_or("-".into(), |r| format!("{:.0}", r.2)),
                 r.map_or("-".into(), |r| format!("{:.0}", r.3)),
                 r.map_or("-".into(), |r| format!("{:.2}", r.4)),
             );
         }
-        let conversation = run_size(&agents, size, 0, LONG_TURNS.last().copied(), &http).await?;
+        let conversation = run_size(&agents, size, 0, LONG_TURNS.last().copied(), false, &http).await?;
         let [first, tenth, last] =
             LONG_TURNS.map(|n| conversation.get(n.saturating_sub(1)).map_or(0, |t| t.prompt_tokens));
         let growth = last as f64 / tenth.max(1) as f64;

@@ -180,7 +180,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         cors,
         simulations: simulations.clone(),
     };
-    let config = RuntimeConfig::from_env().map_err(anyhow::Error::msg)?;
+    let config = RuntimeConfig::from_env()?;
     let server = Server::with_options(store.clone(), models, config, server_options);
     server.start().await.context("preparing the store")?;
     let bound = listener.local_addr()?;

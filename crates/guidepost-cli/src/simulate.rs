@@ -12,7 +12,7 @@ use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::{ModelStackBuilder, Usage};
-use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnOutcome};
 use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
@@ -54,7 +54,7 @@ impl RuntimeSessions {
             Arc::new(definition),
             self.models.clone(),
             Arc::new(registry),
-            RuntimeConfig::from_env().map_err(AgentError::Protocol)?,
+            RuntimeConfig::from_env().map_err(|e| AgentError::Protocol(e.to_string()))?,
         ));
         runtimes.insert(key, Arc::clone(&runtime));
         Ok(runtime)

@@ -88,7 +88,7 @@ impl MemorySession {
     pub fn customer_turn(
         &self,
         session_id: &str,
-        customer: crate::knowledge::CustomerRef,
+        customer: crate::variables::CustomerRef,
         text: &str,
         previous_state: &guidepost_core::AgentState,
     ) -> crate::TurnInput {

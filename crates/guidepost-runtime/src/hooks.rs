@@ -66,7 +66,7 @@ pub trait EngineHooks: Send + Sync {
     /// Every message of the reply was emitted.
     async fn on_messages_emitted(&self, _state: &ResponseState, _events: &dyn EventSink) {}
     /// The turn failed.
-    async fn on_error(&self, _error: &str, _state: &ResponseState, _events: &dyn EventSink) {}
+    async fn on_error(&self, _error: &crate::TurnError, _state: &ResponseState, _events: &dyn EventSink) {}
 }
 
 /// Hooks that do nothing.

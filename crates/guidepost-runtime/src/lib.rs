@@ -13,21 +13,26 @@
 //! [`TurnTrace`] saying what matched and why, which tools ran, and what the models cost.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod clock;
 pub mod compose;
+pub mod error;
 pub mod events;
 pub mod history;
 pub mod hooks;
-pub mod knowledge;
 pub mod prompt;
+pub mod retrieval;
 pub mod runtime;
 pub mod session;
 pub mod state;
 pub mod tool_calls;
 pub mod trace;
+pub mod variables;
 
+pub use error::{ConfigError, TurnError};
 pub use events::{EventSink, MemorySession, NewEvent};
 pub use hooks::{EngineHooks, HookAction, NoHooks};
 pub use runtime::{AgentRuntime, EmittingLatch, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus};
 pub use session::{SessionRunner, TurnHandle};
 pub use state::{ResponseState, ToolDecision, ToolInsights};
 pub use trace::{DegradedStage, Stage, TurnTrace};
+pub use variables::CustomerRef;

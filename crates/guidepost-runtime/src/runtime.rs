@@ -23,15 +23,16 @@ use guidepost_tools::registry::ToolRegistry;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::{Clock, SystemClock};
 use crate::compose::{ComposeInput, Written, compose};
+use crate::error::{ConfigError, TurnError};
 use crate::events::{EventSink, NewEvent};
 use crate::hooks::{EngineHooks, HookAction, NoHooks};
-use crate::knowledge::{
-    Clock, CustomerRef, KnowledgeIndex, MemoryVariables, SystemClock, VariableStore, load_variables,
-};
+use crate::retrieval::KnowledgeIndex;
 use crate::state::{ResponseState, StagedCall};
 use crate::tool_calls::{InferenceInput, infer};
 use crate::trace::{CompositionTrace, DegradedStage, IterationTrace, Stage, TurnTrace};
+use crate::variables::{CustomerRef, MemoryVariables, VariableStore, load_variables};
 
 const PREAMBLE: &str = include_str!("prompts/preamble.j2");
 
@@ -134,16 +135,20 @@ pub struct RuntimeConfig {
 impl RuntimeConfig {
     /// The defaults, with what the environment sets: `GUIDEPOST_HISTORY_TURNS` (see
     /// [`RuntimeConfig::history_turns`]). An unusable value is an error naming the variable.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut config = Self::default();
-        if let Some(value) = var("GUIDEPOST_HISTORY_TURNS") {
-            let turns = value.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                format!("GUIDEPOST_HISTORY_TURNS must be a whole number of customer turns above 0, not `{value}`")
-            })?;
+        let variable = "GUIDEPOST_HISTORY_TURNS";
+        if let Some(value) = var(variable) {
+            let turns = value
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| ConfigError::HistoryTurns { variable, value: value.clone() })?;
             config.history_turns = Some(turns);
         }
         Ok(config)
@@ -183,6 +188,61 @@ impl EmittingLatch {
 enum Step<T> {
     Done(T),
     Cancelled,
+}
+
+/// How the stages of a turn ended, when it did not fail.
+enum Ending {
+    /// These messages were sent (none when a hook bailed, or the reply was empty).
+    Sent(Vec<String>),
+    /// A newer customer message cancelled the turn before its reply was emitted.
+    Cancelled,
+}
+
+/// One turn in progress: what its stages read (the input, where events go, cancellation)
+/// and what they build (the state, the trace, the model usage).
+struct Turn<'a> {
+    input: &'a TurnInput,
+    sink: &'a dyn EventSink,
+    cancel: &'a CancellationToken,
+    latch: &'a EmittingLatch,
+    tool_ctx: ToolContext,
+    ledger: UsageLedger,
+    state: ResponseState,
+    trace: TurnTrace,
+}
+
+impl<'a> Turn<'a> {
+    fn new(
+        definition: &AgentDefinition,
+        input: &'a TurnInput,
+        sink: &'a dyn EventSink,
+        cancel: &'a CancellationToken,
+        latch: &'a EmittingLatch,
+        what: &str,
+    ) -> Self {
+        Self {
+            input,
+            sink,
+            cancel,
+            latch,
+            tool_ctx: ToolContext::new(&definition.agent.id, &input.session_id, &input.customer.id),
+            ledger: UsageLedger::new(format!("{what} {}", input.trace_id)),
+            state: ResponseState::default(),
+            trace: TurnTrace { trace_id: input.trace_id.clone(), ..TurnTrace::default() },
+        }
+    }
+
+    fn trace_id(&self) -> &str {
+        &self.input.trace_id
+    }
+}
+
+/// What the turn's prompts show of the conversation: all of it (matching has its own
+/// window), the part composition and tool inference show, and the text retrieval embeds.
+struct Seen<'c> {
+    conversation: &'c [(String, String)],
+    history: PromptHistory<'c>,
+    query: String,
 }
 
 async fn cancellable<T>(cancel: &CancellationToken, fut: impl std::future::Future<Output = T>) -> Step<T> {
@@ -249,6 +309,9 @@ impl AgentRuntime {
     /// Processes one turn: emits its events to `sink` and returns what happened. A turn
     /// cancelled through `cancel` before its reply is emitted ends with `cancelled` and
     /// `ready`; once emitting has started (`latch`), it finishes.
+    ///
+    /// The turn runs as named stages (see [`Turn`]): acknowledge, load the context, prepare
+    /// (match, then infer and call tools, in iterations), and compose and emit the reply.
     pub async fn process(
         &self,
         input: TurnInput,
@@ -257,32 +320,32 @@ impl AgentRuntime {
         latch: EmittingLatch,
     ) -> TurnOutcome {
         let started = Instant::now();
-        let trace_id = input.trace_id.clone();
-        let ledger = UsageLedger::new(format!("turn {trace_id}"));
-        let mut trace = TurnTrace { trace_id: trace_id.clone(), ..TurnTrace::default() };
-        let mut state = ResponseState::default();
-        sink.emit(NewEvent::status(&trace_id, Status::Acknowledged, json!({}))).await;
-        let result = self.run(&input, sink, &cancel, &latch, &ledger, &mut state, &mut trace).await;
+        let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
+        let trace_id = input.trace_id.as_str();
+        sink.emit(NewEvent::status(trace_id, Status::Acknowledged, json!({}))).await;
+        let result = self.run(&mut turn).await;
+        let Turn { ledger, state, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
         let (status, messages) = match result {
-            Ok(Some(messages)) if trace.is_degraded() => {
+            Ok(Ending::Sent(messages)) if trace.is_degraded() => {
                 for stage in &trace.degraded {
                     tracing::warn!(trace_id, %stage, "the reply went out with a degraded stage");
                 }
                 (TurnStatus::Degraded, messages)
             }
-            Ok(Some(messages)) => (TurnStatus::Completed, messages),
-            Ok(None) => {
+            Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
+            Ok(Ending::Cancelled) => {
                 trace.cancelled = true;
-                sink.emit(NewEvent::status(&trace_id, Status::Cancelled, json!({}))).await;
+                sink.emit(NewEvent::status(trace_id, Status::Cancelled, json!({}))).await;
                 (TurnStatus::Cancelled, Vec::new())
             }
             Err(error) => {
-                tracing::error!(%error, trace_id, "turn failed");
+                let text = error.scrubbed();
+                tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(NewEvent::status(&trace_id, Status::Error, json!({"exception": error}))).await;
-                trace.error = Some(error);
+                sink.emit(NewEvent::status(trace_id, Status::Error, json!({"exception": text}))).await;
+                trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
         };
@@ -299,7 +362,7 @@ impl AgentRuntime {
         if trace.is_degraded() {
             ready["degraded"] = trace.degraded_json();
         }
-        sink.emit(NewEvent::status(&trace_id, Status::Ready, ready)).await;
+        sink.emit(NewEvent::status(trace_id, Status::Ready, ready)).await;
         let new_state = if status.replied() { self.next_state(&input, &state) } else { input.previous_state.clone() };
         TurnOutcome { status, messages, state: new_state, trace }
     }
@@ -310,14 +373,14 @@ impl AgentRuntime {
     /// followed by the `ready` status. The agent state is left as it was.
     pub async fn utter(&self, input: TurnInput, instructions: &[String], sink: &dyn EventSink) -> TurnOutcome {
         let started = Instant::now();
-        let ledger = UsageLedger::new(format!("utterance {}", input.trace_id));
-        let mut trace = TurnTrace { trace_id: input.trace_id.clone(), ..TurnTrace::default() };
-        let mut state = ResponseState {
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "utterance");
+        turn.state = ResponseState {
             journey_paths: input.previous_state.journey_paths.clone(),
             previous_journey_paths: input.previous_state.journey_paths.clone(),
             ..ResponseState::default()
         };
-        state.ordinary_matches = instructions
+        turn.state.ordinary_matches = instructions
             .iter()
             .enumerate()
             .map(|(i, action)| guidepost_engine::GuidelineMatch {
@@ -330,29 +393,22 @@ impl AgentRuntime {
                 rationale: "requested through the API".into(),
             })
             .collect();
-        state.prepared_to_respond = true;
+        turn.state.prepared_to_respond = true;
         let ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
+        let history = self.prompt_history(&input, &conversation);
         sink.emit(NewEvent::status(&input.trace_id, Status::Typing, json!({}))).await;
-        let result = self
-            .emit_reply(
-                &input,
-                sink,
-                &CancellationToken::new(),
-                &EmittingLatch::default(),
-                &ledger,
-                &state,
-                &mut trace,
-                &conversation,
-            )
-            .await;
+        let result = self.emit_reply(&mut turn, &conversation, &history).await;
+        let Turn { ledger, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
         let (status, messages) = match result {
-            Ok(messages) => (TurnStatus::Completed, messages.unwrap_or_default()),
+            Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
+            Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
-                sink.emit(NewEvent::status(&input.trace_id, Status::Error, json!({"exception": error}))).await;
-                trace.error = Some(error);
+                let text = error.scrubbed();
+                sink.emit(NewEvent::status(&input.trace_id, Status::Error, json!({"exception": text}))).await;
+                trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
         };
@@ -388,106 +444,85 @@ impl AgentRuntime {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn run(
-        &self,
-        input: &TurnInput,
-        sink: &dyn EventSink,
-        cancel: &CancellationToken,
-        latch: &EmittingLatch,
-        ledger: &UsageLedger,
-        state: &mut ResponseState,
-        trace: &mut TurnTrace,
-    ) -> Result<Option<Vec<String>>, String> {
-        let trace_id = &input.trace_id;
-        let tool_ctx = ToolContext::new(&self.definition.agent.id, &input.session_id, &input.customer.id);
-        if self.hooks.on_acknowledged(state, sink).await == HookAction::Bail {
-            return Ok(Some(Vec::new()));
+    /// The stages of a turn after its acknowledgement.
+    async fn run(&self, turn: &mut Turn<'_>) -> Result<Ending, TurnError> {
+        if self.hooks.on_acknowledged(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
         }
-        state.previous_journey_paths = input.previous_state.journey_paths.clone();
-        state.context_variables = load_variables(
+        let (mut ctx, conversation, query) = self.load_context(turn).await;
+        let seen = Seen { history: self.prompt_history(turn.input, &conversation), conversation: &conversation, query };
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Interpreting)).await;
+        if self.hooks.on_preparing(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
+        }
+        if let Some(ending) = self.prepare(turn, &mut ctx, &seen).await? {
+            return Ok(ending);
+        }
+        if self.hooks.on_generating_messages(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
+        }
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Articulating)).await;
+        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing, json!({}))).await;
+        self.emit_reply(turn, &conversation, &seen.history).await
+    }
+
+    /// Stage: the turn's context. Context variables (tools refreshing stale ones), the
+    /// conversation as every prompt of the turn shows it (by the matcher's rules), and the
+    /// glossary terms and capabilities relevant to its latest messages.
+    async fn load_context(&self, turn: &mut Turn<'_>) -> (MatchingContext, Vec<(String, String)>, String) {
+        let input = turn.input;
+        turn.state.previous_journey_paths = input.previous_state.journey_paths.clone();
+        turn.state.context_variables = load_variables(
             &self.definition,
             self.variables.as_ref(),
             self.clock.as_ref(),
             &self.tools,
             &input.customer,
-            &tool_ctx,
+            &turn.tool_ctx,
         )
         .await;
         let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
-        ctx.variables = state.context_variables.clone();
+        ctx.variables = turn.state.context_variables.clone();
         ctx.customer_name = input.customer_name.clone();
-        // The conversation as every prompt of the turn shows it, by the matcher's rules.
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
-        (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
-        sink.emit(NewEvent::processing(trace_id, ProcessingStage::Interpreting)).await;
-        if self.hooks.on_preparing(state, sink).await == HookAction::Bail {
-            return Ok(Some(Vec::new()));
-        }
+        (turn.state.glossary_terms, turn.state.capabilities) = self.retrieve(&query).await;
+        (ctx, conversation, query)
+    }
 
+    /// Stage: preparation, in iterations. Each matches (the first pass over everything, later
+    /// passes over what the new tool results can change), then infers and runs the calls of
+    /// the tool-enabled matches not handled yet; it ends when no tool ran, a hook bails or
+    /// `max_engine_iterations` is reached. `Some` when the turn ends here (cancelled).
+    async fn prepare(
+        &self,
+        turn: &mut Turn<'_>,
+        ctx: &mut MatchingContext,
+        seen: &Seen<'_>,
+    ) -> Result<Option<Ending>, TurnError> {
         let mut previous: Option<MatchingOutcome> = None;
         let mut handled: BTreeSet<String> = BTreeSet::new();
         let max = self.max_iterations();
         for iteration in 1..=max {
             let iteration_started = Instant::now();
-            state.iterations = iteration;
-            if self.hooks.on_iteration_start(iteration, state, sink).await == HookAction::Bail {
+            turn.state.iterations = iteration;
+            if self.hooks.on_iteration_start(iteration, &mut turn.state, turn.sink).await == HookAction::Bail {
                 break;
             }
-            let matching = match &previous {
-                None => {
-                    // The preamble, when enabled, is written while the first pass matches.
-                    let preamble = self.preamble(&conversation, sink, trace_id, ledger);
-                    let first = async { futures::join!(self.matcher.match_turn(&ctx), preamble).0 };
-                    cancellable(cancel, first).await
-                }
-                Some(p) => cancellable(cancel, self.matcher.rematch(&ctx, p)).await,
-            };
-            let outcome = match matching {
-                Step::Cancelled => return Ok(None),
-                Step::Done(Ok(o)) => o,
-                // A later pass that lost every call leaves the turn with what the earlier
-                // passes decided: the reply goes out, marked degraded.
-                Step::Done(Err(guidepost_engine::EngineError::AllBatchesFailed { first, failed }))
-                    if previous.is_some() =>
-                {
-                    trace.degraded.push(DegradedStage {
-                        stage: Stage::Matching,
-                        iteration,
-                        failed,
-                        attempted: failed,
-                        error: scrub(&first.to_string()),
-                    });
-                    trace.iterations.push(IterationTrace {
+            let outcome = match self.match_pass(turn, ctx, previous.as_ref(), iteration, seen).await? {
+                Step::Cancelled => return Ok(Some(Ending::Cancelled)),
+                Step::Done(Some(outcome)) => outcome,
+                // A later pass lost every call: the turn goes on with what the earlier passes
+                // decided (the reply is marked degraded).
+                Step::Done(None) => {
+                    turn.trace.iterations.push(IterationTrace {
                         iteration,
                         duration_ms: iteration_started.elapsed().as_millis() as u64,
                         ..IterationTrace::default()
                     });
                     break;
                 }
-                Step::Done(Err(e)) => return Err(scrub(&format!("guideline matching failed: {e}"))),
             };
-            let failed_batches: Vec<&str> = outcome.record.batches.iter().filter_map(|b| b.error.as_deref()).collect();
-            if let Some(first) = failed_batches.first() {
-                trace.degraded.push(DegradedStage {
-                    stage: Stage::Matching,
-                    iteration,
-                    failed: failed_batches.len(),
-                    attempted: outcome.record.model_calls(),
-                    error: scrub(first),
-                });
-            }
-            for batch in &outcome.record.batches {
-                if let Some(usage) = &batch.usage {
-                    let task = match batch.category {
-                        guidepost_engine::Category::JourneyNodeSelection => TaskKind::JourneySelection,
-                        _ => TaskKind::Matching,
-                    };
-                    ledger.record(&task, usage);
-                }
-            }
-            state.absorb(&outcome);
             let mut record = outcome.record.clone();
             for batch in &mut record.batches {
                 batch.error = batch.error.as_deref().map(scrub);
@@ -497,142 +532,217 @@ impl AgentRuntime {
                 outcome.tool_enabled().filter(|m| !handled.contains(&m.guideline_id)).cloned().collect();
             handled.extend(fresh.iter().map(|m| m.guideline_id.clone()));
             previous = Some(outcome);
-            let mut ran_tools = false;
-            if !fresh.is_empty() {
-                let shown = self.prompt_history(input, &conversation);
-                sink.emit(NewEvent::processing(trace_id, ProcessingStage::ConsideringTools)).await;
-                let inference = infer(
-                    self.models.tool_inference.as_ref(),
-                    InferenceInput {
-                        definition: &self.definition,
-                        matches: &fresh,
-                        tools: &self.tool_index,
-                        history: &conversation,
-                        shown: shown.shown,
-                        earlier: shown.earlier.as_deref(),
-                        staged: &state.tool_calls,
-                        variables: &state.context_variables,
-                    },
-                );
-                let inference = match cancellable(cancel, inference).await {
-                    Step::Cancelled => return Ok(None),
-                    Step::Done(i) => i,
-                };
-                for usage in &inference.usage {
-                    ledger.record(&TaskKind::ToolInference, usage);
-                }
-                state.tool_insights.decisions.extend(inference.insights.decisions);
-                state.tool_insights.missing.extend(inference.insights.missing);
-                state.tool_insights.invalid.extend(inference.insights.invalid.into_iter().map(|mut insight| {
-                    if let Some(value) = insight.invalid_value.as_mut() {
-                        scrub_json(value);
-                    }
-                    insight
-                }));
-                let failed: Vec<&crate::trace::InferenceTrace> = inference.traces.iter().filter(|t| t.failed).collect();
-                if let Some(first) = failed.first() {
-                    trace.degraded.push(DegradedStage {
-                        stage: Stage::ToolInference,
-                        iteration,
-                        failed: failed.len(),
-                        attempted: inference.traces.iter().filter(|t| t.model_call).count(),
-                        error: scrub(first.rationale.as_deref().unwrap_or("the model call failed")),
-                    });
-                }
-                it.tool_inference = inference
-                    .traces
-                    .into_iter()
-                    .map(|mut t| {
-                        t.rationale = t.rationale.as_deref().map(scrub);
-                        t
-                    })
-                    .collect();
-                if !inference.calls.is_empty() {
-                    let records =
-                        match cancellable(cancel, self.tools.call_many(inference.calls, &tool_ctx, None)).await {
-                            Step::Cancelled => return Ok(None),
-                            Step::Done(r) => r,
-                        };
-                    let lost: Vec<String> = records
-                        .iter()
-                        .filter_map(|r| match &r.outcome {
-                            guidepost_tools::ToolOutcome::Error { message, kind } if lost_call(kind) => {
-                                Some(format!("{}: {message}", r.tool))
-                            }
-                            _ => None,
-                        })
-                        .collect();
-                    if let Some(first) = lost.first() {
-                        trace.degraded.push(DegradedStage {
-                            stage: Stage::ToolCalls,
-                            iteration,
-                            failed: lost.len(),
-                            attempted: records.len(),
-                            error: scrub(first),
-                        });
-                    }
-                    let mut event_calls = Vec::new();
-                    for record in records {
-                        // The call has run with what the model inferred; from here on (the
-                        // event, the trace, the logs, the next prompts) its arguments and
-                        // result carry no secrets.
-                        let mut result =
-                            serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
-                        scrub_json(&mut result);
-                        let mut arguments = record.arguments;
-                        arguments.values_mut().for_each(scrub_json);
-                        let call = StagedCall {
-                            tool: record.tool.clone(),
-                            arguments: arguments.clone(),
-                            ok: record.outcome.is_ok(),
-                            result: result.clone(),
-                            duration_ms: record.duration.as_millis() as u64,
-                        };
-                        event_calls.push(
-                            json!({"tool_id": record.tool.to_string(), "arguments": arguments, "result": result}),
-                        );
-                        ctx.staged_tool_results.push(StagedToolResult {
-                            tool: record.tool,
-                            arguments: Value::Object(call.arguments.clone()),
-                            result: call.result.clone(),
-                        });
-                        it.tool_calls.push(call.clone());
-                        state.tool_calls.push(call);
-                    }
-                    sink.emit(NewEvent {
-                        source: EventSource::AiAgent,
-                        kind: EventKind::Tool,
-                        data: json!({"tool_calls": event_calls}),
-                        trace_id: trace_id.clone(),
-                    })
-                    .await;
-                    ran_tools = true;
-                    let query = format!(
-                        "{query}\n{}",
-                        state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
-                    );
-                    (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
-                }
-            }
+            let ran_tools = match self.tool_stage(turn, ctx, &fresh, &mut it, seen).await {
+                Step::Cancelled => return Ok(Some(Ending::Cancelled)),
+                Step::Done(ran) => ran,
+            };
             it.duration_ms = iteration_started.elapsed().as_millis() as u64;
-            trace.iterations.push(it);
-            let bail = self.hooks.on_iteration_end(iteration, state, sink).await == HookAction::Bail;
+            turn.trace.iterations.push(it);
+            let bail = self.hooks.on_iteration_end(iteration, &mut turn.state, turn.sink).await == HookAction::Bail;
             if !ran_tools || bail {
                 break;
             }
             if iteration == max {
-                tracing::warn!(trace_id, max, "max_engine_iterations reached with tool results not yet matched on");
+                tracing::warn!(
+                    trace_id = turn.trace_id(),
+                    max,
+                    "max_engine_iterations reached with tool results not yet matched on"
+                );
             }
         }
-        state.prepared_to_respond = true;
-        trace.tool_insights = state.tool_insights.clone();
+        turn.state.prepared_to_respond = true;
+        turn.trace.tool_insights = turn.state.tool_insights.clone();
+        Ok(None)
+    }
 
-        if self.hooks.on_generating_messages(state, sink).await == HookAction::Bail {
-            return Ok(Some(Vec::new()));
+    /// Stage: one matching pass, its usage and failures recorded and its matches absorbed
+    /// into the turn's state. `None` when a later pass lost every call (recorded as a
+    /// degraded stage); an error when the first pass did.
+    async fn match_pass(
+        &self,
+        turn: &mut Turn<'_>,
+        ctx: &MatchingContext,
+        previous: Option<&MatchingOutcome>,
+        iteration: u32,
+        seen: &Seen<'_>,
+    ) -> Result<Step<Option<MatchingOutcome>>, TurnError> {
+        let matching = match previous {
+            None => {
+                // The preamble, when enabled, is written while the first pass matches.
+                let preamble = self.preamble(seen.conversation, turn.sink, turn.trace_id(), &turn.ledger);
+                let first = async { futures::join!(self.matcher.match_turn(ctx), preamble).0 };
+                cancellable(turn.cancel, first).await
+            }
+            Some(p) => cancellable(turn.cancel, self.matcher.rematch(ctx, p)).await,
+        };
+        let outcome = match matching {
+            Step::Cancelled => return Ok(Step::Cancelled),
+            Step::Done(Ok(outcome)) => outcome,
+            Step::Done(Err(guidepost_engine::EngineError::AllBatchesFailed { first, failed }))
+                if previous.is_some() =>
+            {
+                turn.trace.degraded.push(DegradedStage {
+                    stage: Stage::Matching,
+                    iteration,
+                    failed,
+                    attempted: failed,
+                    error: scrub(&first.to_string()),
+                });
+                return Ok(Step::Done(None));
+            }
+            Step::Done(Err(error)) => return Err(TurnError::Matching(error)),
+        };
+        let failed_batches: Vec<&str> = outcome.record.batches.iter().filter_map(|b| b.error.as_deref()).collect();
+        if let Some(first) = failed_batches.first() {
+            turn.trace.degraded.push(DegradedStage {
+                stage: Stage::Matching,
+                iteration,
+                failed: failed_batches.len(),
+                attempted: outcome.record.model_calls(),
+                error: scrub(first),
+            });
         }
-        sink.emit(NewEvent::processing(trace_id, ProcessingStage::Articulating)).await;
-        sink.emit(NewEvent::status(trace_id, Status::Typing, json!({}))).await;
-        self.emit_reply(input, sink, cancel, latch, ledger, state, trace, &conversation).await
+        for batch in &outcome.record.batches {
+            if let Some(usage) = &batch.usage {
+                let task = match batch.category {
+                    guidepost_engine::Category::JourneyNodeSelection => TaskKind::JourneySelection,
+                    _ => TaskKind::Matching,
+                };
+                turn.ledger.record(&task, usage);
+            }
+        }
+        turn.state.absorb(&outcome);
+        Ok(Step::Done(Some(outcome)))
+    }
+
+    /// Stage: the tool calls of `fresh` (tool-enabled matches not handled yet in this turn):
+    /// inferred, run, staged for the next pass and emitted as a `tool` event. Whether any
+    /// ran.
+    async fn tool_stage(
+        &self,
+        turn: &mut Turn<'_>,
+        ctx: &mut MatchingContext,
+        fresh: &[guidepost_engine::GuidelineMatch],
+        it: &mut IterationTrace,
+        seen: &Seen<'_>,
+    ) -> Step<bool> {
+        if fresh.is_empty() {
+            return Step::Done(false);
+        }
+        let iteration = it.iteration;
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::ConsideringTools)).await;
+        let inference = infer(
+            self.models.tool_inference.as_ref(),
+            InferenceInput {
+                definition: &self.definition,
+                matches: fresh,
+                tools: &self.tool_index,
+                history: seen.conversation,
+                shown: seen.history.shown,
+                earlier: seen.history.earlier.as_deref(),
+                staged: &turn.state.tool_calls,
+                variables: &turn.state.context_variables,
+            },
+        );
+        let inference = match cancellable(turn.cancel, inference).await {
+            Step::Cancelled => return Step::Cancelled,
+            Step::Done(i) => i,
+        };
+        for usage in &inference.usage {
+            turn.ledger.record(&TaskKind::ToolInference, usage);
+        }
+        let insights = &mut turn.state.tool_insights;
+        insights.decisions.extend(inference.insights.decisions);
+        insights.missing.extend(inference.insights.missing);
+        insights.invalid.extend(inference.insights.invalid.into_iter().map(|mut insight| {
+            if let Some(value) = insight.invalid_value.as_mut() {
+                scrub_json(value);
+            }
+            insight
+        }));
+        let failed: Vec<&crate::trace::InferenceTrace> = inference.traces.iter().filter(|t| t.failed).collect();
+        if let Some(first) = failed.first() {
+            turn.trace.degraded.push(DegradedStage {
+                stage: Stage::ToolInference,
+                iteration,
+                failed: failed.len(),
+                attempted: inference.traces.iter().filter(|t| t.model_call).count(),
+                error: scrub(first.rationale.as_deref().unwrap_or("the model call failed")),
+            });
+        }
+        it.tool_inference = inference
+            .traces
+            .into_iter()
+            .map(|mut t| {
+                t.rationale = t.rationale.as_deref().map(scrub);
+                t
+            })
+            .collect();
+        if inference.calls.is_empty() {
+            return Step::Done(false);
+        }
+        let records = match cancellable(turn.cancel, self.tools.call_many(inference.calls, &turn.tool_ctx, None)).await
+        {
+            Step::Cancelled => return Step::Cancelled,
+            Step::Done(r) => r,
+        };
+        let lost: Vec<String> = records
+            .iter()
+            .filter_map(|r| match &r.outcome {
+                guidepost_tools::ToolOutcome::Error { message, kind } if lost_call(kind) => {
+                    Some(format!("{}: {message}", r.tool))
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(first) = lost.first() {
+            turn.trace.degraded.push(DegradedStage {
+                stage: Stage::ToolCalls,
+                iteration,
+                failed: lost.len(),
+                attempted: records.len(),
+                error: scrub(first),
+            });
+        }
+        let mut event_calls = Vec::new();
+        for record in records {
+            // The call has run with what the model inferred; from here on (the event, the
+            // trace, the logs, the next prompts) its arguments and result carry no secrets.
+            let mut result = serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
+            scrub_json(&mut result);
+            let mut arguments = record.arguments;
+            arguments.values_mut().for_each(scrub_json);
+            let call = StagedCall {
+                tool: record.tool.clone(),
+                arguments: arguments.clone(),
+                ok: record.outcome.is_ok(),
+                result: result.clone(),
+                duration_ms: record.duration.as_millis() as u64,
+            };
+            event_calls.push(json!({"tool_id": record.tool.to_string(), "arguments": arguments, "result": result}));
+            ctx.staged_tool_results.push(StagedToolResult {
+                tool: record.tool,
+                arguments: Value::Object(call.arguments.clone()),
+                result: call.result.clone(),
+            });
+            it.tool_calls.push(call.clone());
+            turn.state.tool_calls.push(call);
+        }
+        turn.sink
+            .emit(NewEvent {
+                source: EventSource::AiAgent,
+                kind: EventKind::Tool,
+                data: json!({"tool_calls": event_calls}),
+                trace_id: turn.trace_id().to_string(),
+            })
+            .await;
+        let query = format!(
+            "{}\n{}",
+            seen.query,
+            turn.state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
+        );
+        (turn.state.glossary_terms, turn.state.capabilities) = self.retrieve(&query).await;
+        Step::Done(true)
     }
 
     /// The glossary terms and capabilities relevant to `query`, retrieved side by side (one
@@ -695,30 +805,29 @@ impl AgentRuntime {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Stage: composes the reply and emits it, streamed as it is written in `stream` output
+    /// mode (the message event exists from its first words, and the turn can no longer be
+    /// cancelled), shown to the sink's preview otherwise.
     async fn emit_reply(
         &self,
-        input: &TurnInput,
-        sink: &dyn EventSink,
-        cancel: &CancellationToken,
-        latch: &EmittingLatch,
-        ledger: &UsageLedger,
-        state: &ResponseState,
-        trace: &mut TurnTrace,
+        turn: &mut Turn<'_>,
         conversation: &[(String, String)],
-    ) -> Result<Option<Vec<String>>, String> {
+        history: &PromptHistory<'_>,
+    ) -> Result<Ending, TurnError> {
+        let input = turn.input;
+        let (sink, cancel, latch) = (turn.sink, turn.cancel, turn.latch);
+        let state = &turn.state;
         let trace_id = &input.trace_id;
         let agent = &self.definition.agent;
         let streaming = agent.output_mode == guidepost_core::OutputMode::Stream;
         // Reply text as it is written; `None` when a refused reply is written anew.
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
-        let shown = self.prompt_history(input, conversation);
         let compose_input = ComposeInput {
             definition: &self.definition,
             state,
             history: conversation,
-            shown: shown.shown,
-            earlier: shown.earlier.as_deref(),
+            shown: history.shown,
+            earlier: history.earlier.as_deref(),
             customer_name: input.customer_name.as_deref(),
             self_check: self
                 .config
@@ -789,21 +898,23 @@ impl AgentRuntime {
             };
             match finished {
                 Some(v) => v,
-                None if !latch.is_set() => return Ok(None),
+                None if !latch.is_set() => return Ok(Ending::Cancelled),
                 // Emitting already started: the reply is finished, then the turn ends.
                 None => both.await,
             }
         } else {
             let composed = match cancellable(cancel, async { futures::join!(composing, forward).0 }).await {
-                Step::Cancelled => return Ok(None),
+                Step::Cancelled => return Ok(Ending::Cancelled),
                 Step::Done(c) => c,
             };
             (composed, (None, Vec::new()))
         };
-        let mut composed = composed.map_err(|e| scrub(&format!("composing the reply failed: {e}")))?;
+        let mut composed = composed.map_err(TurnError::Composition)?;
         for usage in &composed.usage {
-            ledger.record(&TaskKind::Generation, usage);
+            turn.ledger.record(&TaskKind::Generation, usage);
         }
+        let state = &turn.state;
+        let trace = &mut turn.trace;
         trace.composition = CompositionTrace {
             mode: serde_json::to_value(composed.mode)
                 .ok()
@@ -843,7 +954,7 @@ impl AgentRuntime {
         } else {
             let _ = self.hooks.on_message_generated(&mut text, state).await;
             if text.trim().is_empty() {
-                return Ok(Some(Vec::new()));
+                return Ok(Ending::Sent(Vec::new()));
             }
             let mut event = NewEvent::message(trace_id, &agent.id, &agent.name, &text);
             if let Some(id) = &composed.template_id {
@@ -861,10 +972,9 @@ impl AgentRuntime {
             sink.emit(event).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;
-        Ok(Some(vec![text]))
+        Ok(Ending::Sent(vec![text]))
     }
 }
-
 /// Whether a failed tool call cost the turn its result: it timed out, panicked or could not
 /// reach its service. A tool that answered with a failure of its own (an error fixture, an
 /// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's
@@ -899,7 +1009,7 @@ mod tests {
             RuntimeConfig::from_vars(|name| (name == "GUIDEPOST_HISTORY_TURNS").then(|| " 20 ".into())).unwrap();
         assert_eq!(config.history_turns, Some(20));
         for bad in ["0", "-3", "twelve", ""] {
-            let err = RuntimeConfig::from_vars(|_| Some(bad.into())).unwrap_err();
+            let err = RuntimeConfig::from_vars(|_| Some(bad.into())).unwrap_err().to_string();
             assert!(err.contains("GUIDEPOST_HISTORY_TURNS") && err.contains(&format!("`{bad}`")), "{err}");
         }
     }

@@ -14,8 +14,8 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::MemorySession;
-use crate::knowledge::CustomerRef;
 use crate::runtime::{AgentRuntime, EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
+use crate::variables::CustomerRef;
 
 /// A turn that is running or done; await it (from as many places as needed) for its
 /// outcome.

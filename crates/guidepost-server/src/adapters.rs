@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use guidepost_llm::{Embedder, LlmError};
 use guidepost_runtime::events::{EventSink, NewEvent};
-use guidepost_runtime::knowledge::{Scope, StoredValue, VariableStore};
+use guidepost_runtime::variables::{Scope, StoredValue, VariableStore};
 use guidepost_store::values::DEFAULT_KEY;
 use guidepost_store::{NewEventRecord, Store};
 use serde_json::Value;

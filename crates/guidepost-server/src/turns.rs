@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use guidepost_core::{Customer, EventKind, EventSource};
-use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 use guidepost_store::turns::{Claim, TurnEnd};
 use guidepost_store::{EventFilter, Store, TurnState};

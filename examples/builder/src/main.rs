@@ -16,7 +16,7 @@ use guidepost_core::builder::AgentBuilder;
 use guidepost_core::definition::to_yaml;
 use guidepost_core::tool::ParameterType;
 use guidepost_llm::{ModelStackBuilder, TaskKind};
-use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnInput};
 use guidepost_tools::context::ToolContext;
 use guidepost_tools::native::{NativeTool, parameter};

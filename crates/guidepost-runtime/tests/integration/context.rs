@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use guidepost_llm::providers::hashing::HashingEmbedder;
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_runtime::MemorySession;
-use guidepost_runtime::knowledge::Clock;
+use guidepost_runtime::clock::Clock;
 use guidepost_testkit::embedders::InFlightEmbedder;
 use guidepost_tools::native::NativeTool;
 use serde_json::json;

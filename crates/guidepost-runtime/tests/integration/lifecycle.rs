@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use guidepost_core::EventKind;
 use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::events::{EventSink, message_text, status_of};
-use guidepost_runtime::knowledge::CustomerRef;
 use guidepost_runtime::{EngineHooks, HookAction, MemorySession, ResponseState, SessionRunner, TurnStatus};
 
 use crate::support::*;
@@ -325,7 +325,7 @@ async fn a_block_reply_is_previewed_while_written_and_previewed_anew_when_refuse
     let sink = PreviewedSession::default();
     let input = sink.session.customer_turn(
         "s1",
-        guidepost_runtime::knowledge::CustomerRef { id: "guest".into(), tags: vec![] },
+        guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
         "How long does shipping take?",
         &Default::default(),
     );

@@ -10,7 +10,7 @@ use guidepost_core::AgentDefinition;
 use guidepost_core::definition::{SourceFile, load_agent};
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_llm::{ChatModel, ChatRequest, ChatResponse, LlmError, OutputFormat, StreamEvent, TaskKind, TextStream};
-use guidepost_runtime::knowledge::CustomerRef;
+use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, RuntimeModels, TurnOutcome};
 use guidepost_tools::registry::ToolRegistry;
 use serde_json::{Value, json};

@@ -132,6 +132,10 @@ impl EventSink for ObservedSink<'_> {
         }
         self.inner.preview(trace_id, text).await;
     }
+
+    fn wants_preview(&self) -> bool {
+        self.live.is_some() || self.inner.wants_preview()
+    }
 }
 
 /// Model calls in flight, in words (`checking guidelines`, `writing the reply` ...).

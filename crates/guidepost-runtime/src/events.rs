@@ -68,6 +68,11 @@ pub trait EventSink: Send + Sync {
     async fn preview(&self, trace_id: &str, text: &str) {
         let _ = (trace_id, text);
     }
+    /// Whether [`preview`](Self::preview) shows the reply to someone. When nobody watches, a
+    /// `block` reply is asked for whole, which costs less than a stream. `false` by default.
+    fn wants_preview(&self) -> bool {
+        false
+    }
 }
 
 /// An in-memory session: events with dense offsets. Used by `guidepost chat`, the

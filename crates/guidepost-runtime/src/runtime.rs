@@ -835,6 +835,7 @@ impl AgentRuntime {
                 .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
             reply_checks: self.config.reply_checks.as_deref().unwrap_or(&guidepost_core::reply_check::ReplyCheck::ALL),
             now: self.clock.now(),
+            preview: sink.wants_preview(),
         };
         let model = self.models.generation.as_ref();
         let output_mode = agent.output_mode;

@@ -384,16 +384,16 @@ fn streamed_answer(content: &str, model: &Value, usage: Value, latency: Duration
         }
         format!("data: {chunk}\n\n")
     };
+    // Each piece is due at its own time from the start, so the timer's rounding does not add
+    // up over many pieces.
+    let start = tokio::time::Instant::now();
     let body = async_stream::stream! {
-        tokio::time::sleep(first).await;
-        let count = pieces.len();
-        for (i, piece) in pieces.into_iter().enumerate() {
+        let count = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
+        for (i, piece) in (0u32..).zip(pieces) {
+            tokio::time::sleep_until(start + first + gap * i).await;
             yield Ok::<_, std::io::Error>(chunk(json!({"content": piece}), Value::Null, None));
-            if i + 1 < count {
-                tokio::time::sleep(gap).await;
-            }
         }
-        tokio::time::sleep(gap).await;
+        tokio::time::sleep_until(start + first + gap * count).await;
         yield Ok(chunk(json!({}), json!("stop"), Some(&usage)) + "data: [DONE]\n\n");
     };
     ([("content-type", "text/event-stream")], axum::body::Body::from_stream(body)).into_response()

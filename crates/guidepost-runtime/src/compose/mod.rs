@@ -118,6 +118,9 @@ pub struct ComposeInput<'a> {
     pub reply_checks: &'a [ReplyCheck],
     /// Now, for the dates a reply may state.
     pub now: chrono::DateTime<chrono::Utc>,
+    /// Whether a fluid reply in `block` output mode is streamed, so its text can be shown
+    /// while it is written; asked for whole otherwise.
+    pub preview: bool,
 }
 
 impl ComposeInput<'_> {
@@ -428,6 +431,14 @@ async fn fluid_call(
     let parse = |response: &guidepost_llm::ChatResponse| -> Option<FluidAnswer> {
         response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok())
     };
+    if !input.preview {
+        let response = model.complete(request).await?;
+        usage.push(response.usage.clone());
+        return parse(&response).ok_or_else(|| LlmError::SchemaViolation {
+            errors: vec!["the reply answer did not fit its schema".into()],
+            answer: response.output.to_text(),
+        });
+    }
     // Streamed, so the reply can be shown while it is written. An answer that breaks off or
     // does not fit its schema is asked for again whole (where a bad answer is sent back with
     // the reason), after a restart of what was shown.

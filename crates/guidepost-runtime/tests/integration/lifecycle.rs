@@ -315,6 +315,9 @@ impl guidepost_runtime::EventSink for PreviewedSession {
     async fn preview(&self, _trace_id: &str, text: &str) {
         self.previews.lock().unwrap().push(text.to_string());
     }
+    fn wants_preview(&self) -> bool {
+        true
+    }
 }
 
 #[tokio::test]

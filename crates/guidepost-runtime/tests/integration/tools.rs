@@ -205,3 +205,107 @@ tools:
     }
     assert!(events.contains("admin:[redacted]@keys.example.com"), "{events}");
 }
+
+/// A model that never answers calls of one task (it tells `entered` when one arrives), and
+/// passes the others on.
+struct Stuck {
+    inner: Arc<ScriptedModel>,
+    task: TaskKind,
+    entered: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl guidepost_llm::ChatModel for Stuck {
+    fn model_id(&self) -> &str {
+        "stuck"
+    }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.inner.capabilities()
+    }
+    async fn complete(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+        if req.task == self.task {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.inner.complete(req).await
+    }
+    async fn stream(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
+        if req.task == self.task {
+            self.entered.notify_one();
+            std::future::pending::<()>().await;
+        }
+        self.inner.stream(req).await
+    }
+}
+
+#[tokio::test]
+async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_state_unchanged() {
+    // Matching, tool inference, the tool call itself, composition: the turn is cancelled while
+    // each one waits.
+    for stage in ["matching", "tool inference", "tool call", "composition"] {
+        // At the tool-call stage the tool itself waits: a native one instead of the fixture.
+        let native = WEATHER.replace(
+            "    fixture:\n      cases:\n        - {args: {city: Paris}, result: {temperature: 12}}\n",
+            "    service: native\n",
+        );
+        let definition = inline(if stage == "tool call" { &native } else { WEATHER });
+        let scripted = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": "Paris"}}]}]}));
+        let scripted = Arc::new(with_reply(with_matching(scripted, weather_oracle()), |_| "It is 12 degrees.".into()));
+        let entered = Arc::new(tokio::sync::Notify::new());
+        let task = match stage {
+            "matching" => TaskKind::Matching,
+            "tool inference" => TaskKind::ToolInference,
+            "composition" => TaskKind::Generation,
+            // No model call waits: the tool does.
+            _ => TaskKind::Judge,
+        };
+        let model = Arc::new(Stuck { inner: scripted, task, entered: entered.clone() });
+        let mut registry = fixtures(&definition);
+        if stage == "tool call" {
+            let called = entered.clone();
+            registry.register_native(NativeTool::new("get_weather", move |_, _| {
+                let called = called.clone();
+                async move {
+                    called.notify_one();
+                    std::future::pending::<()>().await;
+                    Ok::<_, String>(json!(null))
+                }
+            }));
+        }
+        let rt = runtime(definition, model, registry);
+        let session = MemorySession::new();
+        let previous = guidepost_core::AgentState { trace_id: "earlier".into(), ..Default::default() };
+        let input = session.customer_turn(
+            "s1",
+            guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
+            "What's the weather in Paris?",
+            &previous,
+        );
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let running = rt.process(input, &session, cancel.clone(), guidepost_runtime::EmittingLatch::default());
+        let canceller = async {
+            entered.notified().await;
+            cancel.cancel();
+        };
+        let (outcome, ()) = tokio::time::timeout(Duration::from_secs(10), async { futures::join!(running, canceller) })
+            .await
+            .unwrap_or_else(|_| panic!("{stage}: the turn did not end when cancelled"));
+        assert_eq!(outcome.status, TurnStatus::Cancelled, "{stage}");
+        assert!(outcome.messages.is_empty(), "{stage}");
+        assert_eq!(outcome.state, previous, "{stage}: the next turn starts from the same state");
+        let events = session.events();
+        assert!(events.iter().skip(1).all(|e| message_text(e).is_none()), "{stage}: no reply was sent");
+        let statuses: Vec<String> = events.iter().filter_map(|e| status_of(e).map(|s| s.0)).collect();
+        assert_eq!(statuses[statuses.len() - 2..], ["cancelled".to_string(), "ready".to_string()], "{stage}");
+        let tool_events = events.iter().filter(|e| e.kind == guidepost_core::EventKind::Tool).count();
+        // Results of tools that ran before the cancellation stay in the session.
+        let ran = usize::from(stage == "composition");
+        assert_eq!(tool_events, ran, "{stage}: tool results emitted");
+    }
+}

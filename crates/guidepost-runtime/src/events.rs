@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use guidepost_core::session::{ProcessingStage, Status};
 use guidepost_core::{Event, EventKind, EventSource};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// An event a turn wants to append to its session (the store assigns id and offset).
@@ -27,31 +28,154 @@ pub struct NewEvent {
 }
 
 impl NewEvent {
-    /// A status event.
-    pub fn status(trace_id: &str, status: Status, data: Value) -> Self {
-        let status = serde_json::to_value(status).unwrap_or(Value::Null);
-        Self {
-            source: EventSource::AiAgent,
-            kind: EventKind::Status,
-            data: json!({"status": status, "data": data}),
-            trace_id: trace_id.into(),
-        }
+    /// The event a sink appends for `event`, emitted by the agent in turn `trace_id`.
+    pub fn from_turn(trace_id: &str, event: TurnEvent) -> Self {
+        let (kind, data) = match &event {
+            TurnEvent::Status(e) => (EventKind::Status, serde_json::to_value(e)),
+            TurnEvent::Message(e) => (EventKind::Message, serde_json::to_value(e)),
+            TurnEvent::Tool(e) => (EventKind::Tool, serde_json::to_value(e)),
+        };
+        // These types hold strings, numbers and JSON values only: they always serialize.
+        let data = data.unwrap_or(Value::Null);
+        Self { source: EventSource::AiAgent, kind, data, trace_id: trace_id.into() }
+    }
+
+    /// A status event with no details.
+    pub fn status(trace_id: &str, status: Status) -> Self {
+        Self::from_turn(trace_id, TurnEvent::Status(StatusEvent { status, data: StatusDetail::default() }))
     }
 
     /// A `processing` status with its stage.
     pub fn processing(trace_id: &str, stage: ProcessingStage) -> Self {
-        Self::status(trace_id, Status::Processing, json!({"stage": stage.as_str()}))
+        let data = StatusDetail { stage: Some(stage.as_str().to_string()), ..StatusDetail::default() };
+        Self::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Processing, data }))
     }
 
     /// An agent message.
     pub fn message(trace_id: &str, agent_id: &str, agent_name: &str, text: &str) -> Self {
+        Self::from_turn(trace_id, TurnEvent::Message(MessageEvent::new(agent_id, agent_name, text)))
+    }
+}
+
+/// What a turn emits, typed. Serialized (through [`NewEvent::from_turn`]), each is the
+/// `data` of an event of the sessions API.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnEvent {
+    /// The turn's status changed.
+    Status(StatusEvent),
+    /// The agent's message: whole, or growing while it is streamed.
+    Message(MessageEvent),
+    /// Tools ran.
+    Tool(ToolEvent),
+}
+
+/// A status event: `{"status": "processing", "data": {"stage": "Interpreting"}}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StatusEvent {
+    /// The new status.
+    pub status: Status,
+    /// What goes with it.
+    pub data: StatusDetail,
+}
+
+/// The details of a status event; each is present only where it applies.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct StatusDetail {
+    /// `processing`: what the engine works on; the turn's last `ready`: `completed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// `error`: why the turn failed, without secrets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exception: Option<String>,
+    /// The last `ready`: the guidelines the reply followed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_guidelines: Option<Vec<IdRef>>,
+    /// The last `ready`: the journeys active after the turn.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_journeys: Option<Vec<IdRef>>,
+    /// The last `ready`: their states, as `journey.state`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_journey_states: Option<Vec<IdRef>>,
+    /// The last `ready` of a degraded turn: the stages that lost work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Value>,
+}
+
+/// `{"id": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IdRef {
+    /// The id.
+    pub id: String,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Participant {
+    /// The agent's id.
+    pub id: String,
+    /// Its name.
+    pub display_name: String,
+}
+
+/// An agent message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageEvent {
+    /// The text (so far, while streamed).
+    pub message: String,
+    /// The agent.
+    pub participant: Participant,
+    /// While streamed: the pieces so far; the last is `null` once the message is whole.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<Option<String>>>,
+    /// Tags, such as `__preamble__` for an acknowledgement sent before the reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+    /// The canned response sent, as `[[id, text]]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub canned_responses: Option<Vec<(String, String)>>,
+    /// The draft the reply was corrected from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub draft: Option<String>,
+    /// What the reply checks refused on the way, and whether the fallback reply went out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_checks: Option<Value>,
+    /// The stages that lost work, when the turn is degraded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<Value>,
+}
+
+impl MessageEvent {
+    /// A whole message `text` by the agent.
+    pub fn new(agent_id: &str, agent_name: &str, text: &str) -> Self {
         Self {
-            source: EventSource::AiAgent,
-            kind: EventKind::Message,
-            data: json!({"message": text, "participant": {"id": agent_id, "display_name": agent_name}}),
-            trace_id: trace_id.into(),
+            message: text.to_string(),
+            participant: Participant { id: agent_id.to_string(), display_name: agent_name.to_string() },
+            chunks: None,
+            tags: None,
+            canned_responses: None,
+            draft: None,
+            reply_checks: None,
+            degraded: None,
         }
     }
+}
+
+/// Tools that ran, with what they were given and what they returned.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolEvent {
+    /// The calls, in order.
+    pub tool_calls: Vec<ToolCallEvent>,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCallEvent {
+    /// `service:name`.
+    pub tool_id: String,
+    /// The arguments.
+    pub arguments: serde_json::Map<String, Value>,
+    /// The result envelope (data, metadata, control, canned fields).
+    pub result: Value,
 }
 
 /// Where a turn's events go: a session store, a terminal, a test.
@@ -175,4 +299,48 @@ pub fn status_of(event: &Event) -> Option<(String, Option<String>)> {
     let status = event.data.get("status")?.as_str()?.to_string();
     let stage = event.data.get("data").and_then(|d| d.get("stage")).and_then(Value::as_str).map(str::to_string);
     Some((status, stage))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typed_events_serialize_to_the_sessions_api_shape() {
+        let acknowledged = NewEvent::status("t", Status::Acknowledged);
+        assert_eq!(
+            (acknowledged.kind, &acknowledged.data),
+            (EventKind::Status, &json!({"status": "acknowledged", "data": {}}))
+        );
+        let processing = NewEvent::processing("t", ProcessingStage::Interpreting);
+        assert_eq!(processing.data, json!({"status": "processing", "data": {"stage": "Interpreting"}}));
+        let ready = StatusDetail {
+            stage: Some("completed".into()),
+            matched_guidelines: Some(vec![IdRef { id: "refund".into() }]),
+            matched_journeys: Some(Vec::new()),
+            matched_journey_states: Some(Vec::new()),
+            ..StatusDetail::default()
+        };
+        let ready = NewEvent::from_turn("t", TurnEvent::Status(StatusEvent { status: Status::Ready, data: ready }));
+        assert_eq!(
+            ready.data,
+            json!({"status": "ready", "data": {"stage": "completed", "matched_guidelines": [{"id": "refund"}], "matched_journeys": [], "matched_journey_states": []}})
+        );
+        let message = NewEvent::message("t", "otto", "Otto", "Hello!");
+        assert_eq!((message.source, message.kind), (EventSource::AiAgent, EventKind::Message));
+        assert_eq!(message.data, json!({"message": "Hello!", "participant": {"id": "otto", "display_name": "Otto"}}));
+        let mut streamed = MessageEvent::new("otto", "Otto", "Hel");
+        streamed.chunks = Some(vec![Some("Hel".into()), None]);
+        let streamed = NewEvent::from_turn("t", TurnEvent::Message(streamed));
+        assert_eq!(streamed.data["chunks"], json!(["Hel", null]));
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("city".into(), json!("Paris"));
+        let call = ToolCallEvent { tool_id: "fixtures:get_weather".into(), arguments, result: json!({"data": 12}) };
+        let tool = NewEvent::from_turn("t", TurnEvent::Tool(ToolEvent { tool_calls: vec![call] }));
+        assert_eq!(tool.kind, EventKind::Tool);
+        assert_eq!(
+            tool.data,
+            json!({"tool_calls": [{"tool_id": "fixtures:get_weather", "arguments": {"city": "Paris"}, "result": {"data": 12}}]})
+        );
+    }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use guidepost_core::session::{ProcessingStage, Status};
-use guidepost_core::{AgentDefinition, AgentState, Event, EventKind, EventSource, Tool, ToolId};
+use guidepost_core::{AgentDefinition, AgentState, Event, Tool, ToolId};
 use guidepost_engine::{
     GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome, StagedToolResult,
 };
@@ -26,7 +26,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::compose::{ComposeInput, Written, compose};
 use crate::error::{ConfigError, TurnError};
-use crate::events::{EventSink, NewEvent};
+use crate::events::{
+    EventSink, IdRef, MessageEvent, NewEvent, StatusDetail, StatusEvent, ToolCallEvent, ToolEvent, TurnEvent,
+};
 use crate::hooks::{EngineHooks, HookAction, NoHooks};
 use crate::retrieval::KnowledgeIndex;
 use crate::state::{ResponseState, StagedCall};
@@ -322,7 +324,7 @@ impl AgentRuntime {
         let started = Instant::now();
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
         let trace_id = input.trace_id.as_str();
-        sink.emit(NewEvent::status(trace_id, Status::Acknowledged, json!({}))).await;
+        sink.emit(NewEvent::status(trace_id, Status::Acknowledged)).await;
         let result = self.run(&mut turn).await;
         let Turn { ledger, state, mut trace, .. } = turn;
         trace.usage = ledger.totals();
@@ -337,32 +339,36 @@ impl AgentRuntime {
             Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
             Ok(Ending::Cancelled) => {
                 trace.cancelled = true;
-                sink.emit(NewEvent::status(trace_id, Status::Cancelled, json!({}))).await;
+                sink.emit(NewEvent::status(trace_id, Status::Cancelled)).await;
                 (TurnStatus::Cancelled, Vec::new())
             }
             Err(error) => {
                 let text = error.scrubbed();
                 tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(NewEvent::status(trace_id, Status::Error, json!({"exception": text}))).await;
+                sink.emit(failed(trace_id, &text)).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
         };
         trace.matched = state.all_matches().map(|m| m.guideline_id.clone()).collect();
-        let matched: Vec<Value> = state
-            .all_matches()
-            .filter(|m| matches!(m.kind, MatchKind::Guideline))
-            .map(|m| json!({"id": m.guideline_id}))
-            .collect();
-        let journeys: Vec<Value> = state.journey_paths.keys().map(|j| json!({"id": j})).collect();
-        let journey_states: Vec<Value> =
-            state.journey_paths.iter().map(|(j, p)| json!({"id": format!("{j}.{}", p.current())})).collect();
-        let mut ready = json!({"stage": "completed", "matched_guidelines": matched, "matched_journeys": journeys, "matched_journey_states": journey_states});
-        if trace.is_degraded() {
-            ready["degraded"] = trace.degraded_json();
-        }
-        sink.emit(NewEvent::status(trace_id, Status::Ready, ready)).await;
+        let id = |id: String| IdRef { id };
+        let ready = StatusDetail {
+            matched_guidelines: Some(
+                state
+                    .all_matches()
+                    .filter(|m| matches!(m.kind, MatchKind::Guideline))
+                    .map(|m| id(m.guideline_id.clone()))
+                    .collect(),
+            ),
+            matched_journeys: Some(state.journey_paths.keys().cloned().map(id).collect()),
+            matched_journey_states: Some(
+                state.journey_paths.iter().map(|(j, p)| id(format!("{j}.{}", p.current()))).collect(),
+            ),
+            degraded: trace.is_degraded().then(|| trace.degraded_json()),
+            ..StatusDetail::default()
+        };
+        sink.emit(completed(trace_id, ready)).await;
         let new_state = if status.replied() { self.next_state(&input, &state) } else { input.previous_state.clone() };
         TurnOutcome { status, messages, state: new_state, trace }
     }
@@ -397,7 +403,7 @@ impl AgentRuntime {
         let ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let history = self.prompt_history(&input, &conversation);
-        sink.emit(NewEvent::status(&input.trace_id, Status::Typing, json!({}))).await;
+        sink.emit(NewEvent::status(&input.trace_id, Status::Typing)).await;
         let result = self.emit_reply(&mut turn, &conversation, &history).await;
         let Turn { ledger, mut trace, .. } = turn;
         trace.usage = ledger.totals();
@@ -407,17 +413,18 @@ impl AgentRuntime {
             Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
                 let text = error.scrubbed();
-                sink.emit(NewEvent::status(&input.trace_id, Status::Error, json!({"exception": text}))).await;
+                sink.emit(failed(&input.trace_id, &text)).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
         };
-        sink.emit(NewEvent::status(
-            &input.trace_id,
-            Status::Ready,
-            json!({"stage": "completed", "matched_guidelines": [], "matched_journeys": [], "matched_journey_states": []}),
-        ))
-        .await;
+        let nothing = StatusDetail {
+            matched_guidelines: Some(Vec::new()),
+            matched_journeys: Some(Vec::new()),
+            matched_journey_states: Some(Vec::new()),
+            ..StatusDetail::default()
+        };
+        sink.emit(completed(&input.trace_id, nothing)).await;
         TurnOutcome { status, messages, state: input.previous_state, trace }
     }
 
@@ -462,7 +469,7 @@ impl AgentRuntime {
             return Ok(Ending::Sent(Vec::new()));
         }
         turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Articulating)).await;
-        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing, json!({}))).await;
+        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing)).await;
         self.emit_reply(turn, &conversation, &seen.history).await
     }
 
@@ -719,7 +726,7 @@ impl AgentRuntime {
                 result: result.clone(),
                 duration_ms: record.duration.as_millis() as u64,
             };
-            event_calls.push(json!({"tool_id": record.tool.to_string(), "arguments": arguments, "result": result}));
+            event_calls.push(ToolCallEvent { tool_id: record.tool.to_string(), arguments: arguments.clone(), result });
             ctx.staged_tool_results.push(StagedToolResult {
                 tool: record.tool,
                 arguments: Value::Object(call.arguments.clone()),
@@ -728,14 +735,8 @@ impl AgentRuntime {
             it.tool_calls.push(call.clone());
             turn.state.tool_calls.push(call);
         }
-        turn.sink
-            .emit(NewEvent {
-                source: EventSource::AiAgent,
-                kind: EventKind::Tool,
-                data: json!({"tool_calls": event_calls}),
-                trace_id: turn.trace_id().to_string(),
-            })
-            .await;
+        let event = TurnEvent::Tool(ToolEvent { tool_calls: event_calls });
+        turn.sink.emit(NewEvent::from_turn(turn.trace_id(), event)).await;
         let query = format!(
             "{}\n{}",
             seen.query,
@@ -797,9 +798,9 @@ impl AgentRuntime {
                 if text.is_empty() {
                     return;
                 }
-                let mut event = NewEvent::message(trace_id, &agent.id, &agent.name, &text);
-                event.data["tags"] = json!(["__preamble__"]);
-                sink.emit(event).await;
+                let mut event = MessageEvent::new(&agent.id, &agent.name, &text);
+                event.tags = Some(vec!["__preamble__".to_string()]);
+                sink.emit(NewEvent::from_turn(trace_id, TurnEvent::Message(event))).await;
             }
             Err(error) => tracing::warn!(error = %scrub(&error.to_string()), "no preamble: the model call failed"),
         }
@@ -854,7 +855,7 @@ impl AgentRuntime {
         // the first chunk, so the turn can no longer be cancelled from then on.
         let forward = async {
             let mut event_id: Option<String> = None;
-            let mut chunks: Vec<Value> = Vec::new();
+            let mut chunks: Vec<Option<String>> = Vec::new();
             // In `block` mode the sink's preview gets the reply while it is written; the
             // message event follows once its checks pass.
             let mut preview = String::new();
@@ -869,23 +870,17 @@ impl AgentRuntime {
                 }
                 // A streamed reply is never refused and written anew.
                 let Some(chunk) = chunk else { continue };
-                chunks.push(json!(chunk));
-                let text: String = chunks.iter().filter_map(Value::as_str).collect();
-                let data = json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
+                chunks.push(Some(chunk));
+                let text: String = chunks.iter().flatten().map(String::as_str).collect();
+                let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+                message.chunks = Some(chunks.clone());
+                let event = NewEvent::from_turn(trace_id, TurnEvent::Message(message));
                 match &event_id {
                     None => {
                         latch.set();
-                        event_id = Some(
-                            sink.emit(NewEvent {
-                                source: EventSource::AiAgent,
-                                kind: EventKind::Message,
-                                data,
-                                trace_id: trace_id.clone(),
-                            })
-                            .await,
-                        );
+                        event_id = Some(sink.emit(event).await);
                     }
-                    Some(id) => sink.update(id, data).await,
+                    Some(id) => sink.update(id, event.data).await,
                 }
             }
             (event_id, chunks)
@@ -934,22 +929,15 @@ impl AgentRuntime {
         latch.set();
         let mut text = composed.text.clone();
         if streaming {
-            chunks.push(Value::Null);
-            let mut data =
-                json!({"message": text, "participant": {"id": agent.id, "display_name": agent.name}, "chunks": chunks});
-            if trace.is_degraded() {
-                data["degraded"] = trace.degraded_json();
-            }
+            chunks.push(None);
+            let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+            message.chunks = Some(chunks);
+            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            let event = NewEvent::from_turn(trace_id, TurnEvent::Message(message));
             match stream_event {
-                Some(id) => sink.update(&id, data).await,
+                Some(id) => sink.update(&id, event.data).await,
                 None => {
-                    sink.emit(NewEvent {
-                        source: EventSource::AiAgent,
-                        kind: EventKind::Message,
-                        data,
-                        trace_id: trace_id.clone(),
-                    })
-                    .await;
+                    sink.emit(event).await;
                 }
             }
         } else {
@@ -957,25 +945,31 @@ impl AgentRuntime {
             if text.trim().is_empty() {
                 return Ok(Ending::Sent(Vec::new()));
             }
-            let mut event = NewEvent::message(trace_id, &agent.id, &agent.name, &text);
-            if let Some(id) = &composed.template_id {
-                event.data["canned_responses"] = json!([[id, text]]);
-            }
-            if let Some(draft) = &composed.draft {
-                event.data["draft"] = json!(draft);
-            }
+            let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+            message.canned_responses = composed.template_id.as_ref().map(|id| vec![(id.clone(), text.clone())]);
+            message.draft = composed.draft.clone();
             if composed.fallback || !composed.reply_checks.is_empty() {
-                event.data["reply_checks"] = json!({"fallback": composed.fallback, "problems": composed.reply_checks});
+                message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": composed.reply_checks}));
             }
-            if trace.is_degraded() {
-                event.data["degraded"] = trace.degraded_json();
-            }
-            sink.emit(event).await;
+            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            sink.emit(NewEvent::from_turn(trace_id, TurnEvent::Message(message))).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;
         Ok(Ending::Sent(vec![text]))
     }
 }
+/// The `error` status of a failed turn.
+fn failed(trace_id: &str, exception: &str) -> NewEvent {
+    let data = StatusDetail { exception: Some(exception.to_string()), ..StatusDetail::default() };
+    NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Error, data }))
+}
+
+/// The `ready` status that ends a turn (`stage: completed`), with what it matched.
+fn completed(trace_id: &str, mut detail: StatusDetail) -> NewEvent {
+    detail.stage = Some("completed".to_string());
+    NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Ready, data: detail }))
+}
+
 /// Whether a failed tool call cost the turn its result: it timed out, panicked or could not
 /// reach its service. A tool that answered with a failure of its own (an error fixture, an
 /// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's

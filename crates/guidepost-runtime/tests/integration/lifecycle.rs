@@ -152,13 +152,7 @@ struct Silent;
 impl EngineHooks for Silent {
     async fn on_generating_messages(&self, state: &mut ResponseState, events: &dyn EventSink) -> HookAction {
         assert!(state.prepared_to_respond);
-        let _ = events
-            .emit(guidepost_runtime::NewEvent::status(
-                "hook",
-                guidepost_core::session::Status::Typing,
-                serde_json::json!({}),
-            ))
-            .await;
+        let _ = events.emit(guidepost_runtime::NewEvent::status("hook", guidepost_core::session::Status::Typing)).await;
         HookAction::Bail
     }
 }

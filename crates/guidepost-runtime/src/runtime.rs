@@ -928,6 +928,9 @@ impl AgentRuntime {
         }
         latch.set();
         let mut text = composed.text.clone();
+        // The hook sees the whole reply on both paths. A streamed reply was shown as it was
+        // written; an edit replaces its text in the finished message event.
+        let _ = self.hooks.on_message_generated(&mut text, state).await;
         if streaming {
             chunks.push(None);
             let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
@@ -941,7 +944,6 @@ impl AgentRuntime {
                 }
             }
         } else {
-            let _ = self.hooks.on_message_generated(&mut text, state).await;
             if text.trim().is_empty() {
                 return Ok(Ending::Sent(Vec::new()));
             }

@@ -165,6 +165,16 @@ async fn hooks_edit_messages_and_can_drop_the_reply() {
     let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Shipping?").await;
     assert_eq!(outcome.messages, ["Shipping takes 3 days. Anything else?"]);
 
+    // The same hook on a streamed reply: the finished message event carries its edit.
+    let streaming = inline(&SHOP.replace("agent: {name: Otto}", "agent: {name: Otto, output_mode: stream}"));
+    let rt =
+        Arc::into_inner(runtime(streaming, model.clone(), Default::default())).unwrap().with_hooks(Arc::new(Polite));
+    let session = MemorySession::new();
+    let outcome = turn(&rt, &session, &Default::default(), "Shipping?").await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days. Anything else?"]);
+    let sent = session.events().into_iter().rev().find_map(|e| message_text(&e).map(str::to_string));
+    assert_eq!(sent.as_deref(), Some("Shipping takes 3 days. Anything else?"));
+
     let rt = Arc::into_inner(runtime(inline(SHOP), model, Default::default())).unwrap().with_hooks(Arc::new(Silent));
     let session = MemorySession::new();
     let outcome = turn(&rt, &session, &Default::default(), "Shipping?").await;

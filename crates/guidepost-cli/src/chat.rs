@@ -99,6 +99,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         options.threads,
         None,
         Some(ledger.clone()),
+        None,
     )?;
     // Local weights load now, where a wait is expected, not inside the first turn.
     let to_load = stack.models_to_warm_up();

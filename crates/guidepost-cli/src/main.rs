@@ -10,6 +10,7 @@ mod chat;
 mod check;
 mod child;
 mod discover;
+mod eval;
 mod graph;
 mod load;
 mod progress;
@@ -229,6 +230,51 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// Run labelled decision cases against a model and report accuracy per kind.
+    ///
+    /// Each case file (YAML, schema in crates/guidepost-eval/schema/eval.schema.json) names
+    /// an agent and holds cases: a conversation, the agent state before its last customer
+    /// message, and the decisions that message calls for (guidelines that apply, journey
+    /// steps, what relationships keep, clarifying questions, tool calls). Prints accuracy per
+    /// kind, precision and recall, pass^k, the wrong decisions with the model's rationale,
+    /// and latency and tokens per call. Exit status: 0, 1 when the accuracy is below
+    /// --min-accuracy, 2 when the cases cannot be read.
+    Eval {
+        /// Case files or folders of them.
+        #[arg(value_name = "PATH", required = true)]
+        paths: Vec<PathBuf>,
+        /// Model for every task, e.g. `openai:gpt-4.1` (default: the environment's, else the
+        /// local model).
+        #[arg(long)]
+        model: Option<String>,
+        /// Embedding model for journey prediction.
+        #[arg(long)]
+        embedder: Option<String>,
+        /// CPU threads for local models.
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Model answers: live, record, replay (record what is missing) or replay-or-fail.
+        #[arg(long)]
+        cache: Option<guidepost_llm::CacheMode>,
+        /// Where recorded answers are kept (with --cache).
+        #[arg(long, default_value = "recordings")]
+        recordings: PathBuf,
+        /// Runs of each case; pass^k counts the cases right in all of them.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Cases run at once.
+        #[arg(long, default_value_t = 1)]
+        concurrency: usize,
+        /// Also write the report and every decision as JSON to this file.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Also write a JUnit XML report to this file.
+        #[arg(long)]
+        junit: Option<PathBuf>,
+        /// Exit 1 when the share of right decisions is below this (0 to 1).
+        #[arg(long)]
+        min_accuracy: Option<f64>,
+    },
     /// Run simulated customers against an agent and report how the conversations went.
     ///
     /// Each scenario file (YAML) gives a persona, a goal and optionally a step graph,
@@ -368,6 +414,37 @@ fn main() -> ExitCode {
                 GraphFormat::Dot => guidepost_core::graph::Format::Dot,
             };
             graph::run(graph::GraphOptions { targets, journey, agent, format, projection })
+        }
+        Command::Eval {
+            paths,
+            model,
+            embedder,
+            threads,
+            cache,
+            recordings,
+            repeat,
+            concurrency,
+            json,
+            junit,
+            min_accuracy,
+        } => {
+            let options = eval::EvalOptions {
+                paths,
+                model,
+                embedder,
+                threads,
+                cache,
+                recordings: Some(recordings),
+                repeat,
+                concurrency,
+                json,
+                junit,
+                min_accuracy,
+            };
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(eval::run(options)),
+                Err(e) => Err(e.into()),
+            }
         }
         Command::Chat { path, agent, model, embedder, threads, messages, quiet } => {
             let options = chat::ChatOptions { path, agent, model, embedder, threads, messages, quiet };

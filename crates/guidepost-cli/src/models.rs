@@ -36,7 +36,7 @@ pub fn stack_with(
     threads: Option<usize>,
     default_concurrency: Option<usize>,
 ) -> Result<ModelStack> {
-    stack_observed(model, embedder, threads, default_concurrency, None)
+    stack_observed(model, embedder, threads, default_concurrency, None, None)
 }
 
 /// As [`stack_with`], with every call of the stack also counted in `ledger` (progress
@@ -47,6 +47,7 @@ pub fn stack_observed(
     threads: Option<usize>,
     default_concurrency: Option<usize>,
     ledger: Option<guidepost_llm::UsageLedger>,
+    cache: Option<(guidepost_llm::CacheMode, std::path::PathBuf)>,
 ) -> Result<ModelStack> {
     let mut builder = ModelStackBuilder::from_env().context("reading the model settings from the environment")?;
     if let Some(spec) = model {
@@ -63,6 +64,10 @@ pub fn stack_observed(
     }
     if ledger.is_some() {
         config.ledger = ledger;
+    }
+    if let Some((mode, recordings)) = cache {
+        config.cache_mode = mode;
+        config.recordings = (mode != guidepost_llm::CacheMode::Live).then_some(recordings);
     }
     // Every chat answer replayed: local weights need not be installed.
     let replay_only = config.cache_mode == guidepost_llm::CacheMode::ReplayOrFail && config.recordings.is_some();

@@ -26,7 +26,9 @@ fn subcommands() -> Vec<String> {
 #[test]
 fn every_command_has_help() {
     let commands = subcommands();
-    for expected in ["check", "graph", "serve", "export", "chat", "simulate", "bench", "load", "schema", "models"] {
+    for expected in
+        ["check", "graph", "serve", "export", "chat", "eval", "simulate", "bench", "load", "schema", "models"]
+    {
         assert!(commands.iter().any(|c| c == expected), "`{expected}` missing from --help: {commands:?}");
     }
     for command in &commands {

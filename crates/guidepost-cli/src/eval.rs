@@ -1,0 +1,78 @@
+//! `guidepost eval`: labelled decision cases run against the configured models.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use guidepost_eval::{Models, Options, Report};
+use guidepost_llm::TaskKind;
+
+/// Options of `guidepost eval`.
+pub struct EvalOptions {
+    pub paths: Vec<PathBuf>,
+    pub model: Option<String>,
+    pub embedder: Option<String>,
+    pub threads: Option<usize>,
+    pub cache: Option<guidepost_llm::CacheMode>,
+    pub recordings: Option<PathBuf>,
+    pub repeat: usize,
+    pub concurrency: usize,
+    pub json: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
+    pub min_accuracy: Option<f64>,
+}
+
+/// Exit status when the accuracy is below `--min-accuracy`.
+const BELOW_THRESHOLD: u8 = 1;
+/// Exit status when the cases cannot be read.
+const BAD_CASES: u8 = 2;
+
+pub async fn run(options: EvalOptions) -> Result<ExitCode> {
+    let suite = match guidepost_eval::load(&options.paths) {
+        Ok(suite) => suite,
+        Err(errors) => {
+            for error in errors {
+                eprintln!("error: {error}");
+            }
+            return Ok(ExitCode::from(BAD_CASES));
+        }
+    };
+    let cache = options.cache.map(|mode| (mode, options.recordings.clone().unwrap_or_else(|| "recordings".into())));
+    let stack = crate::models::stack_observed(
+        options.model.as_deref(),
+        options.embedder.as_deref(),
+        options.threads,
+        None,
+        None,
+        cache,
+    )?;
+    let to_load = stack.models_to_warm_up();
+    if !to_load.is_empty() {
+        eprintln!("loading {} ...", to_load.join(", "));
+        stack.warm_up().await.map_err(|e| anyhow::anyhow!("loading the models: {e}"))?;
+    }
+    let models = Models {
+        matching: stack.model_for(&TaskKind::Matching),
+        tool_inference: stack.model_for(&TaskKind::ToolInference),
+        embedder: Some(stack.embedder()),
+    };
+    eprintln!("{} cases about {} agent(s), {} run(s) each", suite.cases.len(), suite.agents.len(), options.repeat);
+    let run = Options { repeat: options.repeat.max(1), concurrency: options.concurrency.max(1), ..Options::default() };
+    let outcome = guidepost_eval::evaluate(&suite, &models, &run).await;
+    let report = Report::of(&outcome);
+    outln!("{}", report.text(&outcome));
+    if let Some(path) = &options.json {
+        let text = serde_json::to_string_pretty(&report.json(&outcome))?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &options.junit {
+        std::fs::write(path, report.junit(&outcome)).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(match options.min_accuracy {
+        Some(min) if report.accuracy < min => {
+            eprintln!("accuracy {:.1} % is below --min-accuracy {:.1} %", report.accuracy * 100.0, min * 100.0);
+            ExitCode::from(BELOW_THRESHOLD)
+        }
+        _ => ExitCode::SUCCESS,
+    })
+}

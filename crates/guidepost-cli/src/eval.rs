@@ -58,7 +58,15 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
     };
     eprintln!("{} cases about {} agent(s), {} run(s) each", suite.cases.len(), suite.agents.len(), options.repeat);
     let run = Options { repeat: options.repeat.max(1), concurrency: options.concurrency.max(1), ..Options::default() };
-    let outcome = guidepost_eval::evaluate(&suite, &models, &run).await;
+    // Each case as it finishes, on standard error: a suite on a local model takes minutes.
+    let progress = |done: &guidepost_eval::CaseDone<'_>| {
+        let run = if done.run > 0 { format!(" (run {})", done.run + 1) } else { String::new() };
+        eprintln!(
+            "[{}/{}] {}{run}: {}/{} right ({:.1} s)",
+            done.finished, done.total, done.case, done.right, done.decisions, done.seconds
+        );
+    };
+    let outcome = guidepost_eval::evaluate_with(&suite, &models, &run, &progress).await;
     let report = Report::of(&outcome);
     outln!("{}", report.text(&outcome));
     if let Some(path) = &options.json {

@@ -13,7 +13,7 @@
 //!     variables: {tier: gold}             # context variable values (optional)
 //!     expect:
 //!       guidelines: {greet: false}        # guideline id: applies or not
-//!       journeys: {weather_lookup: get_weather}   # state id, not_started or exited
+//!       journeys: {weather_lookup: get_weather}   # state id, completed, exited or not_started
 //!       tools: {get_weather: {location: 北京}}    # called with at least these arguments; false: not called
 //! ```
 //!
@@ -109,7 +109,8 @@ pub struct Expect {
     /// dependencies, entailment).
     #[serde(default)]
     pub relationships: BTreeMap<String, bool>,
-    /// Where each journey stands after the message: a state id, `not_started` or `exited`.
+    /// Where each journey stands after the message: a state id, `completed` (it reached its
+    /// end), `exited` (it was left before its end) or `not_started`.
     #[serde(default)]
     pub journeys: BTreeMap<String, String>,
     /// The options a clarifying question offers (guideline ids, `journey:<id>`); `[]` when no
@@ -331,10 +332,11 @@ fn check(spec: &CaseSpec, definition: &AgentDefinition) -> Vec<String> {
         match definition.journey(journey) {
             None => problems.push(format!("no journey `{journey}` in the agent")),
             Some(j) => {
-                let known = matches!(state.as_str(), "not_started" | "exited" | "initial") || j.state(state).is_some();
+                let known = matches!(state.as_str(), "not_started" | "exited" | "completed" | "initial")
+                    || j.state(state).is_some();
                 if !known {
                     problems.push(format!(
-                        "journey `{journey}` has no state `{state}` (a state id, not_started or exited)"
+                        "journey `{journey}` has no state `{state}` (a state id, completed, exited or not_started)"
                     ));
                 }
             }

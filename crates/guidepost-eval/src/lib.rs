@@ -19,7 +19,7 @@ pub mod run;
 
 pub use case::{CaseError, Suite, load};
 pub use report::Report;
-pub use run::{Models, Options, Outcome, evaluate};
+pub use run::{CaseDone, Models, Options, Outcome, evaluate, evaluate_with};
 
 #[cfg(test)]
 mod tests;

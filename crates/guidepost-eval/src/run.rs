@@ -129,8 +129,37 @@ pub struct Outcome {
     pub seconds: f64,
 }
 
+/// One case run, as it finishes (for progress displays).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CaseDone<'a> {
+    /// The case.
+    pub case: &'a str,
+    /// The run (0-based).
+    pub run: usize,
+    /// Case runs finished so far, this one included, and how many there are.
+    pub finished: usize,
+    /// See `finished`.
+    pub total: usize,
+    /// Its decisions, and how many were right.
+    pub decisions: usize,
+    /// See `decisions`.
+    pub right: usize,
+    /// Seconds it took.
+    pub seconds: f64,
+}
+
 /// Runs every case of `suite` `options.repeat` times.
 pub async fn evaluate(suite: &Suite, models: &Models, options: &Options) -> Outcome {
+    evaluate_with(suite, models, options, &|_| {}).await
+}
+
+/// [`evaluate`], telling `on_case` about each case run as it finishes.
+pub async fn evaluate_with(
+    suite: &Suite,
+    models: &Models,
+    options: &Options,
+    on_case: &(dyn Fn(&CaseDone<'_>) + Sync),
+) -> Outcome {
     let started = Instant::now();
     let matchers: Vec<GuidelineMatcher> = suite
         .agents
@@ -146,11 +175,27 @@ pub async fn evaluate(suite: &Suite, models: &Models, options: &Options) -> Outc
         .collect();
     let runs: Vec<(usize, &Case)> =
         (0..options.repeat.max(1)).flat_map(|run| suite.cases.iter().map(move |case| (run, case))).collect();
+    let total = runs.len();
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let finished = &finished;
     let results: Vec<(Vec<Decided>, Vec<Call>)> = futures::StreamExt::collect(futures::StreamExt::buffered(
         futures::stream::iter(runs.into_iter().map(|(run, case)| {
             let matcher = &matchers[case.agent];
             let definition = &suite.agents[case.agent].1;
-            async move { run_case(case, run, definition, matcher, models).await }
+            async move {
+                let started = Instant::now();
+                let result = run_case(case, run, definition, matcher, models).await;
+                on_case(&CaseDone {
+                    case: &case.spec.id,
+                    run,
+                    finished: finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1,
+                    total,
+                    decisions: result.0.len(),
+                    right: result.0.iter().filter(|d| d.correct).count(),
+                    seconds: started.elapsed().as_secs_f64(),
+                });
+                result
+            }
         })),
         options.concurrency.max(1),
     ))
@@ -340,11 +385,17 @@ async fn run_case(
     (out, calls)
 }
 
-/// Where journey `j` stands after the pass: its state, `not_started`, or `exited` when it was
-/// active before.
+/// Where journey `j` stands after the pass: its state; `completed` when it reached its end;
+/// `exited` when it was active before and left otherwise; `not_started`.
 fn journey_position(outcome: &MatchingOutcome, ctx: &MatchingContext, j: &str) -> String {
+    let completed = outcome
+        .record
+        .journeys
+        .iter()
+        .any(|r| r.journey_id == j && r.decision == guidepost_engine::record::JourneyDecision::Completed);
     match outcome.journey_paths.get(j) {
         Some(path) => path.current().to_string(),
+        None if completed => "completed".into(),
         None if ctx.previous_state.journey_paths.contains_key(j) => "exited".into(),
         None => "not_started".into(),
     }

@@ -26,6 +26,16 @@ pub struct EvalOptions {
 const BELOW_THRESHOLD: u8 = 1;
 /// Exit status when the cases cannot be read.
 const BAD_CASES: u8 = 2;
+/// Exit status when model calls failed (a provider down, a recording missing).
+const CALLS_FAILED: u8 = 3;
+
+/// Writes `text` to `path`, creating its folder.
+fn write(path: &std::path::Path, text: &str) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
 
 pub async fn run(options: EvalOptions) -> Result<ExitCode> {
     let suite = match guidepost_eval::load(&options.paths) {
@@ -70,11 +80,14 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
     let report = Report::of(&outcome);
     outln!("{}", report.text(&outcome));
     if let Some(path) = &options.json {
-        let text = serde_json::to_string_pretty(&report.json(&outcome))?;
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        write(path, &serde_json::to_string_pretty(&report.json(&outcome))?)?;
     }
     if let Some(path) = &options.junit {
-        std::fs::write(path, report.junit(&outcome)).with_context(|| format!("writing {}", path.display()))?;
+        write(path, &report.junit(&outcome))?;
+    }
+    if !report.errors.is_empty() {
+        eprintln!("error: {} model call(s) failed; the figures above are not the model's", report.errors.len());
+        return Ok(ExitCode::from(CALLS_FAILED));
     }
     Ok(match options.min_accuracy {
         Some(min) if report.accuracy < min => {

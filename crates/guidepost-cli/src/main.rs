@@ -238,7 +238,8 @@ enum Command {
     /// steps, what relationships keep, clarifying questions, tool calls). Prints accuracy per
     /// kind, precision and recall, pass^k, the wrong decisions with the model's rationale,
     /// and latency and tokens per call. Exit status: 0, 1 when the accuracy is below
-    /// --min-accuracy, 2 when the cases cannot be read.
+    /// --min-accuracy, 2 when the cases cannot be read, 3 when model calls failed (a
+    /// provider down, a recording missing).
     Eval {
         /// Case files or folders of them.
         #[arg(value_name = "PATH", required = true)]

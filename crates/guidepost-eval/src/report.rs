@@ -60,6 +60,8 @@ pub struct Report {
     pub calls: Vec<CallFigures>,
     /// The decisions that went wrong.
     pub failures: Vec<Decided>,
+    /// Model calls that failed, by case: the run is broken, whatever its accuracy.
+    pub errors: Vec<(String, String)>,
     /// Wall time, in seconds.
     pub seconds: f64,
 }
@@ -125,6 +127,7 @@ impl Report {
             kinds,
             calls,
             failures: decisions.iter().filter(|d| !d.correct).cloned().collect(),
+            errors: outcome.errors.clone(),
             seconds: outcome.seconds,
         }
     }
@@ -170,6 +173,12 @@ impl Report {
                     "| {} | {} | {:.0} ms | {:.0} | {:.0} |",
                     c.task, c.calls, c.mean_latency_ms, c.mean_prompt_tokens, c.mean_completion_tokens
                 );
+            }
+        }
+        if !self.errors.is_empty() {
+            let _ = writeln!(out, "\nFailed model calls ({}):", self.errors.len());
+            for (case, error) in &self.errors {
+                let _ = writeln!(out, "- {case}: {}", guidepost_llm::excerpt(error, 300));
             }
         }
         if !self.failures.is_empty() {

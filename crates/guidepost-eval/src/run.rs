@@ -125,6 +125,9 @@ pub struct Outcome {
     pub calls: Vec<Call>,
     /// Each case's file and line, by id, in suite order.
     pub cases: Vec<(String, String)>,
+    /// Model calls that failed (the case, what failed): their decisions count as wrong, and
+    /// the run as broken (a provider down, a recording missing).
+    pub errors: Vec<(String, String)>,
     /// Wall time of the whole run, in seconds.
     pub seconds: f64,
 }
@@ -178,7 +181,7 @@ pub async fn evaluate_with(
     let total = runs.len();
     let finished = std::sync::atomic::AtomicUsize::new(0);
     let finished = &finished;
-    let results: Vec<(Vec<Decided>, Vec<Call>)> = futures::StreamExt::collect(futures::StreamExt::buffered(
+    let results: Vec<CaseRun> = futures::StreamExt::collect(futures::StreamExt::buffered(
         futures::stream::iter(runs.into_iter().map(|(run, case)| {
             let matcher = &matchers[case.agent];
             let definition = &suite.agents[case.agent].1;
@@ -190,8 +193,8 @@ pub async fn evaluate_with(
                     run,
                     finished: finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1,
                     total,
-                    decisions: result.0.len(),
-                    right: result.0.iter().filter(|d| d.correct).count(),
+                    decisions: result.decisions.len(),
+                    right: result.decisions.iter().filter(|d| d.correct).count(),
                     seconds: started.elapsed().as_secs_f64(),
                 });
                 result
@@ -201,9 +204,10 @@ pub async fn evaluate_with(
     ))
     .await;
     let mut outcome = Outcome { repeat: options.repeat.max(1), ..Outcome::default() };
-    for (decisions, calls) in results {
-        outcome.decisions.extend(decisions);
-        outcome.calls.extend(calls);
+    for result in results {
+        outcome.decisions.extend(result.decisions);
+        outcome.calls.extend(result.calls);
+        outcome.errors.extend(result.errors);
     }
     outcome.cases = suite
         .cases
@@ -260,13 +264,20 @@ async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -
     ctx
 }
 
+/// What one run of a case decided and cost.
+struct CaseRun {
+    decisions: Vec<Decided>,
+    calls: Vec<Call>,
+    errors: Vec<(String, String)>,
+}
+
 async fn run_case(
     case: &Case,
     run: usize,
     definition: &guidepost_core::AgentDefinition,
     matcher: &GuidelineMatcher,
     models: &Models,
-) -> (Vec<Decided>, Vec<Call>) {
+) -> CaseRun {
     let ctx = context_of(case, definition).await;
     let expect = &case.spec.expect;
     let id = case.spec.id.clone();
@@ -275,6 +286,7 @@ async fn run_case(
         Decided { case: id.clone(), run, kind, subject: subject.to_string(), expected, actual, correct, rationale }
     };
     let mut calls = Vec::new();
+    let mut errors = Vec::new();
     let outcome = match matcher.match_turn(&ctx).await {
         Ok(outcome) => outcome,
         Err(error) => {
@@ -296,9 +308,13 @@ async fn run_case(
             for tool in expect.tools.keys() {
                 out.push(decided(Kind::Tool, tool, json!("?"), Value::Null, why.clone()));
             }
-            return (out, calls);
+            errors.push((id.clone(), format!("matching failed: {error}")));
+            return CaseRun { decisions: out, calls, errors };
         }
     };
+    if let Some(error) = outcome.record.batches.iter().find_map(|b| b.error.clone()) {
+        errors.push((id.clone(), format!("a matching call failed: {error}")));
+    }
     for batch in &outcome.record.batches {
         if let Some(usage) = &batch.usage {
             let task =
@@ -364,6 +380,10 @@ async fn run_case(
         )
         .await;
         calls.extend(inference.usage.iter().map(|u| call(&id, "tool", u)));
+        if let Some(failed) = inference.traces.iter().find(|t| t.failed) {
+            let why = failed.rationale.clone().unwrap_or_else(|| "the model call failed".into());
+            errors.push((id.clone(), format!("a tool-call decision failed: {why}")));
+        }
         let why = inference.traces.iter().filter_map(|t| t.rationale.clone()).collect::<Vec<_>>().join("; ");
         for (tool, wanted) in &expect.tools {
             let made = inference.calls.iter().find(|c| &c.tool.name == tool);
@@ -382,7 +402,7 @@ async fn run_case(
             out.push(decided(Kind::Tool, tool, expected, actual, (!why.is_empty()).then(|| why.clone())));
         }
     }
-    (out, calls)
+    CaseRun { decisions: out, calls, errors }
 }
 
 /// Where journey `j` stands after the pass: its state; `completed` when it reached its end;

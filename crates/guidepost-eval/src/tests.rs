@@ -157,3 +157,18 @@ fn the_committed_schema_matches_the_format() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(committed == generated, "schema/eval.schema.json is stale; run the tests with UPDATE_SCHEMA=1");
 }
+
+#[tokio::test]
+async fn failed_model_calls_break_the_run_whatever_the_accuracy() {
+    let dir = suite_dir(CASES);
+    let suite = crate::load(&[dir.path().to_path_buf()]).unwrap();
+    let down = Arc::new(ScriptedModel::new().when_task(TaskKind::Matching).fail(guidepost_llm::LlmError::Connection(
+        "connection refused".into(),
+    )));
+    let outcome = crate::evaluate(&suite, &models(down), &Options::default()).await;
+    let report = Report::of(&outcome);
+    assert_eq!(report.errors.len(), 2, "{:?}", report.errors);
+    assert!(report.errors.iter().all(|(_, e)| e.contains("connection refused")), "{:?}", report.errors);
+    assert_eq!(report.accuracy, 0.0);
+    assert!(report.text(&outcome).contains("Failed model calls (2):"));
+}

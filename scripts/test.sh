@@ -71,3 +71,11 @@ bin="${CARGO_TARGET_DIR:-target}/debug/guidepost"
 "$bin" simulate examples/scenarios/taxi-*.yaml \
     --cache replay-or-fail --recordings examples/recordings --require-full-coverage \
     --no-progress --no-artifacts
+
+# The labelled decision cases of examples/eval, every model call answered from the
+# recordings made with the local Qwen2.5-Coder-1.5B. Fails when a call has no recording (a
+# prompt changed: record again with `--cache replay`, see README); its accuracy is reported,
+# not required, until the local model reaches the bar of issue 15.
+echo "== decision cases (replayed)"
+"$bin" eval examples/eval --cache replay-or-fail --recordings examples/recordings \
+    --json target/eval/report.json --junit target/eval/junit.xml

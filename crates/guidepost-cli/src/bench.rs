@@ -4,7 +4,8 @@
 //! the engine's own: matching, journeys, tool calls, composition, prompt building and the
 //! HTTP client, without the model. Per turn it reports model calls, prompt tokens,
 //! sequential waves of model calls (calls overlapping in time form one wave), engine CPU
-//! and wall time. A second run per size continues the conversation to 50 turns (the workload's
+//! and wall time, and, from a second run in `stream` output mode, when the reply's first words
+//! arrive on turns without tools. A third run per size continues the conversation to 50 turns (the workload's
 //! messages over again) and reports the prompt tokens at turns 1, 10 and 50: composition and
 //! tool inference see only the latest turns, so a long conversation costs about what a short
 //! one does.

@@ -214,21 +214,14 @@ pub fn load(paths: &[PathBuf]) -> Result<Suite, Vec<CaseError>> {
 /// folder that have a top-level `cases:` key (agent definitions may sit beside them, or in
 /// subfolders, which are not searched).
 fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            let entry = entry?.path();
-            let yaml = entry.extension().is_some_and(|e| e == "yaml" || e == "yml");
-            if entry.is_file() && yaml && has_cases(&entry) {
-                out.push(entry);
-            }
-        }
-        Ok(())
-    } else if path.is_file() {
+    if path.is_file() {
         out.push(path.to_path_buf());
-        Ok(())
-    } else {
-        Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"))
+        return Ok(());
     }
+    let mut found = Vec::new();
+    guidepost_core::definition::text::yaml_files(path, false, &mut found)?;
+    out.extend(found.into_iter().filter(|f| has_cases(f)));
+    Ok(())
 }
 
 /// Whether the file at `path` has a top-level `cases:` key (read within the file size limit).

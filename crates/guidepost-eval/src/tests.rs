@@ -162,9 +162,11 @@ fn the_committed_schema_matches_the_format() {
 async fn failed_model_calls_break_the_run_whatever_the_accuracy() {
     let dir = suite_dir(CASES);
     let suite = crate::load(&[dir.path().to_path_buf()]).unwrap();
-    let down = Arc::new(ScriptedModel::new().when_task(TaskKind::Matching).fail(guidepost_llm::LlmError::Connection(
-        "connection refused".into(),
-    )));
+    let down = Arc::new(
+        ScriptedModel::new()
+            .when_task(TaskKind::Matching)
+            .fail(guidepost_llm::LlmError::Connection("connection refused".into())),
+    );
     let outcome = crate::evaluate(&suite, &models(down), &Options::default()).await;
     let report = Report::of(&outcome);
     assert_eq!(report.errors.len(), 2, "{:?}", report.errors);

@@ -548,7 +548,7 @@ fn compile_graph(file: &StepGraphFile, error: &mut impl FnMut(Option<&str>, Stri
 pub fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, SimError> {
     let mut files = Vec::new();
     for path in paths {
-        collect(path, &mut files).map_err(|e| SimError::io(path, e))?;
+        guidepost_core::definition::text::yaml_files(path, true, &mut files).map_err(|e| SimError::io(path, e))?;
     }
     files.sort();
     files.dedup();
@@ -570,21 +570,4 @@ pub fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, SimError> {
         }
     }
     if errors.is_empty() { Ok(scenarios) } else { Err(SimError::Scenarios(errors)) }
-}
-
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            let entry = entry?.path();
-            if entry.is_dir() || entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                collect(&entry, out)?;
-            }
-        }
-        Ok(())
-    } else if path.is_file() {
-        out.push(path.to_path_buf());
-        Ok(())
-    } else {
-        Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"))
-    }
 }

@@ -171,6 +171,29 @@ pub fn decode(name: &str, bytes: Vec<u8>, limits: &Limits) -> Result<SourceFile,
     Ok(SourceFile::new(name, text))
 }
 
+/// The YAML files (`.yaml`, `.yml`) at `path`, added to `out`: the file itself, or the files in
+/// the folder (in its subfolders too when `recursive`). A path that is neither is an error.
+pub fn yaml_files(path: &std::path::Path, recursive: bool, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?.path();
+            if entry.is_dir() {
+                if recursive {
+                    yaml_files(&entry, true, out)?;
+                }
+            } else if entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                out.push(entry);
+            }
+        }
+        Ok(())
+    } else if path.is_file() {
+        out.push(path.to_path_buf());
+        Ok(())
+    } else {
+        Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

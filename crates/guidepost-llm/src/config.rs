@@ -12,8 +12,8 @@ use crate::ports::{ChatModel, Embedder};
 use crate::request::TaskKind;
 
 /// The forms a model spec string may take, for error messages.
-pub const ACCEPTED_SPECS: &str = "`openai:<model>`, `openai-compatible:<base-url>#<model>`, \
-`anthropic:<model>`, `local:<model-name-or-path>`, `scripted`";
+pub const ACCEPTED_SPECS: &str = "`openai:<model>`, `openai-compatible:<base-url>#<model>` (with `?small` \
+after the model for a small one), `anthropic:<model>`, `local:<model-name-or-path>`, `scripted`";
 
 /// One model, named by a spec string such as `openai:gpt-4.1`.
 ///
@@ -23,8 +23,12 @@ pub const ACCEPTED_SPECS: &str = "`openai:<model>`, `openai-compatible:<base-url
 /// assert_eq!(spec, ModelSpec::OpenAiCompatible {
 ///     base_url: "http://127.0.0.1:11434/v1".into(),
 ///     model: "qwen2.5".into(),
+///     small: false,
 /// });
 /// assert_eq!(spec.to_string(), "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5");
+/// // A small model served over the API, declared so:
+/// let small: ModelSpec = "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5:1.5b?small".parse()?;
+/// assert!(matches!(&small, ModelSpec::OpenAiCompatible { model, small: true, .. } if model == "qwen2.5:1.5b"));
 /// # Ok::<(), guidepost_llm::LlmError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,6 +44,11 @@ pub enum ModelSpec {
         base_url: String,
         /// Model name as the server knows it.
         model: String,
+        /// Declared small (`?small` after the model): it declares
+        /// [`ModelCapabilities::SMALL`](crate::ModelCapabilities::SMALL), so the engine asks it
+        /// one question per condition and composes without a draft. Otherwise it is taken to be
+        /// capable.
+        small: bool,
     },
     /// Anthropic's Messages API.
     Anthropic {
@@ -78,8 +87,8 @@ impl fmt::Display for ModelSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ModelSpec::OpenAi { model } => write!(f, "openai:{model}"),
-            ModelSpec::OpenAiCompatible { base_url, model } => {
-                write!(f, "openai-compatible:{base_url}#{model}")
+            ModelSpec::OpenAiCompatible { base_url, model, small } => {
+                write!(f, "openai-compatible:{base_url}#{model}{}", if *small { "?small" } else { "" })
             }
             ModelSpec::Anthropic { model } => write!(f, "anthropic:{model}"),
             ModelSpec::Local { model } => write!(f, "local:{model}"),
@@ -116,9 +125,15 @@ impl FromStr for ModelSpec {
                 if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
                     return Err(bad("the base URL must start with http:// or https://"));
                 }
+                let (model, small) = match model.trim().rsplit_once('?') {
+                    Some((model, "small")) => (model, true),
+                    Some((_, other)) => return Err(bad(&format!("unknown option `?{other}` (accepted: `?small`)"))),
+                    None => (model, false),
+                };
                 Ok(ModelSpec::OpenAiCompatible {
                     base_url: base_url.trim_end_matches('/').to_string(),
                     model: named(model.trim())?,
+                    small,
                 })
             }
             other => Err(bad(&format!("unknown provider `{other}`"))),
@@ -321,7 +336,7 @@ mod tests {
 
     #[test]
     fn parse_table() {
-        let ok: [(&str, ModelSpec); 7] = [
+        let ok: [(&str, ModelSpec); 8] = [
             ("openai:gpt-4.1", ModelSpec::OpenAi { model: "gpt-4.1".into() }),
             (" anthropic:claude-sonnet-4-5 ", ModelSpec::Anthropic { model: "claude-sonnet-4-5".into() }),
             (
@@ -329,6 +344,15 @@ mod tests {
                 ModelSpec::OpenAiCompatible {
                     base_url: "http://127.0.0.1:11434/v1".into(),
                     model: "qwen2.5:7b".into(),
+                    small: false,
+                },
+            ),
+            (
+                "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5:1.5b?small",
+                ModelSpec::OpenAiCompatible {
+                    base_url: "http://127.0.0.1:11434/v1".into(),
+                    model: "qwen2.5:1.5b".into(),
+                    small: true,
                 },
             ),
             ("local:qwen2.5-coder-1.5b", ModelSpec::Local { model: "qwen2.5-coder-1.5b".into() }),
@@ -346,6 +370,8 @@ mod tests {
             ("openai-compatible:http://x/v1", "expected `<base-url>#<model>`"),
             ("openai-compatible:ftp://x#m", "must start with http"),
             ("openai-compatible:http://x/v1#", "model name is empty"),
+            ("openai-compatible:http://x/v1#m?tiny", "unknown option `?tiny`"),
+            ("openai-compatible:http://x/v1#?small", "model name is empty"),
         ];
         for (text, why) in bad {
             let err = text.parse::<ModelSpec>().unwrap_err().to_string();
@@ -361,12 +387,13 @@ mod tests {
             scheme in 0..5usize,
             model in "[a-z0-9][a-z0-9._:/-]{0,20}",
             port in 1u16..,
+            small: bool,
         ) {
             let spec = match scheme {
                 0 => ModelSpec::OpenAi { model },
                 1 => ModelSpec::Anthropic { model },
                 2 => ModelSpec::Local { model },
-                3 => ModelSpec::OpenAiCompatible { base_url: format!("http://127.0.0.1:{port}/v1"), model },
+                3 => ModelSpec::OpenAiCompatible { base_url: format!("http://127.0.0.1:{port}/v1"), model, small },
                 _ => ModelSpec::Scripted,
             };
             proptest::prop_assert_eq!(spec.to_string().parse::<ModelSpec>().unwrap(), spec);

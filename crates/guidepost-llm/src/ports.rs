@@ -39,6 +39,12 @@ impl ModelCapabilities {
     pub const fn small_constrained(context_window: Option<usize>) -> Self {
         Self { context_window, constrained_decoding: true, follows_compound_instructions: false }
     }
+
+    /// A small model behind an API, declared so by its spec (`...#model?small`): it gets
+    /// one question per condition and writes replies without a draft. Whether the server holds
+    /// answers to their schema is not known, so answers are checked and re-asked as usual.
+    pub const SMALL: Self =
+        Self { context_window: None, constrained_decoding: false, follows_compound_instructions: false };
 }
 
 /// A model that answers a conversation with text or with JSON conforming to a schema.

@@ -357,10 +357,13 @@ impl ModelStackBuilder {
                 let key = self.openai_key(spec)?;
                 Ok(Arc::new(OpenAiChat::openai(model, Some(key), self.keys.openai_base_url.clone())))
             }
-            ModelSpec::OpenAiCompatible { base_url, model } => {
+            ModelSpec::OpenAiCompatible { base_url, model, small } => {
                 let mut chat = OpenAiChat::compatible(base_url, model);
                 if let Some(key) = &self.keys.compatible_api_key {
                     chat = chat.with_api_key(key);
+                }
+                if *small {
+                    chat = chat.with_capabilities(crate::ModelCapabilities::SMALL);
                 }
                 Ok(Arc::new(chat))
             }
@@ -389,7 +392,7 @@ impl ModelStackBuilder {
                 let base = self.keys.openai_base_url.as_deref().unwrap_or(OPENAI_BASE_URL);
                 Ok(Arc::new(OpenAiEmbedder::new(base, model, spec.to_string()).with_api_key(key)))
             }
-            ModelSpec::OpenAiCompatible { base_url, model } => {
+            ModelSpec::OpenAiCompatible { base_url, model, .. } => {
                 let mut embedder = OpenAiEmbedder::new(base_url, model, spec.to_string());
                 if let Some(key) = &self.keys.compatible_api_key {
                     embedder = embedder.with_api_key(key);

@@ -51,6 +51,7 @@ pub struct OpenAiChat {
     mode: StructuredMode,
     max_tokens_field: &'static str,
     json_schema_rejected: AtomicBool,
+    capabilities: crate::ModelCapabilities,
 }
 
 impl OpenAiChat {
@@ -78,12 +79,20 @@ impl OpenAiChat {
             mode: StructuredMode::Auto,
             max_tokens_field: "max_tokens",
             json_schema_rejected: AtomicBool::new(false),
+            capabilities: crate::ModelCapabilities::CAPABLE,
         }
     }
 
     /// Sets the bearer token.
     pub fn with_api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
+        self
+    }
+
+    /// Declares what the model can be relied on to do (capable unless said otherwise; a spec
+    /// ending in `?small` declares [`ModelCapabilities::SMALL`](crate::ModelCapabilities::SMALL)).
+    pub fn with_capabilities(mut self, capabilities: crate::ModelCapabilities) -> Self {
+        self.capabilities = capabilities;
         self
     }
 
@@ -212,7 +221,7 @@ impl ChatModel for OpenAiChat {
     /// A hosted model is taken to be capable; a small one behind the same API is declared so
     /// in configuration.
     fn capabilities(&self) -> crate::ModelCapabilities {
-        crate::ModelCapabilities::CAPABLE
+        self.capabilities
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

@@ -174,3 +174,18 @@ async fn local_specs_are_built_by_the_registered_factory() {
     assert_eq!(stack.embedder().dimensions(), 8);
     assert!(ledger.totals().cost_is_complete(), "local models are free");
 }
+
+#[test]
+fn a_model_declared_small_is_small_through_every_layer_of_the_stack() {
+    let declared = |spec: &str| {
+        let vars = [("GUIDEPOST_MODEL", spec.to_string()), ("GUIDEPOST_EMBEDDER", "scripted".to_string())];
+        let stack = ModelStackBuilder::new(settings(&vars)).build().unwrap();
+        [TaskKind::Matching, TaskKind::JourneySelection, TaskKind::ToolInference, TaskKind::Generation]
+            .map(|task| stack.model_for(&task).capabilities())
+    };
+    let small = declared("openai-compatible:http://127.0.0.1:11434/v1#qwen2.5:1.5b?small");
+    assert!(small.iter().all(|c| *c == guidepost_llm::ModelCapabilities::SMALL), "{small:?}");
+    assert!(small.iter().all(|c| !c.follows_compound_instructions));
+    let capable = declared("openai-compatible:http://127.0.0.1:11434/v1#qwen2.5:72b");
+    assert!(capable.iter().all(|c| *c == guidepost_llm::ModelCapabilities::CAPABLE), "{capable:?}");
+}

@@ -996,7 +996,142 @@ pub(crate) fn scrub_json(value: &mut Value) {
 
 #[cfg(test)]
 mod tests {
-    use super::RuntimeConfig;
+    use super::*;
+    use crate::events::{MemorySession, message_text};
+    use guidepost_core::definition::{SourceFile, load_agent};
+    use guidepost_llm::providers::scripted::ScriptedModel;
+
+    /// Each stage of a turn, run alone on a scripted model.
+    const SHOP: &str = r#"
+agent: {name: Otto}
+guidelines:
+  - {id: shipping, condition: The customer asks about shipping, action: Say that shipping takes 3 days}
+  - id: weather
+    condition: The customer asks about the weather
+    action: Look up the weather and tell them
+    tools: [get_weather]
+variables:
+  - {name: plan, value: premium}
+glossary:
+  - {name: express, description: Delivery in one day}
+tools:
+  - name: get_weather
+    description: Current weather for a city
+    parameters:
+      city: {type: string, description: The city}
+    fixture:
+      cases:
+        - {args: {city: Paris}, result: {temperature: 12}}
+"#;
+
+    fn runtime(model: ScriptedModel) -> AgentRuntime {
+        let definition = load_agent(&[SourceFile::new("shop.yaml", SHOP)]).definition.unwrap();
+        let tools = ToolRegistry::from_definition(&definition).unwrap();
+        let models = RuntimeModels::single(Arc::new(model), None);
+        AgentRuntime::new(Arc::new(definition), models, Arc::new(tools), RuntimeConfig::default())
+    }
+
+    fn input(session: &MemorySession, text: &str) -> TurnInput {
+        session.customer_turn("s1", CustomerRef { id: "guest".into(), tags: vec![] }, text, &AgentState::default())
+    }
+
+    #[tokio::test]
+    async fn load_context_reads_variables_the_conversation_and_the_glossary() {
+        let rt = runtime(ScriptedModel::new());
+        let session = MemorySession::new();
+        let input = input(&session, "How long is shipping?");
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(rt.definition(), &input, &session, &cancel, &latch, "test");
+        let (ctx, conversation, query) = rt.load_context(&mut turn).await;
+        assert_eq!(ctx.variables.get("plan"), Some(&json!("premium")));
+        assert_eq!(conversation, [("customer".to_string(), "How long is shipping?".to_string())]);
+        assert_eq!(query, "How long is shipping?");
+        assert_eq!(turn.state.glossary_terms.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["express"]);
+        assert_eq!(turn.ledger.totals().calls, 0, "no model call");
+    }
+
+    #[tokio::test]
+    async fn match_pass_absorbs_the_matches_and_records_their_usage() {
+        let model = ScriptedModel::new().when_task(TaskKind::Matching).reply_with(|req| {
+            let applies =
+                |n: &str| req.last_user_message().contains(&format!("[{n}] when: The customer asks about shipping"));
+            Ok(json!({"checks": [
+                {"id": "1", "rationale": "r", "applies": applies("1")},
+                {"id": "2", "rationale": "r", "applies": applies("2")},
+            ]}))
+        });
+        let rt = runtime(model);
+        let session = MemorySession::new();
+        let input = input(&session, "How long is shipping?");
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(rt.definition(), &input, &session, &cancel, &latch, "test");
+        let (ctx, conversation, query) = rt.load_context(&mut turn).await;
+        let seen = Seen { history: rt.prompt_history(&input, &conversation), conversation: &conversation, query };
+        let Ok(Step::Done(Some(outcome))) = rt.match_pass(&mut turn, &ctx, None, 1, &seen).await else {
+            panic!("the pass failed")
+        };
+        assert_eq!(outcome.matches.iter().map(|m| m.guideline_id.as_str()).collect::<Vec<_>>(), ["shipping"]);
+        assert!(turn.state.all_matches().any(|m| m.guideline_id == "shipping"));
+        assert_eq!(turn.ledger.totals().calls, 1);
+        assert!(turn.trace.degraded.is_empty());
+    }
+
+    #[tokio::test]
+    async fn tool_stage_runs_the_inferred_calls_and_stages_their_results() {
+        let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [
+            {"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": "Paris"}}]}
+        ]}));
+        let rt = runtime(model);
+        let session = MemorySession::new();
+        let input = input(&session, "What's the weather in Paris?");
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(rt.definition(), &input, &session, &cancel, &latch, "test");
+        let (mut ctx, conversation, query) = rt.load_context(&mut turn).await;
+        let seen = Seen { history: rt.prompt_history(&input, &conversation), conversation: &conversation, query };
+        let weather = rt.definition().guideline("weather").unwrap();
+        let fresh = [guidepost_engine::GuidelineMatch {
+            guideline_id: "weather".into(),
+            kind: MatchKind::Guideline,
+            condition: weather.condition.clone(),
+            action: weather.action.clone(),
+            tools: weather.tools.clone(),
+            score: 10,
+            rationale: "asked".into(),
+        }];
+        let mut it = IterationTrace { iteration: 1, ..IterationTrace::default() };
+        assert!(matches!(rt.tool_stage(&mut turn, &mut ctx, &fresh, &mut it, &seen).await, Step::Done(true)));
+        assert_eq!(turn.state.tool_calls.len(), 1);
+        assert_eq!(turn.state.tool_calls[0].result["data"], json!({"temperature": 12}));
+        assert_eq!(ctx.staged_tool_results.len(), 1, "the next pass sees the result");
+        assert_eq!(it.tool_calls.len(), 1);
+        let tool_events = session.events().into_iter().filter(|e| e.kind == guidepost_core::EventKind::Tool).count();
+        assert_eq!(tool_events, 1);
+        // Nothing fresh: no call, nothing run.
+        assert!(matches!(rt.tool_stage(&mut turn, &mut ctx, &[], &mut it, &seen).await, Step::Done(false)));
+    }
+
+    #[tokio::test]
+    async fn emit_reply_sends_the_composed_message_and_traces_it() {
+        let reply = "Shipping takes 3 days.";
+        let model = ScriptedModel::new()
+            .when_task(TaskKind::Generation)
+            .reply_json(json!({"draft": reply, "problems": [], "reply": reply}));
+        let rt = runtime(model);
+        let session = MemorySession::new();
+        let input = input(&session, "How long is shipping?");
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(rt.definition(), &input, &session, &cancel, &latch, "test");
+        let (_, conversation, _) = rt.load_context(&mut turn).await;
+        let history = rt.prompt_history(&input, &conversation);
+        let Ok(Ending::Sent(sent)) = rt.emit_reply(&mut turn, &conversation, &history).await else {
+            panic!("no reply")
+        };
+        assert_eq!(sent, [reply]);
+        assert!(latch.is_set(), "emitting started: the turn can no longer be cancelled");
+        assert_eq!(session.events().iter().rev().find_map(message_text), Some(reply));
+        assert_eq!(turn.trace.composition.model_calls, 1);
+        assert_eq!(turn.ledger.totals().calls, 1);
+    }
 
     #[test]
     fn the_history_bound_comes_from_the_environment_and_is_checked() {

@@ -57,6 +57,16 @@ pub(crate) enum PredictionInput<'a> {
     Pending(futures::future::BoxFuture<'a, Prediction>),
 }
 
+/// A prediction still waiting for its embeddings, with what its speculative work needs: the
+/// pass's context, the inactive journeys whose conditions the first wave checks, and the tools
+/// that ran.
+struct AwaitedPrediction<'p, 'c> {
+    pending: futures::future::BoxFuture<'p, Prediction>,
+    ctx: &'c MatchingContext,
+    starting: &'c BTreeSet<String>,
+    tools_ran: &'c [ToolId],
+}
+
 enum Task<'a> {
     Checks { category: Category, items: Vec<&'a MatchableGuideline> },
     Disambiguation { head: &'a MatchableGuideline, targets: Vec<DisambiguationTarget> },
@@ -425,10 +435,7 @@ impl<'a> Pass<'a> {
                 let prediction = self
                     .first_wave_beside_prediction(
                         tasks,
-                        pending,
-                        ctx,
-                        &starting,
-                        &tools_ran,
+                        AwaitedPrediction { pending, ctx, starting: &starting, tools_ran: &tools_ran },
                         &conversation,
                         &mut state,
                         &input.paths_in,
@@ -500,18 +507,15 @@ impl<'a> Pass<'a> {
     /// beside them. Once the first wave is in, the work of journeys whose condition did not
     /// match is dropped (and not started, when the prediction comes later). Returns the
     /// prediction.
-    #[allow(clippy::too_many_arguments)]
     async fn first_wave_beside_prediction(
         &self,
         tasks: Vec<Task<'a>>,
-        pending: futures::future::BoxFuture<'_, Prediction>,
-        ctx: &MatchingContext,
-        starting: &BTreeSet<String>,
-        tools_ran: &[ToolId],
+        awaited: AwaitedPrediction<'_, '_>,
         conversation: &ConversationView,
         state: &mut State<'a>,
         paths: &IndexMap<String, JourneyPath>,
     ) -> Prediction {
+        let AwaitedPrediction { pending, ctx, starting, tools_ran } = awaited;
         use futures::future::{AbortHandle, Abortable};
         use std::sync::Mutex;
         state.record.waves += 1;

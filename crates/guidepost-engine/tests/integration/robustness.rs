@@ -349,3 +349,73 @@ async fn several_journeys_are_active_at_once() {
     assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
     assert_eq!(o.record.waves, 1, "both selections run in the same wave");
 }
+
+/// Answers checks after `delay`, and never answers a check that mentions `never`.
+struct SlowChecks {
+    inner: Arc<ScriptedModel>,
+    delay: std::time::Duration,
+    never: &'static str,
+}
+
+#[async_trait::async_trait]
+impl guidepost_llm::ChatModel for SlowChecks {
+    fn model_id(&self) -> &str {
+        "slow-checks"
+    }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.inner.capabilities()
+    }
+    async fn complete(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+        let text: String = req.messages.iter().map(|m| m.content.as_str()).collect();
+        if text.contains(self.never) {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(self.delay).await;
+        self.inner.complete(req).await
+    }
+    async fn stream(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
+        self.inner.stream(req).await
+    }
+}
+
+#[tokio::test]
+async fn speculative_work_of_a_journey_whose_condition_failed_is_dropped() {
+    // The prediction (instant) picks `tracking`; its scoped check would never answer. The
+    // first wave finds no journey condition true, so that check is dropped and the pass ends.
+    let scripted = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ObservationChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
+            .when(schema_is("ActionableChecks"))
+            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
+    );
+    let model = Arc::new(SlowChecks {
+        inner: scripted,
+        delay: std::time::Duration::from_millis(50),
+        never: "upset about track a parcel",
+    });
+    let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
+    let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(&many_journeys()), model, Some(embedder), config);
+    let ctx = Session::new().customer("I want to track a parcel");
+    let o = tokio::time::timeout(std::time::Duration::from_secs(5), matcher.match_turn(&ctx))
+        .await
+        .expect("the dropped check was waited for")
+        .unwrap();
+    let predicted: Vec<&str> = o
+        .record
+        .predictions
+        .iter()
+        .filter(|p| p.reason == PredictionReason::Similar)
+        .map(|p| p.journey_id.as_str())
+        .collect();
+    assert_eq!(predicted, ["tracking"]);
+    assert!(o.journey_paths.is_empty(), "no journey started");
+    assert_eq!(o.record.candidate("tracking_scoped").unwrap().verdict, Verdict::Pruned, "its check was dropped");
+}

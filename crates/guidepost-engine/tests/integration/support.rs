@@ -33,7 +33,7 @@ pub fn matcher(definition: AgentDefinition, model: Arc<ScriptedModel>) -> Guidel
 /// A matcher with every part given.
 pub fn matcher_with(
     definition: AgentDefinition,
-    model: Arc<ScriptedModel>,
+    model: Arc<dyn guidepost_llm::ChatModel>,
     embedder: Option<Arc<dyn Embedder>>,
     config: MatcherConfig,
 ) -> GuidelineMatcher {

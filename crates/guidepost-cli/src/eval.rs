@@ -63,6 +63,7 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
     }
     let models = Models {
         matching: stack.model_for(&TaskKind::Matching),
+        journey_selection: stack.model_for(&TaskKind::JourneySelection),
         tool_inference: stack.model_for(&TaskKind::ToolInference),
         embedder: Some(stack.embedder()),
     };

@@ -116,6 +116,7 @@ pub fn runtime_models(stack: &ModelStack) -> guidepost_runtime::RuntimeModels {
     use guidepost_llm::TaskKind;
     guidepost_runtime::RuntimeModels {
         matching: stack.model_for(&TaskKind::Matching),
+        journey_selection: stack.model_for(&TaskKind::JourneySelection),
         tool_inference: stack.model_for(&TaskKind::ToolInference),
         generation: stack.model_for(&TaskKind::Generation),
         embedder: Some(stack.embedder()),

@@ -89,6 +89,7 @@ impl MatchingOutcome {
 pub struct GuidelineMatcher {
     agent: Arc<CompiledAgent>,
     model: Arc<dyn ChatModel>,
+    journey_model: Arc<dyn ChatModel>,
     embedder: Option<Arc<dyn Embedder>>,
     config: MatcherConfig,
 }
@@ -102,7 +103,14 @@ impl GuidelineMatcher {
         embedder: Option<Arc<dyn Embedder>>,
         config: MatcherConfig,
     ) -> Self {
-        Self { agent, model, embedder, config }
+        Self { agent, journey_model: model.clone(), model, embedder, config }
+    }
+
+    /// Uses `model` for journey node selection (`GUIDEPOST_MODEL_JOURNEY_SELECTION`); the
+    /// checks' model selects otherwise.
+    pub fn with_journey_model(mut self, model: Arc<dyn ChatModel>) -> Self {
+        self.journey_model = model;
+        self
     }
 
     /// The compiled definition.
@@ -116,7 +124,12 @@ impl GuidelineMatcher {
     }
 
     fn pass(&self) -> Pass<'_> {
-        Pass { agent: &self.agent, model: self.model.as_ref(), config: &self.config }
+        Pass {
+            agent: &self.agent,
+            model: self.model.as_ref(),
+            journey_model: self.journey_model.as_ref(),
+            config: &self.config,
+        }
     }
 
     fn predictor(&self) -> JourneyPredictor<'_> {

@@ -20,8 +20,10 @@ use crate::case::{Case, Line, Suite, ToolExpect};
 /// The models a suite runs against.
 #[derive(Clone)]
 pub struct Models {
-    /// Guideline checks and journey steps.
+    /// Guideline checks.
     pub matching: Arc<dyn ChatModel>,
+    /// Journey steps.
+    pub journey_selection: Arc<dyn ChatModel>,
     /// Tool-call decisions.
     pub tool_inference: Arc<dyn ChatModel>,
     /// Journey prediction (none: every journey is considered).
@@ -174,6 +176,7 @@ pub async fn evaluate_with(
                 models.embedder.clone(),
                 options.matcher.clone(),
             )
+            .with_journey_model(models.journey_selection.clone())
         })
         .collect();
     let runs: Vec<(usize, &Case)> =

@@ -57,7 +57,7 @@ fn always_yes() -> Arc<ScriptedModel> {
 }
 
 fn models(model: Arc<ScriptedModel>) -> Models {
-    Models { matching: model.clone(), tool_inference: model, embedder: None }
+    Models { matching: model.clone(), journey_selection: model.clone(), tool_inference: model, embedder: None }
 }
 
 #[tokio::test]

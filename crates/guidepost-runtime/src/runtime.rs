@@ -41,8 +41,10 @@ const PREAMBLE: &str = include_str!("prompts/preamble.j2");
 /// Models by role.
 #[derive(Clone)]
 pub struct RuntimeModels {
-    /// Guideline matching and journey selection.
+    /// Guideline matching.
     pub matching: Arc<dyn ChatModel>,
+    /// Journey node selection.
+    pub journey_selection: Arc<dyn ChatModel>,
     /// Tool-call inference.
     pub tool_inference: Arc<dyn ChatModel>,
     /// Reply composition.
@@ -54,7 +56,13 @@ pub struct RuntimeModels {
 impl RuntimeModels {
     /// The same model for every role.
     pub fn single(model: Arc<dyn ChatModel>, embedder: Option<Arc<dyn Embedder>>) -> Self {
-        Self { matching: model.clone(), tool_inference: model.clone(), generation: model, embedder }
+        Self {
+            matching: model.clone(),
+            journey_selection: model.clone(),
+            tool_inference: model.clone(),
+            generation: model,
+            embedder,
+        }
     }
 }
 
@@ -265,7 +273,8 @@ impl AgentRuntime {
     ) -> Self {
         let compiled = Arc::new(guidepost_engine::CompiledAgent::new(definition.clone()));
         let matcher =
-            GuidelineMatcher::new(compiled, models.matching.clone(), models.embedder.clone(), config.matcher.clone());
+            GuidelineMatcher::new(compiled, models.matching.clone(), models.embedder.clone(), config.matcher.clone())
+                .with_journey_model(models.journey_selection.clone());
         let tool_index = tools.tools().map(|t| (t.id.clone(), t.clone())).collect();
         Self {
             definition,

@@ -85,6 +85,7 @@ async fn main() -> Result<()> {
     let stack = ModelStackBuilder::from_env()?.build().context("configure a model with GUIDEPOST_MODEL")?;
     let models = RuntimeModels {
         matching: stack.model_for(&TaskKind::Matching),
+        journey_selection: stack.model_for(&TaskKind::JourneySelection),
         tool_inference: stack.model_for(&TaskKind::ToolInference),
         generation: stack.model_for(&TaskKind::Generation),
         embedder: Some(stack.embedder()),

@@ -89,7 +89,10 @@ struct Decision {
 
 pub(crate) struct Pass<'a> {
     pub agent: &'a CompiledAgent,
+    /// Guideline checks and disambiguation.
     pub model: &'a dyn guidepost_llm::ChatModel,
+    /// Journey node selection.
+    pub journey_model: &'a dyn guidepost_llm::ChatModel,
     pub config: &'a MatcherConfig,
 }
 
@@ -137,10 +140,11 @@ impl<'a> Pass<'a> {
                     }));
                 };
                 let selector = self.selector();
-                let selection = if self.config.verdicts.for_model(&self.model.capabilities()) == VerdictStyle::Single {
-                    selector.select_stepwise(self.model, graph, path, *starting, conversation).await
+                let model = self.journey_model;
+                let selection = if self.config.verdicts.for_model(&model.capabilities()) == VerdictStyle::Single {
+                    selector.select_stepwise(model, graph, path, *starting, conversation).await
                 } else {
-                    selector.select_with_model(self.model, graph, path, *starting, conversation).await
+                    selector.select_with_model(model, graph, path, *starting, conversation).await
                 };
                 TaskResult::Journey(Box::new(selection))
             }

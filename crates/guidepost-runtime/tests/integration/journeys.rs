@@ -131,3 +131,66 @@ async fn the_reply_knows_when_a_journey_just_ended() {
     assert_eq!(outcome.messages, ["好的，有需要随时找我！"]);
     assert!(outcome.state.journey_paths.is_empty());
 }
+
+#[tokio::test]
+async fn each_task_goes_to_its_own_model() {
+    // Checks on a capable model; journey steps on a small one (one question per transition);
+    // tool calls and the reply on two more. Paris is not supported: the tool fails and the
+    // journey moves to the step that suggests other cities.
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
+        (c.contains("weather") || c.contains("mentions a city")) && last.contains("Paris")
+    });
+    let matching = Arc::new(with_matching(ScriptedModel::new(), oracle));
+    let journeys = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::SMALL)
+            .when_task(TaskKind::JourneySelection)
+            .reply_with(|req| {
+                let text = prompt(req);
+                let statement =
+                    text.rsplit_once("Statement:\n- ").map_or("", |(_, s)| s.trim_end().trim_end_matches(':'));
+                let failed = text.contains("暂时没有该城市的天气数据");
+                let holds = match statement {
+                    "The customer said which city" => true,
+                    "The weather tool failed (the city is not supported)" => failed,
+                    _ => false,
+                };
+                Ok(json!(if holds { "yes" } else { "no" }))
+            }),
+    );
+    let tools = Arc::new(ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [
+        {"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "Paris"}}]}
+    ]})));
+    let generation = Arc::new(with_reply(ScriptedModel::new(), |_| {
+        "抱歉，暂时没有巴黎的天气数据。可以查询：北京、上海、广州、成都、深圳、杭州。".into()
+    }));
+    let definition = example("weather");
+    let registry = fixtures(&definition);
+    let models = guidepost_runtime::RuntimeModels {
+        matching: matching.clone(),
+        journey_selection: journeys.clone(),
+        tool_inference: tools.clone(),
+        generation: generation.clone(),
+        embedder: None,
+    };
+    let rt = guidepost_runtime::AgentRuntime::new(
+        Arc::new(definition),
+        models,
+        Arc::new(registry),
+        guidepost_runtime::RuntimeConfig::default(),
+    );
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
+    assert_eq!(outcome.messages, ["抱歉，暂时没有巴黎的天气数据。可以查询：北京、上海、广州、成都、深圳、杭州。"]);
+    let path = outcome.state.journey_paths.get("weather_lookup").map(|p| p.states().to_vec());
+    assert_eq!(path, Some(vec!["initial".into(), "get_weather".into(), "suggest_cities".into()]));
+    for (name, model, task) in [
+        ("matching", &matching, TaskKind::Matching),
+        ("journey", &journeys, TaskKind::JourneySelection),
+        ("tools", &tools, TaskKind::ToolInference),
+        ("generation", &generation, TaskKind::Generation),
+    ] {
+        let tasks: Vec<TaskKind> = model.requests().iter().map(|r| r.task.clone()).collect();
+        assert!(!tasks.is_empty(), "{name} was not asked");
+        assert!(tasks.iter().all(|t| *t == task), "{name} got {tasks:?}");
+    }
+}

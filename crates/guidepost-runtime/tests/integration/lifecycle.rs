@@ -277,6 +277,7 @@ async fn local_models_write_the_reply_without_a_draft_unless_asked_to() {
         );
         let models = guidepost_runtime::RuntimeModels {
             matching: matching.clone(),
+            journey_selection: matching.clone(),
             tool_inference: matching,
             generation: generation.clone(),
             embedder: None,

@@ -32,6 +32,7 @@ pub fn models(fake: &str) -> RuntimeModels {
     let stack = ModelStackBuilder::new(ModelSettings::single(spec)).embedder_spec(embedder).build().unwrap();
     RuntimeModels {
         matching: stack.model_for(&TaskKind::Matching),
+        journey_selection: stack.model_for(&TaskKind::JourneySelection),
         tool_inference: stack.model_for(&TaskKind::ToolInference),
         generation: stack.model_for(&TaskKind::Generation),
         embedder: Some(stack.embedder()),

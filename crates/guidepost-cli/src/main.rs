@@ -23,6 +23,23 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// The models a command runs on.
+#[derive(clap::Args)]
+struct ModelArgs {
+    /// Model for every task, e.g. `openai:gpt-4.1`, `openai-compatible:<url>#<model>` (add
+    /// `?small` for a small one) or `local:smollm2` (default: GUIDEPOST_MODEL and
+    /// GUIDEPOST_MODEL_<TASK>, else the local Qwen2.5-Coder-1.5B).
+    #[arg(long)]
+    model: Option<String>,
+    /// Embedding model, e.g. `local:all-minilm-l6-v2` (default: GUIDEPOST_EMBEDDER, else that
+    /// one).
+    #[arg(long)]
+    embedder: Option<String>,
+    /// CPU threads for local models.
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
 /// Guidepost: agents that follow your business rules, and a simulator that tests them.
 #[derive(Parser)]
 #[command(name = "guidepost", version, propagate_version = true)]
@@ -140,15 +157,8 @@ enum Command {
         /// and GUIDEPOST_DATABASE_URL, so an exported database stays untouched.
         #[arg(long)]
         ephemeral: bool,
-        /// Model for every task, e.g. `openai:gpt-4.1`.
-        #[arg(long)]
-        model: Option<String>,
-        /// Embedding model.
-        #[arg(long)]
-        embedder: Option<String>,
-        /// CPU threads for local models.
-        #[arg(long)]
-        threads: Option<usize>,
+        #[command(flatten)]
+        models: ModelArgs,
         /// Allow browsers from this origin only (repeatable; default: any origin).
         #[arg(long = "cors-origin", value_name = "ORIGIN")]
         cors_origins: Vec<String>,
@@ -214,15 +224,8 @@ enum Command {
         /// Which agent, when PATH holds several.
         #[arg(long)]
         agent: Option<String>,
-        /// Model for every task, e.g. `openai:gpt-4.1` or `local:smollm2`.
-        #[arg(long)]
-        model: Option<String>,
-        /// Embedding model, e.g. `local:all-minilm-l6-v2`.
-        #[arg(long)]
-        embedder: Option<String>,
-        /// CPU threads for local models.
-        #[arg(long)]
-        threads: Option<usize>,
+        #[command(flatten)]
+        models: ModelArgs,
         /// Send these messages one after another instead of reading the terminal.
         #[arg(long = "message", short = 'm', value_name = "TEXT")]
         messages: Vec<String>,
@@ -244,16 +247,8 @@ enum Command {
         /// Case files or folders of them.
         #[arg(value_name = "PATH", required = true)]
         paths: Vec<PathBuf>,
-        /// Model for every task, e.g. `openai:gpt-4.1` (default: the environment's, else the
-        /// local model).
-        #[arg(long)]
-        model: Option<String>,
-        /// Embedding model for journey prediction.
-        #[arg(long)]
-        embedder: Option<String>,
-        /// CPU threads for local models.
-        #[arg(long)]
-        threads: Option<usize>,
+        #[command(flatten)]
+        models: ModelArgs,
         /// Model answers: live, record, replay (record what is missing) or replay-or-fail.
         #[arg(long)]
         cache: Option<guidepost_llm::CacheMode>,
@@ -418,9 +413,7 @@ fn main() -> ExitCode {
         }
         Command::Eval {
             paths,
-            model,
-            embedder,
-            threads,
+            models: ModelArgs { model, embedder, threads },
             cache,
             recordings,
             repeat,
@@ -447,7 +440,7 @@ fn main() -> ExitCode {
                 Err(e) => Err(e.into()),
             }
         }
-        Command::Chat { path, agent, model, embedder, threads, messages, quiet } => {
+        Command::Chat { path, agent, models: ModelArgs { model, embedder, threads }, messages, quiet } => {
             let options = chat::ChatOptions { path, agent, model, embedder, threads, messages, quiet };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(chat::run(options)),
@@ -461,9 +454,7 @@ fn main() -> ExitCode {
             database_url,
             data_dir,
             ephemeral,
-            model,
-            embedder,
-            threads,
+            models: ModelArgs { model, embedder, threads },
             cors_origins,
             turn_lease_secs,
             max_turns_in_flight,

@@ -13,6 +13,9 @@
 //! stream without end marker, a stalled, endless or huge stream, a huge answer), for tests
 //! that hold the `guidepost` process to its time and memory limits.
 //!
+//! [`models::Held`] holds back some calls of a chat model (for a while, forever, or with an
+//! error), for tests of a turn whose stage hangs, is slow or fails.
+//!
 //! [`embedders::InFlightEmbedder`] counts the embedding calls in flight at once, for tests of
 //! what a turn asks for in one wave.
 //!
@@ -25,3 +28,4 @@ pub mod embedders;
 pub mod fake_openai;
 pub mod fake_parlant;
 pub mod misbehaving_openai;
+pub mod models;

@@ -9,6 +9,7 @@ use guidepost_llm::providers::hashing::HashingEmbedder;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use guidepost_llm::{Embedder, LlmError, TaskKind};
 use guidepost_testkit::embedders::InFlightEmbedder;
+use guidepost_testkit::models::{Held, Hold};
 use serde_json::json;
 
 use crate::support::*;
@@ -350,40 +351,6 @@ async fn several_journeys_are_active_at_once() {
     assert_eq!(o.record.waves, 1, "both selections run in the same wave");
 }
 
-/// Answers checks after `delay`, and never answers a check that mentions `never`.
-struct SlowChecks {
-    inner: Arc<ScriptedModel>,
-    delay: std::time::Duration,
-    never: &'static str,
-}
-
-#[async_trait::async_trait]
-impl guidepost_llm::ChatModel for SlowChecks {
-    fn model_id(&self) -> &str {
-        "slow-checks"
-    }
-    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-        self.inner.capabilities()
-    }
-    async fn complete(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
-        let text: String = req.messages.iter().map(|m| m.content.as_str()).collect();
-        if text.contains(self.never) {
-            std::future::pending::<()>().await;
-        }
-        tokio::time::sleep(self.delay).await;
-        self.inner.complete(req).await
-    }
-    async fn stream(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
-        self.inner.stream(req).await
-    }
-}
-
 #[tokio::test]
 async fn speculative_work_of_a_journey_whose_condition_failed_is_dropped() {
     // The prediction (instant) picks `tracking`; its scoped check would never answer. The
@@ -395,11 +362,14 @@ async fn speculative_work_of_a_journey_whose_condition_failed_is_dropped() {
             .when(schema_is("ActionableChecks"))
             .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
     );
-    let model = Arc::new(SlowChecks {
-        inner: scripted,
-        delay: std::time::Duration::from_millis(50),
-        never: "upset about track a parcel",
-    });
+    let model = Arc::new(Held::new(scripted, |req| {
+        let text: String = req.messages.iter().map(|m| m.content.as_str()).collect();
+        if text.contains("upset about track a parcel") {
+            Hold::Forever
+        } else {
+            Hold::Delay(std::time::Duration::from_millis(50))
+        }
+    }));
     let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
     let matcher = matcher_with(inline(&many_journeys()), model, Some(embedder), config);

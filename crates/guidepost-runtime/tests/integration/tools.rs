@@ -7,6 +7,7 @@ use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_runtime::events::{message_text, status_of};
 use guidepost_runtime::{MemorySession, ToolDecision, TurnStatus};
+use guidepost_testkit::models::{Held, Hold};
 use guidepost_tools::native::NativeTool;
 use serde_json::json;
 
@@ -206,44 +207,6 @@ tools:
     assert!(events.contains("admin:[redacted]@keys.example.com"), "{events}");
 }
 
-/// A model that never answers calls of one task (it tells `entered` when one arrives), and
-/// passes the others on.
-struct Stuck {
-    inner: Arc<ScriptedModel>,
-    task: TaskKind,
-    entered: Arc<tokio::sync::Notify>,
-}
-
-#[async_trait::async_trait]
-impl guidepost_llm::ChatModel for Stuck {
-    fn model_id(&self) -> &str {
-        "stuck"
-    }
-    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-        self.inner.capabilities()
-    }
-    async fn complete(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
-        if req.task == self.task {
-            self.entered.notify_one();
-            std::future::pending::<()>().await;
-        }
-        self.inner.complete(req).await
-    }
-    async fn stream(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
-        if req.task == self.task {
-            self.entered.notify_one();
-            std::future::pending::<()>().await;
-        }
-        self.inner.stream(req).await
-    }
-}
-
 #[tokio::test]
 async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_state_unchanged() {
     // Matching, tool inference, the tool call itself, composition: the turn is cancelled while
@@ -257,7 +220,6 @@ async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_stat
         let definition = inline(if stage == "tool call" { &native } else { WEATHER });
         let scripted = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": "Paris"}}]}]}));
         let scripted = Arc::new(with_reply(with_matching(scripted, weather_oracle()), |_| "It is 12 degrees.".into()));
-        let entered = Arc::new(tokio::sync::Notify::new());
         let task = match stage {
             "matching" => TaskKind::Matching,
             "tool inference" => TaskKind::ToolInference,
@@ -265,7 +227,8 @@ async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_stat
             // No model call waits: the tool does.
             _ => TaskKind::Judge,
         };
-        let model = Arc::new(Stuck { inner: scripted, task, entered: entered.clone() });
+        let model = Arc::new(Held::new(scripted, move |req| if req.task == task { Hold::Forever } else { Hold::Pass }));
+        let entered = model.entered.clone();
         let mut registry = fixtures(&definition);
         if stage == "tool call" {
             let called = entered.clone();

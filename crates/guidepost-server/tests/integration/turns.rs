@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use guidepost_core::{EventKind, EventSource};
 use guidepost_store::turns::NewTurn;
 use guidepost_store::{NewEventRecord, Store};
+use guidepost_testkit::models::{Held, Hold};
 use serde_json::json;
 
 use super::support::{TestServer, messages, ready};
@@ -220,45 +221,30 @@ async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
     server.stop().await;
 }
 
-/// Fails the first matching call of every turn with a 401 that echoes a key, and passes
-/// every other call to the fake.
-struct LosesFirstMatchingCall {
-    inner: std::sync::Arc<dyn guidepost_llm::ChatModel>,
-    failed: std::sync::Mutex<std::collections::HashSet<String>>,
-}
-
 const PLANTED: &str = "sk-proj-PLANTEDserverkey0123456789";
 
-#[async_trait::async_trait]
-impl guidepost_llm::ChatModel for LosesFirstMatchingCall {
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-        self.inner.capabilities()
-    }
-    async fn complete(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+/// Loses the first matching call of each customer turn, with a provider error that echoes a key.
+fn loses_first_matching_call(inner: std::sync::Arc<dyn guidepost_llm::ChatModel>) -> Held {
+    let failed = std::sync::Mutex::new(std::collections::HashSet::new());
+    Held::new(inner, move |req| {
         let conversation = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
         let turn = conversation.rsplit("customer: ").next().unwrap_or("").to_string();
-        if req.task == guidepost_llm::TaskKind::Matching && self.failed.lock().unwrap().insert(turn) {
-            return Err(guidepost_llm::LlmError::Http {
+        if req.task == guidepost_llm::TaskKind::Matching && failed.lock().unwrap().insert(turn) {
+            Hold::Fail(guidepost_llm::LlmError::Http {
                 status: 401,
                 body: format!("Incorrect API key provided: {PLANTED}"),
                 retry_after: None,
-            });
+            })
+        } else {
+            Hold::Pass
         }
-        self.inner.complete(req).await
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_sent_after_a_lost_matching_call_is_marked_degraded_in_the_events() {
     let server = TestServer::start_with_models(|mut models| {
-        models.matching =
-            std::sync::Arc::new(LosesFirstMatchingCall { inner: models.matching.clone(), failed: Default::default() });
+        models.matching = std::sync::Arc::new(loses_first_matching_call(models.matching.clone()));
         models
     })
     .await;

@@ -180,13 +180,14 @@ pub fn load(paths: &[PathBuf]) -> Result<Suite, Vec<CaseError>> {
             errors.push(CaseError { file: path.clone(), line: None, message: e.to_string() });
         }
     }
+    // A file named and also found in a folder is read once, as named.
     files.sort();
-    files.dedup();
+    files.dedup_by(|later, first| later.0 == first.0);
     let mut suite = Suite::default();
     let mut agents: HashMap<PathBuf, usize> = HashMap::new();
     let mut ids: HashMap<String, PathBuf> = HashMap::new();
-    for file in files {
-        match load_file(&file, &mut suite, &mut agents) {
+    for (file, found) in files {
+        match load_file(&file, found, &mut suite, &mut agents) {
             Ok(()) => {}
             Err(mut e) => errors.append(&mut e),
         }
@@ -211,31 +212,27 @@ pub fn load(paths: &[PathBuf]) -> Result<Suite, Vec<CaseError>> {
 }
 
 /// The case files at `path`: the file itself, or the `.yaml`/`.yml` files directly in the
-/// folder that have a top-level `cases:` key (agent definitions may sit beside them, or in
-/// subfolders, which are not searched).
-fn collect(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// folder (subfolders, where the agents may live, are not searched). A file found in a folder
+/// is `true`: it is skipped when it has no top-level `cases:` key (an agent beside its cases).
+fn collect(path: &Path, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
     if path.is_file() {
-        out.push(path.to_path_buf());
+        out.push((path.to_path_buf(), false));
         return Ok(());
     }
     let mut found = Vec::new();
     guidepost_core::definition::text::yaml_files(path, false, &mut found)?;
-    out.extend(found.into_iter().filter(|f| has_cases(f)));
+    out.extend(found.into_iter().map(|f| (f, true)));
     Ok(())
 }
 
-/// Whether the file at `path` has a top-level `cases:` key (read within the file size limit).
-fn has_cases(path: &Path) -> bool {
-    let limits = guidepost_core::limits::Limits::global();
-    match guidepost_core::definition::text::read_bounded(path, limits) {
-        Ok(Ok(bytes)) => String::from_utf8_lossy(&bytes).lines().any(|l| l.starts_with("cases:")),
-        // Unreadable: let the loader say why.
-        _ => true,
-    }
-}
-
-/// Reads one case file into `suite`, loading its agent unless an earlier file did.
-fn load_file(path: &Path, suite: &mut Suite, agents: &mut HashMap<PathBuf, usize>) -> Result<(), Vec<CaseError>> {
+/// Reads one case file into `suite`, loading its agent unless an earlier file did. A file
+/// `found` in a folder without a top-level `cases:` key is not a case file and is skipped.
+fn load_file(
+    path: &Path,
+    found: bool,
+    suite: &mut Suite,
+    agents: &mut HashMap<PathBuf, usize>,
+) -> Result<(), Vec<CaseError>> {
     let at = |line: Option<usize>, message: String| CaseError { file: path.to_path_buf(), line, message };
     let limits = guidepost_core::limits::Limits::global();
     let bytes = match guidepost_core::definition::text::read_bounded(path, limits) {
@@ -247,6 +244,9 @@ fn load_file(path: &Path, suite: &mut Suite, agents: &mut HashMap<PathBuf, usize
     let text = guidepost_core::definition::text::decode(&name, bytes, limits)
         .map_err(|d| vec![at(Some(d.line as usize), d.message)])?
         .text;
+    if found && !text.lines().any(|l| l.starts_with("cases:")) {
+        return Ok(());
+    }
     // The bounded reader first: it refuses deep nesting and alias bombs at their line.
     if let Err(e) = guidepost_core::definition::source::parse_with(&text, limits) {
         return Err(vec![at(Some(e.span.line as usize), e.message)]);

@@ -37,8 +37,8 @@ impl<'a> ObservedSink<'a> {
 
 /// The reply printed on standard output while it is written, as `Name> text`.
 ///
-/// The reply grows in place; a reply a check refused is left as printed, marked, and the
-/// new one is printed on a line of its own. While it prints, the progress line pauses.
+/// The reply grows in place; a reply withdrawn (a check refused it, or its stream broke
+/// off) is left as printed, marked, and the new one is printed on a line of its own. While it prints, the progress line pauses.
 pub struct LiveReply {
     name: String,
     /// What is printed of the current reply; `None` before its first words.
@@ -63,7 +63,7 @@ impl LiveReply {
                 *shown = text.to_string();
             }
             Some(_) => {
-                outln!("  (refused by a check; writing again)");
+                outln!("  (withdrawn: a check refused it or it broke off; writing again)");
                 *printed = None;
                 if !text.is_empty() {
                     drop(printed);

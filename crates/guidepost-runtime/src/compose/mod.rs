@@ -431,28 +431,22 @@ async fn fluid_call(
     let parse = |response: &guidepost_llm::ChatResponse| -> Option<FluidAnswer> {
         response.output.as_json().and_then(|v| serde_json::from_value(v.clone()).ok())
     };
-    if !input.preview {
-        let response = model.complete(request).await?;
-        usage.push(response.usage.clone());
-        return parse(&response).ok_or_else(|| LlmError::SchemaViolation {
-            errors: vec!["the reply answer did not fit its schema".into()],
-            answer: response.output.to_text(),
-        });
-    }
-    // Streamed, so the reply can be shown while it is written. An answer that breaks off or
-    // does not fit its schema is asked for again whole (where a bad answer is sent back with
-    // the reason), after a restart of what was shown.
-    match streamed_reply(model, request.clone(), on_written).await {
-        Ok(response) => {
-            usage.push(response.usage.clone());
-            if let Some(answer) = parse(&response) {
-                return Ok(answer);
+    // Streamed when someone watches, so the reply can be shown while it is written. An
+    // answer that breaks off or does not fit its schema is asked for again whole (where a bad
+    // answer is sent back with the reason), after a restart of what was shown.
+    if input.preview {
+        match streamed_reply(model, request.clone(), on_written).await {
+            Ok(response) => {
+                usage.push(response.usage.clone());
+                if let Some(answer) = parse(&response) {
+                    return Ok(answer);
+                }
+                tracing::warn!("the streamed reply did not fit its schema; asking again");
             }
-            tracing::warn!("the streamed reply did not fit its schema; asking again");
+            Err(error) => tracing::warn!(%error, "the streamed reply failed; asking again"),
         }
-        Err(error) => tracing::warn!(%error, "the streamed reply failed; asking again"),
+        on_written(Written::Restart);
     }
-    on_written(Written::Restart);
     let response = model.complete(request).await?;
     usage.push(response.usage.clone());
     parse(&response).ok_or_else(|| LlmError::SchemaViolation {

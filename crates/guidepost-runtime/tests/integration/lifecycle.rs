@@ -355,3 +355,31 @@ async fn a_block_reply_is_previewed_while_written_and_previewed_anew_when_refuse
         sink.session.events().iter().filter_map(guidepost_runtime::events::message_text).map(str::to_string).collect();
     assert_eq!(messages, ["How long does shipping take?", "Shipping takes 3 days."]);
 }
+
+#[tokio::test]
+async fn a_streamed_reply_that_fails_its_schema_is_asked_for_whole_and_its_preview_withdrawn() {
+    let reply = "Shipping takes 3 days.";
+    let model = Arc::new(
+        with_matching(ScriptedModel::new(), shop_oracle())
+            .when_task(TaskKind::Generation)
+            .times(1)
+            .reply_text("{\"draft\": \"Shipping takes\", \"problems\": [], \"reply\": \"Shipping ta")
+            .when_task(TaskKind::Generation)
+            .reply_json(serde_json::json!({"draft": reply, "problems": [], "reply": reply})),
+    );
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let sink = PreviewedSession::default();
+    let input = sink.session.customer_turn(
+        "s1",
+        guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
+        "How long does shipping take?",
+        &Default::default(),
+    );
+    let outcome = rt
+        .process(input, &sink, tokio_util::sync::CancellationToken::new(), guidepost_runtime::EmittingLatch::default())
+        .await;
+    assert_eq!(outcome.messages, [reply]);
+    assert_eq!(model.requests_for(&TaskKind::Generation).len(), 2, "streamed once, then asked whole");
+    let previews = sink.previews.lock().unwrap().clone();
+    assert_eq!(previews.last().map(String::as_str), Some(""), "what was shown is withdrawn: {previews:?}");
+}

@@ -26,11 +26,13 @@ pub enum Category {
 }
 
 impl Category {
-    /// The batch kind a category is evaluated in: both previously-applied categories
-    /// share one prompt (customer-dependent items are flagged), every other category has
-    /// its own.
+    /// The batch kind a category is evaluated in. Observations and guidelines not applied
+    /// before share one condition check (a verdict judges the condition alone, so one call
+    /// serves both); both previously-applied categories share one prompt (customer-dependent
+    /// items are flagged); every other category has its own.
     pub fn batch_kind(self) -> Category {
         match self {
+            Self::Observational => Self::Actionable,
             Self::PreviouslyAppliedCustomerDependent => Self::PreviouslyApplied,
             other => other,
         }

@@ -17,11 +17,10 @@ use crate::error::BatchError;
 pub const DYNAMIC_MARKER: &str = "<<<DYNAMIC>>>";
 
 /// The prompt templates, by name.
-pub const TEMPLATES: [(&str, &str); 10] = [
+pub const TEMPLATES: [(&str, &str); 9] = [
     ("agent.j2", include_str!("prompts/agent.j2")),
     ("conversation.j2", include_str!("prompts/conversation.j2")),
-    ("observational.j2", include_str!("prompts/observational.j2")),
-    ("actionable.j2", include_str!("prompts/actionable.j2")),
+    ("conditions.j2", include_str!("prompts/conditions.j2")),
     ("previously_applied.j2", include_str!("prompts/previously_applied.j2")),
     ("low_criticality.j2", include_str!("prompts/low_criticality.j2")),
     ("disambiguation.j2", include_str!("prompts/disambiguation.j2")),

@@ -164,7 +164,7 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
     let (items, last) = parse(prompt);
     let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
     match schema_name {
-        "ObservationChecks" | "ActionableChecks" => {
+        "ConditionChecks" => {
             json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, &last))).collect::<Vec<_>>()})
         }
         "DirectChecks" => {

@@ -69,8 +69,7 @@ fn a_reply_after_a_lost_matching_call_is_marked_degraded_and_exits_3() {
 
 #[test]
 fn a_turn_that_lost_every_matching_call_sends_no_reply_and_exits_1() {
-    let (code, stdout, stderr) =
-        chat(&["LowCriticalityChecks", "ObservationChecks", "ActionableChecks", "DirectChecks"]);
+    let (code, stdout, stderr) = chat(&["LowCriticalityChecks", "ConditionChecks", "DirectChecks"]);
     assert_eq!(code, 1, "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert!(!stdout.contains("Otto> "), "no reply:\n{stdout}");
     assert!(stderr.contains("every model call of this matching pass failed"), "{stderr}");

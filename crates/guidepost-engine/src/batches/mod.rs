@@ -1,12 +1,11 @@
 //! One module per batch kind: its answer schema (reasoning fields before verdicts,
 //! unknown fields rejected), its template, and how its answer becomes verdicts.
 
-pub mod actionable;
+pub mod conditions;
 pub mod direct;
 pub mod disambiguation;
 pub mod journey_selection;
 pub mod low_criticality;
-pub mod observational;
 pub mod previously_applied;
 pub mod single;
 
@@ -139,8 +138,7 @@ pub fn local_items(items: &[&MatchableGuideline]) -> (Vec<PromptItem>, HashMap<S
 /// The template of a guideline-check category.
 pub fn template_of(category: Category) -> &'static str {
     match category {
-        Category::Observational => "observational.j2",
-        Category::Actionable => "actionable.j2",
+        Category::Observational | Category::Actionable => "conditions.j2",
         Category::PreviouslyApplied => "previously_applied.j2",
         Category::PreviouslyAppliedCustomerDependent => "previously_applied.j2",
         Category::LowCriticality => "low_criticality.j2",
@@ -239,11 +237,8 @@ async fn reasoned_checks(
 ) -> CallOutcome<Vec<LocalVerdict>> {
     let task = TaskKind::Matching;
     match category {
-        Category::Observational => {
-            to_verdicts(call::<observational::ObservationChecks>(model, task, prompt, temperature).await)
-        }
-        Category::Actionable => {
-            to_verdicts(call::<actionable::ActionableChecks>(model, task, prompt, temperature).await)
+        Category::Observational | Category::Actionable => {
+            to_verdicts(call::<conditions::ConditionChecks>(model, task, prompt, temperature).await)
         }
         Category::PreviouslyApplied | Category::PreviouslyAppliedCustomerDependent => {
             to_verdicts(call::<previously_applied::ReapplyChecks>(model, task, prompt, temperature).await)

@@ -47,9 +47,9 @@ fn model() -> Arc<ScriptedModel> {
                     json!({"rationale": "nothing about upgrades", "ambiguous": false, "plausible_options": [], "question": null})
                 })
             })
-            .when(schema_is("ActionableChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| {
-                Ok(checks(req, "## Guidelines", |cond, msg| {
+                Ok(checks(req, "## Conditions", |cond, msg| {
                     let msg = msg.to_lowercase();
                     (cond.contains("subscription") && msg.contains("upgrade"))
                         || (cond.contains("shipping") && (msg.contains("shipping") || msg.contains("upgrade")))
@@ -113,7 +113,7 @@ async fn an_ambiguous_request_does_not_start_a_journey_it_names() {
                 let options: Vec<String> = items(req, "## Options").into_iter().map(|(id, _)| id).collect();
                 Ok(json!({"rationale": "address or plan", "ambiguous": true, "plausible_options": options, "question": null}))
             })
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| Ok(checks(req, "## Conditions", |c, _| c.contains("account")))),
     );
     let matcher = matcher(inline(JOURNEY_TARGETS), model);
@@ -139,8 +139,8 @@ fn ambiguous_among_all(applies: &'static [&'static str]) -> Arc<ScriptedModel> {
                 let options: Vec<String> = items(req, "## Options").into_iter().map(|(id, _)| id).collect();
                 Ok(json!({"rationale": "any of them", "ambiguous": true, "plausible_options": options, "question": "Which upgrade: plan, shipping or device?"}))
             })
-            .when(schema_is("ActionableChecks"))
-            .reply_with(move |req| Ok(checks(req, "## Guidelines", |cond, _| applies.iter().any(|k| cond.contains(k))))),
+            .when(schema_is("ConditionChecks"))
+            .reply_with(move |req| Ok(checks(req, "## Conditions", |cond, _| applies.iter().any(|k| cond.contains(k))))),
     )
 }
 

@@ -102,13 +102,10 @@ fn check_prompt(category: Category, ids: &[&str]) -> String {
 }
 
 #[test]
-fn observational_prompt() {
-    insta::assert_snapshot!(check_prompt(Category::Observational, &["competitor"]));
-}
-
-#[test]
-fn actionable_prompt() {
-    insta::assert_snapshot!(check_prompt(Category::Actionable, &["refund", "order_number"]));
+fn condition_prompt() {
+    // an observation and two guidelines not applied before share one batch; it lists
+    // conditions alone
+    insta::assert_snapshot!(check_prompt(Category::Actionable, &["competitor", "refund", "order_number"]));
 }
 
 #[test]

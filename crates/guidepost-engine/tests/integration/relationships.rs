@@ -19,10 +19,8 @@ fn keyword_model(rules: &'static [(&'static str, &'static [&'static str])]) -> A
     };
     Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
-            .reply_with(move |req| Ok(checks(req, "## Conditions", decide)))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(move |req| Ok(checks(req, "## Guidelines", decide))),
+            .when(schema_is("ConditionChecks"))
+            .reply_with(move |req| Ok(checks(req, "## Conditions", decide))),
     )
 }
 

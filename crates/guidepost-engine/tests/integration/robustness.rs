@@ -30,7 +30,7 @@ guidelines:
 async fn a_failed_batch_leaves_its_guidelines_unmatched_and_the_turn_goes_on() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ActionableChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_text("{\"checks\": [{\"id\": \"1\", \"applies\": \"yes\"}]}")
             .when(schema_is("LowCriticalityChecks"))
             .reply_json(json!({"applies": ["1"]})),
@@ -60,7 +60,7 @@ async fn every_call_failing_fails_the_pass() {
 async fn unknown_ids_and_missing_verdicts_are_tolerated() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ActionableChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_json(json!({"checks": [{"id": "7", "rationale": "?", "applies": true}]}))
             .when(schema_is("LowCriticalityChecks"))
             .reply_json(json!({"applies": ["[1]", "9"]})),
@@ -75,10 +75,8 @@ async fn unknown_ids_and_missing_verdicts_are_tolerated() {
 async fn an_unreachable_advance_is_corrected_to_its_valid_prefix() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false)))
             .when(schema_is("LowCriticalityChecks"))
             .reply_json(json!({"applies": []}))
             .when(schema_is("JourneySelectionAnswer"))
@@ -115,13 +113,9 @@ fn many_journeys() -> String {
 
 #[tokio::test]
 async fn prediction_prunes_guidelines_of_unpredicted_journeys() {
-    let model = Arc::new(
-        ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
-            .reply_with(|req| Ok(checks(req, "## Conditions", |c, m| c.contains("track") && m.contains("track"))))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
-    );
+    let model = Arc::new(ScriptedModel::new().when(schema_is("ConditionChecks")).reply_with(|req| {
+        Ok(checks(req, "## Conditions", |c, m| c.contains("wants to track") && m.contains("track")))
+    }));
     let embedder = Arc::new(InFlightEmbedder::new(HashingEmbedder::new(256), std::time::Duration::from_millis(30)));
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
     let matcher = matcher_with(inline(&many_journeys()), model.clone(), Some(embedder.clone()), config);
@@ -153,16 +147,10 @@ async fn the_first_checks_do_not_wait_for_journey_prediction() {
     // Model calls answered so far, read by the embedder when its (slow) answer is ready.
     let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let seen = answered.clone();
-    let model = Arc::new(
-        ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
-            .reply_with(move |req| {
-                seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                Ok(checks(req, "## Conditions", |c, m| c.contains("track") && m.contains("track")))
-            })
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
-    );
+    let model = Arc::new(ScriptedModel::new().when(schema_is("ConditionChecks")).reply_with(move |req| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(checks(req, "## Conditions", |c, m| c.contains("wants to track") && m.contains("track")))
+    }));
     let embedder = Arc::new(CountingAtEnd {
         inner: HashingEmbedder::new(256),
         delay: std::time::Duration::from_millis(80),
@@ -215,15 +203,13 @@ impl Embedder for CountingAtEnd {
 async fn journeys_checked_before_the_tools_ran_are_not_embedded_or_checked_again() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| {
                 Ok(checks(req, "## Conditions", |c, m| {
-                    (c.contains("track") && m.contains("track"))
-                        || (c.contains("return") && tool_results(req).contains("return"))
+                    (c.contains("wants to track") && m.contains("track"))
+                        || (c.contains("wants to return") && tool_results(req).contains("return"))
                 }))
             })
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false)))
             .when(schema_is("JourneySelectionAnswer"))
             .reply_with(|_| Ok(stay("waiting"))),
     );
@@ -277,10 +263,13 @@ journeys:
 async fn a_journey_activated_by_entailment_gets_a_second_pass() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
-            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |c, m| c.contains("lost") && m.contains("lost")))),
+            .when(schema_is("ConditionChecks"))
+            // the `lost_report` journey's own condition is judged false: only the entailment starts a journey
+            .reply_with(|req| {
+                Ok(checks(req, "## Conditions", |c, m| {
+                    c.contains("lost") && !c.contains("reports") && m.contains("lost")
+                }))
+            }),
     );
     let embedder: Arc<dyn Embedder> = Arc::new(HashingEmbedder::new(256));
     let config = MatcherConfig { journey_top_k: 1, ..MatcherConfig::default() };
@@ -320,7 +309,7 @@ journeys:
 async fn several_journeys_are_active_at_once() {
     let model = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| {
                 Ok(checks(req, "## Conditions", |c, m| {
                     (c.contains("address") && m.contains("address")) || (c.contains("card") && m.contains("card"))
@@ -357,10 +346,8 @@ async fn speculative_work_of_a_journey_whose_condition_failed_is_dropped() {
     // first wave finds no journey condition true, so that check is dropped and the pass ends.
     let scripted = Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
-            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |_, _| false))),
+            .when(schema_is("ConditionChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false))),
     );
     let model = Arc::new(Held::new(scripted, |req| {
         let text: String = req.messages.iter().map(|m| m.content.as_str()).collect();

@@ -24,10 +24,8 @@ fn decide(condition: &str, msg: &str) -> bool {
 fn taxi_model() -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| Ok(checks(req, "## Conditions", decide)))
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", decide)))
             .when(schema_is("LowCriticalityChecks"))
             .reply_with(|req| {
                 let last = last_customer(req);
@@ -169,7 +167,7 @@ journeys:
 fn forked_model(holds: &'static [&'static str]) -> Arc<ScriptedModel> {
     Arc::new(
         ScriptedModel::new()
-            .when(schema_is("ObservationChecks"))
+            .when(schema_is("ConditionChecks"))
             .reply_with(|req| Ok(checks(req, "## Conditions", |c, _| c.contains("order"))))
             .when(schema_is("ReapplyChecks"))
             .reply_with(|req| Ok(reapply_none(req)))

@@ -122,10 +122,8 @@ async fn capable_models_keep_the_reasoned_checks() {
     let model = Arc::new(
         ScriptedModel::new()
             .with_id("local:named-like-a-small-model")
-            .when(schema_is("ActionableChecks"))
-            .reply_with(|req| Ok(checks(req, "## Guidelines", |c, m| c.contains("how much") && m.contains("cost"))))
-            .when(schema_is("ObservationChecks"))
-            .reply_with(|req| Ok(checks(req, "## Conditions", |_, _| false)))
+            .when(schema_is("ConditionChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |c, m| c.contains("how much") && m.contains("cost"))))
             .when(schema_is("LowCriticalityChecks"))
             .reply_json(serde_json::json!({"applies": []})),
     );

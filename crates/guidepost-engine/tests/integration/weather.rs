@@ -34,10 +34,8 @@ fn decide(condition: &str, msg: &str) -> bool {
 /// results) and the last customer message.
 fn weather_model() -> Arc<ScriptedModel> {
     let model = ScriptedModel::new()
-        .when(schema_is("ObservationChecks"))
+        .when(schema_is("ConditionChecks"))
         .reply_with(|req| Ok(checks(req, "## Conditions", decide)))
-        .when(schema_is("ActionableChecks"))
-        .reply_with(|req| Ok(checks(req, "## Guidelines", decide)))
         .when(schema_is("LowCriticalityChecks"))
         .reply_with(|req| {
             Ok(json!({"applies": items(req, "## Optional").into_iter().map(|(id, _)| id).collect::<Vec<_>>()}))

@@ -183,6 +183,47 @@ async fn sse_streams_a_turn_as_data_lines() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_reaches_an_sse_reader_piece_by_piece() {
+    // 400 ms per model call: the fake streams a reply's first words after 100 ms and the
+    // rest over the remaining 300 ms.
+    let server = TestServer::start_with(Store::ephemeral().await.unwrap(), Duration::from_millis(400)).await;
+    server.ok("patch", "/agents/weather", Some(json!({"message_output_mode": "stream"}))).await;
+    let session = server.session("weather").await;
+    let path = format!("/sessions/{session}/events");
+    server.ok("post", &path, Some(json!({"kind": "message", "source": "customer", "message": "Hello"}))).await;
+    // The reply's event appears as soon as its first words do ...
+    let listed = server.ok("get", &format!("{path}?kinds=message&source=ai_agent&wait_for_data=30"), None).await;
+    let id = listed[0]["id"].as_str().unwrap().to_string();
+    // ... and its readers follow it as it grows, until the closing `null` chunk.
+    let started = Instant::now();
+    let resp = server.http.get(server.url(&format!("{path}/{id}?sse=true&wait_for_data=30"))).send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut body = resp.bytes_stream();
+    let mut updates: Vec<(Duration, serde_json::Value)> = Vec::new();
+    let mut pending = String::new();
+    use futures::StreamExt;
+    while let Some(bytes) = body.next().await {
+        pending.push_str(&String::from_utf8_lossy(&bytes.unwrap()));
+        while let Some(end) = pending.find("\n\n") {
+            let frame: String = pending.drain(..end + 2).collect();
+            if let Some(data) = frame.lines().find_map(|l| l.strip_prefix("data: ")) {
+                updates.push((started.elapsed(), serde_json::from_str(data).unwrap()));
+            }
+        }
+    }
+    let chunks = |v: &serde_json::Value| v["data"]["chunks"].as_array().cloned().unwrap_or_default();
+    assert!(updates.len() >= 2, "the reply arrived in pieces: {updates:?}");
+    assert!(updates.windows(2).all(|w| chunks(&w[1].1).len() > chunks(&w[0].1).len()), "{updates:?}");
+    let (last_at, last) = updates.last().unwrap();
+    let closed = chunks(last);
+    assert!(closed.last().unwrap().is_null(), "the stream ends with the closing chunk: {last}");
+    let text: String = closed.iter().filter_map(|c| c.as_str()).collect();
+    assert_eq!(text, last["data"]["message"].as_str().unwrap());
+    assert!(updates[0].0 < *last_at, "the first piece came before the whole reply: {updates:?}");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
     let server = TestServer::start().await;
     let session = server.session("taxi").await;

@@ -20,6 +20,29 @@ pub enum GuidelineOrigin {
     Definition,
     /// An activation condition of a journey (an observation that starts it).
     JourneyCondition(String),
+    /// The condition of a journey transition, checked beside the guidelines when the
+    /// customer's latest message may already satisfy it (an answer given before it was
+    /// asked). Never matched as a guideline: its verdict moves the journey on.
+    Transition {
+        /// The journey.
+        journey: String,
+        /// The transition's id.
+        edge: String,
+    },
+    /// Whether the customer's latest message corrects something said earlier: checked when
+    /// an active journey would otherwise move on without looking at that message.
+    Correction,
+}
+
+/// The condition of [`GuidelineOrigin::Correction`].
+pub const CORRECTION: &str = "The customer changes or corrects something they said earlier in the conversation";
+
+/// The id of the check item of [`GuidelineOrigin::Correction`].
+pub const CORRECTION_ITEM: &str = "~correction";
+
+/// The id of the check item of a journey transition.
+pub fn transition_item_id(journey: &str, edge: &str) -> String {
+    format!("~transition:{journey}:{edge}")
 }
 
 /// A guideline as the matcher sees it.
@@ -61,8 +84,9 @@ impl MatchableGuideline {
     /// activates.
     pub fn journey_affinity(&self) -> Option<&str> {
         match &self.origin {
-            GuidelineOrigin::JourneyCondition(j) => Some(j),
+            GuidelineOrigin::JourneyCondition(j) | GuidelineOrigin::Transition { journey: j, .. } => Some(j),
             GuidelineOrigin::Definition => self.journey.as_deref(),
+            GuidelineOrigin::Correction => None,
         }
     }
 }
@@ -88,6 +112,9 @@ pub struct CompiledAgent {
     tag_members: HashMap<String, Vec<Entity>>,
     node_journey: HashMap<String, String>,
     disambiguation_targets: HashMap<String, usize>,
+    /// Check items of the journeys' conditional transitions, by item id.
+    transitions: HashMap<String, MatchableGuideline>,
+    correction: MatchableGuideline,
     pub(crate) journey_embeddings: OnceCell<Vec<Vec<f32>>>,
 }
 
@@ -163,6 +190,31 @@ impl CompiledAgent {
                 *disambiguation_targets.entry(g.clone()).or_insert(0) += n;
             }
         }
+        let check_item = |id: String, condition: String, origin: GuidelineOrigin| MatchableGuideline {
+            id,
+            condition,
+            action: None,
+            description: None,
+            criticality: Criticality::High,
+            priority: 0,
+            track: false,
+            tools: Vec::new(),
+            tags: Vec::new(),
+            journey: None,
+            origin,
+            customer_dependent: false,
+        };
+        let mut transitions = HashMap::new();
+        for (journey, graph) in &journeys {
+            for edge in graph.nodes.values().flat_map(|n| &n.edges) {
+                if let Some(condition) = &edge.condition {
+                    let id = transition_item_id(journey, &edge.id);
+                    let origin = GuidelineOrigin::Transition { journey: journey.clone(), edge: edge.id.clone() };
+                    transitions.insert(id.clone(), check_item(id, condition.clone(), origin));
+                }
+            }
+        }
+        let correction = check_item(CORRECTION_ITEM.into(), CORRECTION.into(), GuidelineOrigin::Correction);
         Self {
             definition,
             guidelines,
@@ -171,8 +223,20 @@ impl CompiledAgent {
             tag_members,
             node_journey,
             disambiguation_targets,
+            transitions,
+            correction,
             journey_embeddings: OnceCell::new(),
         }
+    }
+
+    /// The check item of the conditional transition `edge` of `journey`.
+    pub fn transition_item(&self, journey: &str, edge: &str) -> Option<&MatchableGuideline> {
+        self.transitions.get(&transition_item_id(journey, edge))
+    }
+
+    /// The check item asking whether the customer corrects something said earlier.
+    pub fn correction_item(&self) -> &MatchableGuideline {
+        &self.correction
     }
 
     /// Every matchable guideline, definition guidelines first, then journey conditions.

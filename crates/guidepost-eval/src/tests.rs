@@ -46,9 +46,10 @@ fn suite_dir(cases: &str) -> tempfile::TempDir {
 fn always_yes() -> Arc<ScriptedModel> {
     let answer = |req: &ChatRequest| {
         let text = format!("{}\n{}", req.system_text(), req.last_user_message());
-        let checks: Vec<Value> = text
+        let conditions = text.split("## Conditions").nth(1).unwrap_or("");
+        let checks: Vec<Value> = conditions
             .lines()
-            .filter_map(|l| l.strip_prefix('[')?.split_once("] when:").map(|(id, _)| id.to_string()))
+            .filter_map(|l| l.strip_prefix('[')?.split_once("] ").map(|(id, _)| id.to_string()))
             .map(|id| json!({"id": id, "rationale": "scripted yes", "applies": true}))
             .collect();
         Ok(json!({"checks": checks}))
@@ -173,4 +174,90 @@ async fn failed_model_calls_break_the_run_whatever_the_accuracy() {
     assert!(report.errors.iter().all(|(_, e)| e.contains("connection refused")), "{:?}", report.errors);
     assert_eq!(report.accuracy, 0.0);
     assert!(report.text(&outcome).contains("Failed model calls (2):"));
+}
+
+/// The smallest answer `schema` admits: the first of an enum or of alternatives, `false`,
+/// `""`, `0`, `[]`, and objects with their required properties.
+fn minimal(schema: &Value, root: &Value) -> Value {
+    if let Some(target) = schema.get("$ref").and_then(Value::as_str) {
+        return minimal(root.pointer(target.trim_start_matches('#')).unwrap_or(&Value::Null), root);
+    }
+    if let Some(first) = schema.get("enum").and_then(Value::as_array).and_then(|e| e.first()) {
+        return first.clone();
+    }
+    if let Some(value) = schema.get("const") {
+        return value.clone();
+    }
+    for key in ["anyOf", "oneOf"] {
+        if let Some(first) = schema.get(key).and_then(Value::as_array).and_then(|a| a.first()) {
+            return minimal(first, root);
+        }
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => t.as_str(),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).find(|t| *t != "null").unwrap_or("null"),
+        _ => "object",
+    };
+    match kind {
+        "boolean" => json!(false),
+        "string" => json!(""),
+        "integer" | "number" => json!(0),
+        "array" => json!([]),
+        "null" => Value::Null,
+        _ => {
+            let required = schema.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+            let properties = schema.get("properties").cloned().unwrap_or_else(|| json!({}));
+            let object: serde_json::Map<String, Value> = required
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|name| (name.to_string(), minimal(properties.get(name).unwrap_or(&json!({})), root)))
+                .collect();
+            Value::Object(object)
+        }
+    }
+}
+
+/// A model of the given capabilities that answers every request with the smallest answer
+/// its schema admits.
+fn minimal_model(capabilities: guidepost_llm::ModelCapabilities) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::new().with_capabilities(capabilities).when(|_| true).reply_with(|req: &ChatRequest| {
+        match &req.output {
+            guidepost_llm::OutputFormat::Json { schema, .. } => Ok(minimal(schema, schema)),
+            guidepost_llm::OutputFormat::Text => Ok(json!("")),
+        }
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_suite_runs_on_weak_and_strong_models_each_in_its_own_prompt_style() {
+    use guidepost_llm::ModelCapabilities;
+    let suite = crate::load(&[workspace().join("examples/eval")]).unwrap_or_else(|e| panic!("{e:?}"));
+    let schemas = |model: &ScriptedModel, task: TaskKind| -> std::collections::BTreeSet<String> {
+        model.requests_for(&task).iter().filter_map(|r| r.schema_name().map(str::to_string)).collect()
+    };
+    let mut kinds_reported = Vec::new();
+    for (name, capabilities) in
+        [("weak", ModelCapabilities::small_constrained(Some(32_768))), ("strong", ModelCapabilities::CAPABLE)]
+    {
+        let model = minimal_model(capabilities);
+        let outcome = crate::evaluate(&suite, &models(model.clone()), &Options::default()).await;
+        let report = Report::of(&outcome);
+        assert!(report.errors.is_empty(), "{name}: {:?}", report.errors);
+        kinds_reported.push(report.kinds.len());
+        let matching = schemas(&model, TaskKind::Matching);
+        let journeys = schemas(&model, TaskKind::JourneySelection);
+        if name == "weak" {
+            // one yes-or-no question per condition, and journeys walked step by step
+            assert!(matching.contains("Verdict"), "{name}: {matching:?}");
+            assert!(!matching.contains("ConditionChecks") && !matching.contains("ReapplyChecks"), "{matching:?}");
+            assert!(journeys.contains("Verdict"), "{name}: {journeys:?}");
+        } else {
+            // conditions judged in batches with a rationale, journeys in one selection call
+            assert!(matching.contains("ConditionChecks") && matching.contains("ReapplyChecks"), "{matching:?}");
+            assert!(!matching.contains("Verdict"), "{name}: {matching:?}");
+            assert!(journeys.contains("JourneySelectionAnswer"), "{name}: {journeys:?}");
+        }
+        assert!(model.calls(&TaskKind::ToolInference) > 0, "{name}: tool decisions were asked for");
+    }
+    assert_eq!(kinds_reported, vec![5, 5], "every kind is reported on both");
 }

@@ -1063,7 +1063,7 @@ tools:
     async fn match_pass_absorbs_the_matches_and_records_their_usage() {
         let model = ScriptedModel::new().when_task(TaskKind::Matching).reply_with(|req| {
             let applies =
-                |n: &str| req.last_user_message().contains(&format!("[{n}] when: The customer asks about shipping"));
+                |n: &str| req.last_user_message().contains(&format!("[{n}] The customer asks about shipping"));
             Ok(json!({"checks": [
                 {"id": "1", "rationale": "r", "applies": applies("1")},
                 {"id": "2", "rationale": "r", "applies": applies("2")},

@@ -25,7 +25,7 @@ use crate::prompt::{ConversationView, PromptItem};
 use crate::record::{FastPath, JourneyDecision};
 
 /// The question that tells a correction of an earlier answer apart (stepwise selection).
-const CORRECTION: &str = "The customer changes or corrects something they said earlier in the conversation";
+use crate::catalog::CORRECTION;
 
 /// What the fast paths concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! One matching pass: prune, categorize, batch, evaluate in parallel, select journey
 //! nodes, disambiguate, resolve. [`crate::GuidelineMatcher`] prepares its input.
 
+mod answered;
 mod finish;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -108,6 +109,10 @@ struct State<'a> {
     conditions_checked: BTreeSet<String>,
     /// Inactive journeys whose scoped guidelines this pass checked.
     scoped_checked: BTreeSet<String>,
+    /// Verdicts on journey transitions and corrections checked beside the guidelines.
+    steps: answered::StepVerdicts,
+    /// Active journeys whose deterministic move a correction in the latest message would undo.
+    correctable: BTreeSet<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -199,6 +204,12 @@ impl<'a> Pass<'a> {
                         Err(_) => HashMap::new(),
                     };
                     for g in items {
+                        if matches!(g.origin, GuidelineOrigin::Transition { .. } | GuidelineOrigin::Correction) {
+                            if let Some(v) = verdicts.get(g.id.as_str()) {
+                                state.steps.insert(&g.id, v.applies);
+                            }
+                            continue;
+                        }
                         let (verdict, rationale) = match (&outcome.answer, verdicts.get(g.id.as_str())) {
                             (Err(_), _) => (Verdict::Failed, None),
                             (Ok(_), Some(v)) if v.applies => (Verdict::Matched, v.rationale.clone()),
@@ -359,6 +370,8 @@ impl<'a> Pass<'a> {
                 None => scoped.iter().filter(|j| !active.contains(j)).cloned().collect(),
                 Some(_) => BTreeSet::new(),
             },
+            steps: answered::StepVerdicts::default(),
+            correctable: BTreeSet::new(),
         };
 
         // Candidates, by category.
@@ -371,6 +384,8 @@ impl<'a> Pass<'a> {
             let needed = match &g.origin {
                 GuidelineOrigin::JourneyCondition(j) => considered.contains(j) && !active.contains(j),
                 GuidelineOrigin::Definition => g.journey.as_ref().is_none_or(|j| scoped.contains(j)),
+                // Step checks are not in the guideline list; `step_checks` adds them.
+                GuidelineOrigin::Transition { .. } | GuidelineOrigin::Correction => false,
             };
             if !needed {
                 if !matches!(&g.origin, GuidelineOrigin::JourneyCondition(j) if active.contains(j)) {
@@ -394,6 +409,10 @@ impl<'a> Pass<'a> {
             }
             categories.insert(g.id.as_str(), category);
             by_category.entry(category.batch_kind()).or_default().push(g);
+        }
+        if input.evaluate_only.is_none() {
+            let items = self.step_checks(&input, &starting, &tools_ran, &mut state);
+            by_category.entry(Category::Actionable).or_default().extend(items);
         }
         let mut tasks: Vec<Task<'a>> = Vec::new();
         for (category, items) in &by_category {
@@ -462,6 +481,15 @@ impl<'a> Pass<'a> {
             raw.iter().any(|m| matches!(&m.kind, MatchKind::JourneyCondition { journey } if journey == j))
         };
         let mut second: Vec<Task<'a>> = Vec::new();
+        if state.steps.get(self.agent.correction_item().id.as_str()) == Some(true) {
+            // The customer corrected an earlier answer: the journeys that would have moved on
+            // without reading it get a selection that sees the whole journey.
+            for journey in std::mem::take(&mut state.correctable) {
+                if let Some(path) = input.paths_in.get(&journey) {
+                    second.push(Task::Journey { journey, path: path.clone(), starting: false });
+                }
+            }
+        }
         for journey in &starting {
             if !condition_matched(&state.raw, journey) {
                 continue;
@@ -486,7 +514,89 @@ impl<'a> Pass<'a> {
             }
         }
 
+        self.walk_on_answers(&mut state);
         self.finish(input, state, &conversation, &tools_ran).await
+    }
+
+    /// The transition and correction checks of the first pass (see [`answered`]): for each
+    /// journey whose move this pass is deterministic and lands on a question or a fork, the
+    /// conditional transitions the customer's latest message may already satisfy; and, when
+    /// an active journey would move on past questions answered before, whether that message
+    /// corrects an answer.
+    fn step_checks(
+        &self,
+        input: &PassInput<'_>,
+        starting: &BTreeSet<String>,
+        tools_ran: &[ToolId],
+        state: &mut State<'a>,
+    ) -> Vec<&'a MatchableGuideline> {
+        let ctx = input.ctx;
+        let mut items: Vec<&'a MatchableGuideline> = Vec::new();
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut planned: Vec<(&str, &JourneyPath, bool)> = Vec::new();
+        for (journey, path) in &input.paths_in {
+            if input.select_only.as_ref().is_none_or(|only| only.contains(journey)) {
+                planned.push((journey, path, false));
+            }
+        }
+        let start = JourneyPath::start();
+        planned.extend(starting.iter().map(|j| (j.as_str(), &start, true)));
+        for (journey, path, is_starting) in planned {
+            let entered = !is_starting && ctx.previous_state.journey_paths.get(journey) != Some(path);
+            let Ok(decision) = self.plan_journey(journey, path, is_starting, tools_ran, entered) else { continue };
+            let Some(graph) = self.agent.journey(journey) else { continue };
+            let moved = !matches!(decision.change.decision, JourneyDecision::Stayed);
+            if !is_starting
+                && moved
+                && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
+                && answered::answered_before(graph, path)
+            {
+                state.correctable.insert(journey.to_string());
+            }
+            let Some(landing) = decision.change.path.as_ref().filter(|_| moved) else { continue };
+            for edge in answered::transitions_to_check(graph, landing.current(), self.config.max_advance_steps) {
+                if let Some(item) = self.agent.transition_item(journey, &edge.id)
+                    && seen.insert(item.id.as_str())
+                {
+                    items.push(item);
+                }
+            }
+        }
+        if !state.correctable.is_empty() {
+            items.push(self.agent.correction_item());
+        }
+        items
+    }
+
+    /// Walks the journeys whose move was deterministic on along the transitions the
+    /// customer's latest message already satisfied.
+    fn walk_on_answers(&self, state: &mut State<'a>) {
+        for (journey, decision) in &mut state.decisions {
+            if decision.fast_path.is_none() {
+                continue;
+            }
+            let steps_so_far = match &decision.change.decision {
+                JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
+                _ => continue,
+            };
+            let (Some(graph), Some(landing)) = (self.agent.journey(journey), decision.change.path.as_ref()) else {
+                continue;
+            };
+            let held = |edge: &crate::journeys::graph::JourneyEdge| {
+                self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.get(&item.id))
+            };
+            let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
+            let (more, notes) = answered::walk_on(graph, landing.current(), held, room);
+            if more.is_empty() {
+                continue;
+            }
+            let starting = decision.path_before.is_none();
+            let from = decision.path_before.clone().unwrap_or_else(JourneyPath::start);
+            let all: Vec<String> = steps_so_far.into_iter().chain(more).collect();
+            decision.change =
+                crate::journeys::paths::advance(graph, &from, &all, starting, self.config.max_advance_steps);
+            decision.rationale = format!("{}; answered already: {}", decision.rationale, notes.join("; "));
+        }
     }
 
     /// The checks of the guidelines scoped to `journey`, batched by category.
@@ -638,7 +748,10 @@ pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: Stri
     GuidelineMatch {
         guideline_id: g.id.clone(),
         kind: match &g.origin {
-            GuidelineOrigin::Definition => MatchKind::Guideline,
+            // Step checks never become matches: the pass keeps their verdicts apart.
+            GuidelineOrigin::Definition | GuidelineOrigin::Transition { .. } | GuidelineOrigin::Correction => {
+                MatchKind::Guideline
+            }
             GuidelineOrigin::JourneyCondition(j) => MatchKind::JourneyCondition { journey: j.clone() },
         },
         condition: g.condition.clone(),

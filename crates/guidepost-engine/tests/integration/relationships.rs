@@ -208,3 +208,40 @@ async fn dependency_any_groups_and_all_dependencies() {
     let o = matcher.match_turn(&Session::new().customer("refund my card payment")).await.unwrap();
     assert!(!o.matched("refund"), "the plain dependency on `verified` is unmet");
 }
+
+const CHAIN: &str = r#"
+agent: { name: Otto }
+guidelines:
+  - id: legal
+    condition: The customer mentions a lawyer
+    action: Refer them to the legal team
+    priority_over: [manager]
+  - id: manager
+    condition: The customer asks for a manager
+    action: Offer a call with a manager
+    priority_over: [faq]
+  - id: faq
+    condition: The customer has a question
+    action: Answer from the FAQ
+"#;
+
+const CHAIN_RULES: &[(&str, &[&str])] = &[
+    ("The customer mentions a lawyer", &["lawyer"]),
+    ("The customer asks for a manager", &["manager"]),
+    ("The customer has a question", &["?"]),
+];
+
+#[tokio::test]
+async fn an_outranked_match_still_outranks_the_ones_below_it() {
+    let matcher = matcher(inline(CHAIN), keyword_model(CHAIN_RULES));
+    // legal over manager over faq, all three matched: only legal remains
+    let o = matcher.match_turn(&Session::new().customer("My lawyer says I need a manager, ok?")).await.unwrap();
+    assert!(o.matched("legal"));
+    assert!(!o.matched("manager") && !o.matched("faq"), "{:?}", o.record.resolutions);
+    // without the top of the chain, the middle wins over the bottom
+    let o = matcher.match_turn(&Session::new().customer("Can I talk to a manager?")).await.unwrap();
+    assert!(o.matched("manager") && !o.matched("faq"));
+    // and the bottom alone stands
+    let o = matcher.match_turn(&Session::new().customer("When do you open?")).await.unwrap();
+    assert!(o.matched("faq"));
+}

@@ -311,8 +311,11 @@ async fn several_journeys_are_active_at_once() {
         ScriptedModel::new()
             .when(schema_is("ConditionChecks"))
             .reply_with(|req| {
+                // the journeys' conditions hold; their steps' transitions ("gave the address") do not yet
                 Ok(checks(req, "## Conditions", |c, m| {
-                    (c.contains("address") && m.contains("address")) || (c.contains("card") && m.contains("card"))
+                    c.contains("wants")
+                        && ((c.contains("address") && m.contains("address"))
+                            || (c.contains("card") && m.contains("card")))
                 }))
             })
             .when(schema_is("JourneySelectionAnswer"))

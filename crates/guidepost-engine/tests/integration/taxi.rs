@@ -217,3 +217,137 @@ async fn a_fork_with_no_exit_that_holds_is_not_a_resting_place() {
     assert_eq!(path_of(&o, "order"), Some(states(&["initial", "ask_item"])));
     assert!(o.record.journey("order").unwrap().correction.as_deref().unwrap_or("").contains("fork"));
 }
+
+/// Judges the taxi journey's conditions and transitions by keywords of the latest message
+/// (a street, a destination, a time, a yes, a correction).
+fn knows_details(condition: &str, msg: &str) -> bool {
+    let msg = msg.to_lowercase();
+    match condition {
+        c if c.starts_with("The customer wants to book a taxi") => msg.contains("taxi"),
+        c if c.contains("gave the pickup address") => msg.contains("street"),
+        c if c.contains("gave the destination") => msg.contains("airport"),
+        c if c.contains("gave the pickup time") => msg.contains("pm"),
+        c if c.contains("confirms the details") => msg.starts_with("yes"),
+        c if c.contains("corrects something they said earlier") => msg.contains("actually"),
+        _ => false,
+    }
+}
+
+/// A capable model judging by [`knows_details`]; its journey selection backtracks to the
+/// pickup on a correction and otherwise stays.
+fn details_model() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("ConditionChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", knows_details)))
+            .when(schema_is("LowCriticalityChecks"))
+            .reply_json(json!({"applies": []}))
+            .when(schema_is("ReapplyChecks"))
+            .reply_with(|req| Ok(reapply_none(req)))
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| {
+                let msg = last_customer(req).to_lowercase();
+                Ok(if msg.contains("actually") {
+                    backtrack(step(req, "Ask for the pickup address"), "the customer corrected the pickup")
+                } else if msg.contains("never mind") {
+                    json!({"rationale": "the customer dropped the ride", "decision": "exit", "steps": [], "backtrack_to": null})
+                } else {
+                    stay("nothing new")
+                })
+            }),
+    )
+}
+
+/// The same judgement from a small model, one yes-or-no question per condition.
+fn small_details_model() -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
+            .when(schema_is("Verdict"))
+            .reply_with(|req| {
+                let text = user(req);
+                let statement = text.rsplit("Statement:").next().unwrap_or("").trim().trim_start_matches("- ");
+                let statement = statement.trim_end_matches(':');
+                Ok(json!(if knows_details(statement, &last_customer(req)) { "yes" } else { "no" }))
+            }),
+    )
+}
+
+#[tokio::test]
+async fn an_opening_message_that_answers_the_first_questions_fast_forwards_the_journey() {
+    for (name, model) in [("capable", details_model()), ("small", small_details_model())] {
+        let matcher = matcher(example("taxi"), model.clone());
+        // Everything the questions ask, in the message that starts the journey: on to the
+        // confirmation, which waits for the customer.
+        let o = matcher
+            .match_turn(&Session::new().customer("I need a taxi from 12 Main Street to the airport at 6pm"))
+            .await
+            .unwrap();
+        assert_eq!(
+            path_of(&o, "book_taxi"),
+            Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])),
+            "{name}: {:?}",
+            o.record.journey("book_taxi")
+        );
+        assert_eq!(
+            o.record.journey("book_taxi").unwrap().decision,
+            JourneyDecision::Started { steps: states(&["pickup", "dropoff", "time", "confirm"]) },
+            "{name}"
+        );
+        assert_eq!(o.matched_nodes(), vec![("book_taxi", "confirm")], "{name}");
+        assert_eq!(model.calls(&TaskKind::JourneySelection), 0, "{name}: the checks' wave decided it");
+        assert_eq!(o.record.waves, 1, "{name}");
+
+        // Part of it: the journey goes as far as the answers reach.
+        let o = matcher.match_turn(&Session::new().customer("Taxi from 12 Main Street please")).await.unwrap();
+        assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])), "{name}");
+
+        // None of it: the journey starts at its first question.
+        let o = matcher.match_turn(&Session::new().customer("I need a taxi")).await.unwrap();
+        assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup"])), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn a_correction_undoes_a_move_that_would_not_read_the_message() {
+    let all = ["initial", "pickup", "dropoff", "time", "confirm", "book", "booked"];
+    let at_the_end = || {
+        let mut session = Session::new();
+        session
+            .state
+            .journey_paths
+            .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(&all)).unwrap());
+        session
+    };
+    // `booked` has one unconditional way on (the end): with nothing corrected, the journey
+    // completes without a selection call ...
+    let model = details_model();
+    let matcher = matcher(example("taxi"), model.clone());
+    let o = matcher.match_turn(&at_the_end().customer("Thanks!")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Completed);
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 0);
+    // ... but a customer correcting an earlier answer sends it back to the step that asked.
+    let o = matcher.match_turn(&at_the_end().customer("Actually, the pickup is 5 Oak Street")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
+    assert_eq!(model.calls(&TaskKind::JourneySelection), 1);
+    assert_eq!(o.record.waves, 2, "the selection waits for the correction's check");
+}
+
+#[tokio::test]
+async fn a_customer_who_drops_the_request_leaves_the_journey_and_one_who_digresses_stays() {
+    let at_pickup = || {
+        let mut session = Session::new();
+        session.state.journey_paths.insert(
+            "book_taxi".into(),
+            guidepost_core::JourneyPath::from_states(states(&["initial", "pickup"])).unwrap(),
+        );
+        session
+    };
+    let matcher = matcher(example("taxi"), details_model());
+    let o = matcher.match_turn(&at_pickup().customer("Oh, never mind, I'll walk")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Exited);
+    assert!(!o.journey_paths.contains_key("book_taxi"));
+    let o = matcher.match_turn(&at_pickup().customer("Do your drivers take cards?")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Stayed);
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup"])));
+}

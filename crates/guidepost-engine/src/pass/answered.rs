@@ -1,0 +1,186 @@
+//! Answers given before they were asked. A deterministic move (a journey starting, an
+//! unconditional transition) does not read the customer's latest message, yet that message
+//! may already answer the step the move lands on ("I want to check order 48213" answers "ask
+//! for the order number"), or several of the steps after it. The pass checks the conditional
+//! transitions out of such steps in its first wave, beside the guidelines (a short line each,
+//! no extra wave), and walks the journey on along those that hold: through questions already
+//! answered and forks, stopping where the agent has something to do (a tool step, a step that
+//! tells the customer something, the end) or where no checked transition holds.
+
+use std::collections::{BTreeSet, HashMap};
+
+use guidepost_core::JourneyPath;
+use guidepost_core::projection::NodeKind;
+
+use crate::journeys::graph::{JourneyEdge, JourneyGraph, JourneyNode};
+
+/// Whether the walk may pass `node` on the customer's answers: a question (the customer may
+/// have answered it already) or a fork (it only routes).
+fn passable(node: &JourneyNode) -> bool {
+    node.kind == NodeKind::Fork || node.is_customer_dependent()
+}
+
+/// The conditional transitions worth checking when a move lands on `landing`: those out of
+/// `landing` and out of every question or fork they reach, within `max_steps` steps.
+pub(crate) fn transitions_to_check<'g>(
+    graph: &'g JourneyGraph,
+    landing: &str,
+    max_steps: usize,
+) -> Vec<&'g JourneyEdge> {
+    let mut edges = Vec::new();
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
+    let mut frontier = vec![landing];
+    for _ in 0..max_steps.max(1) {
+        let mut next = Vec::new();
+        for id in frontier {
+            let Some(node) = graph.node(id).filter(|n| passable(n)) else { continue };
+            if !seen.insert(node.id.as_str()) {
+                continue;
+            }
+            for edge in node.edges.iter().filter(|e| e.condition.is_some()) {
+                edges.push(edge);
+                next.push(edge.to.as_str());
+            }
+            // A fork goes on along its unconditional exit when no condition holds.
+            if node.kind == NodeKind::Fork {
+                next.extend(node.edges.iter().filter(|e| e.condition.is_none()).map(|e| e.to.as_str()));
+            }
+        }
+        frontier = next;
+    }
+    edges
+}
+
+/// The steps after `from` that the checked transitions lead through (`held` gives a checked
+/// transition's verdict, `None` when it was not checked), with a note of each verdict used.
+/// Stops at a tool step, a step where the agent speaks without asking, the end, or a step
+/// where no checked transition holds; at most `max_steps` steps.
+pub(crate) fn walk_on(
+    graph: &JourneyGraph,
+    from: &str,
+    held: impl Fn(&JourneyEdge) -> Option<bool>,
+    max_steps: usize,
+) -> (Vec<String>, Vec<String>) {
+    let mut steps = Vec::new();
+    let mut notes = Vec::new();
+    let mut at = from.to_string();
+    while steps.len() < max_steps {
+        let Some(node) = graph.node(&at).filter(|n| passable(n)) else { break };
+        let chosen = node.edges.iter().find(|e| e.condition.is_some() && held(e) == Some(true));
+        let next = match chosen {
+            Some(edge) => {
+                notes.push(format!("{}: yes", edge.condition.as_deref().unwrap_or_default()));
+                Some(edge)
+            }
+            None if node.kind == NodeKind::Fork
+                && node.edges.iter().all(|e| e.condition.is_none() || held(e).is_some()) =>
+            {
+                node.edges.iter().find(|e| e.condition.is_none())
+            }
+            None => None,
+        };
+        let Some(edge) = next else { break };
+        steps.push(edge.to.clone());
+        at = edge.to.clone();
+    }
+    (steps, notes)
+}
+
+/// Whether a question before the current step of `path` was answered already: a correction
+/// of that answer would send the journey back.
+pub(crate) fn answered_before(graph: &JourneyGraph, path: &JourneyPath) -> bool {
+    path.states().iter().rev().skip(1).any(|s| graph.node(s).is_some_and(JourneyNode::is_customer_dependent))
+}
+
+/// Verdicts of the step checks of a pass, by item id.
+#[derive(Debug, Default)]
+pub(crate) struct StepVerdicts {
+    verdicts: HashMap<String, bool>,
+}
+
+impl StepVerdicts {
+    /// Notes a verdict.
+    pub fn insert(&mut self, item: &str, holds: bool) {
+        self.verdicts.insert(item.to_string(), holds);
+    }
+
+    /// The verdict on `item`, if it was checked and answered.
+    pub fn get(&self, item: &str) -> Option<bool> {
+        self.verdicts.get(item).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taxi() -> JourneyGraph {
+        let yaml = r#"
+agent: { name: T }
+journeys:
+  - id: taxi
+    title: Book a taxi
+    conditions: [The customer wants a taxi]
+    start: pickup
+    states:
+      - { id: pickup, chat: Ask where to pick them up, next: [{ to: dropoff, when: The customer gave the pickup address }] }
+      - { id: dropoff, chat: Ask where they are going, next: [{ to: route, when: The customer gave the destination }] }
+      - id: route
+        fork: true
+        next:
+          - { to: book, when: The ride is within the city }
+          - { to: refuse }
+      - { id: book, tool: book_ride, next: done }
+      - { id: refuse, chat: Tell them rides leave the city only by phone, next: end }
+      - { id: done, chat: Confirm the booking, next: end }
+tools:
+  - name: book_ride
+    description: Books a ride
+    fixture: { cases: [{ args: {}, result: { ok: true } }] }
+"#;
+        let def =
+            guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new("taxi.yaml", yaml)])
+                .definition
+                .unwrap();
+        JourneyGraph::build(&def, &def.journeys[0])
+    }
+
+    fn condition_of(e: &JourneyEdge) -> &str {
+        e.condition.as_deref().unwrap_or_default()
+    }
+
+    #[test]
+    fn the_transitions_checked_reach_through_questions_and_forks_only() {
+        let g = taxi();
+        let edges: Vec<&str> = transitions_to_check(&g, "pickup", 4).into_iter().map(condition_of).collect();
+        assert_eq!(
+            edges,
+            [
+                "The customer gave the pickup address",
+                "The customer gave the destination",
+                "The ride is within the city"
+            ]
+        );
+        assert_eq!(transitions_to_check(&g, "pickup", 1).len(), 1, "bounded by the steps a move may take");
+        assert!(transitions_to_check(&g, "done", 4).is_empty(), "the agent speaks there: nothing to check");
+    }
+
+    #[test]
+    fn the_walk_follows_what_holds_and_stops_where_the_agent_acts() {
+        let g = taxi();
+        let all = |_: &JourneyEdge| Some(true);
+        assert_eq!(walk_on(&g, "pickup", all, 4).0, ["dropoff", "route", "book"], "stops at the tool step");
+        let pickup_only = |e: &JourneyEdge| Some(condition_of(e).contains("pickup"));
+        assert_eq!(walk_on(&g, "pickup", pickup_only, 4).0, ["dropoff"], "waits at the next question");
+        let outside = |e: &JourneyEdge| Some(!condition_of(e).contains("within"));
+        assert_eq!(
+            walk_on(&g, "pickup", outside, 4).0,
+            ["dropoff", "route", "refuse"],
+            "a fork takes its default exit"
+        );
+        let unchecked = |_: &JourneyEdge| None;
+        assert!(walk_on(&g, "pickup", unchecked, 4).0.is_empty(), "nothing checked, nothing walked");
+        let (steps, notes) = walk_on(&g, "pickup", all, 2);
+        assert_eq!((steps.len(), notes.len()), (2, 2));
+    }
+}

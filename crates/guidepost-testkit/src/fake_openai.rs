@@ -35,6 +35,16 @@ fn shares_word(a: &str, b: &str) -> bool {
     words(a).iter().any(|w| wb.contains(w))
 }
 
+/// The fake's judgement of a condition on the latest customer message: a condition about a
+/// number (an order number given) holds when the message has one; any other holds when it
+/// shares a word with the message.
+fn holds(condition: &str, message: &str) -> bool {
+    if words(condition).iter().any(|w| w == "number") {
+        return first_number(message).is_some();
+    }
+    shares_word(condition, message)
+}
+
 fn first_number(s: &str) -> Option<String> {
     s.split(|c: char| !c.is_ascii_digit()).find(|d| d.len() >= 3).map(str::to_string)
 }
@@ -165,7 +175,7 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
     let check = |id: &str, applies: bool| json!({"id": id, "rationale": "The most recent customer message is directly relevant here.", "applies": applies});
     match schema_name {
         "ConditionChecks" => {
-            json!({"checks": items.iter().map(|(id, c)| check(id, shares_word(c, &last))).collect::<Vec<_>>()})
+            json!({"checks": items.iter().map(|(id, c)| check(id, holds(c, &last))).collect::<Vec<_>>()})
         }
         "DirectChecks" => {
             // Keys are "[n] condition"; an item applied before is never followed again.
@@ -177,7 +187,7 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
                     o.keys()
                         .map(|k| {
                             let condition = k.split_once("] ").map_or(k.as_str(), |(_, c)| c);
-                            (k.clone(), Value::Bool(!reapply && shares_word(condition, &last)))
+                            (k.clone(), Value::Bool(!reapply && holds(condition, &last)))
                         })
                         .collect()
                 })
@@ -188,7 +198,7 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
             json!({"checks": items.iter().map(|(id, _)| json!({"id": id, "rationale": "Already done.", "condition_holds_again": false, "customer_completed": false, "should_apply": false})).collect::<Vec<_>>()})
         }
         "LowCriticalityChecks" => {
-            json!({"applies": items.iter().filter(|(_, c)| shares_word(c, &last)).map(|(id, _)| id.clone()).collect::<Vec<_>>()})
+            json!({"applies": items.iter().filter(|(_, c)| holds(c, &last)).map(|(id, _)| id.clone()).collect::<Vec<_>>()})
         }
         "DisambiguationAnswer" => {
             json!({"rationale": "Clear.", "ambiguous": false, "plausible_options": [], "question": null})
@@ -475,6 +485,15 @@ pub async fn serve(port: u16, latency: Duration, reject_keys: bool) -> std::io::
 mod tests {
     use super::*;
     use futures::StreamExt;
+
+    #[test]
+    fn a_condition_about_a_number_holds_only_when_the_message_gives_one() {
+        let opening = "Hi, I want to check the status of an order I placed last week.";
+        assert!(holds("The customer wants to check the status of an order", opening));
+        assert!(!holds("The customer provided the order number", opening), "sharing `order` is not giving one");
+        assert!(holds("The customer provided the order number", "Sure, my order number is 48213."));
+        assert!(!holds("The customer asks about shipping", opening));
+    }
     use guidepost_llm::providers::openai_compat::OpenAiChat;
     use guidepost_llm::{ChatModel, ChatRequest, StreamEvent, TaskKind};
 

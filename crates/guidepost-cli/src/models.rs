@@ -49,7 +49,7 @@ pub fn stack_observed(
     ledger: Option<guidepost_llm::UsageLedger>,
     cache: Option<(guidepost_llm::CacheMode, std::path::PathBuf)>,
 ) -> Result<ModelStack> {
-    let mut builder = ModelStackBuilder::from_env().context("reading the model settings from the environment")?;
+    let mut builder = crate::config_file::stack_builder().context("reading the model settings")?;
     if let Some(spec) = model {
         let spec: ModelSpec = spec.parse().with_context(|| format!("--model {spec}"))?;
         builder = builder.settings(ModelSettings::single(spec));

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
-use guidepost_llm::{ModelStackBuilder, Usage};
+use guidepost_llm::Usage;
 use guidepost_runtime::CustomerRef;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnOutcome};
 use guidepost_sim::agents::ToolCallRecord;
@@ -243,9 +243,16 @@ impl EngineSession for RuntimeSession {
 pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode> {
     let replay_only =
         args.cache.parse::<guidepost_llm::CacheMode>().is_ok_and(|m| m == guidepost_llm::CacheMode::ReplayOrFail);
-    let mut plugins = Plugins { registry: crate::models::registry(threads, replay_only), ..Plugins::default() };
+    let settings = crate::config_file::model_settings_from(crate::config_file::config_path().as_deref(), |var| {
+        std::env::var(var).ok()
+    })?;
+    let mut plugins = Plugins {
+        registry: crate::models::registry(threads, replay_only),
+        settings: Some(settings),
+        ..Plugins::default()
+    };
     if args.agent == "in-process" {
-        let builder = ModelStackBuilder::from_env()?.registry(crate::models::registry(threads, replay_only));
+        let builder = crate::config_file::stack_builder()?.registry(crate::models::registry(threads, replay_only));
         let config = crate::models::local_friendly(guidepost_sim::simulate::stack_config(&args)?, &builder);
         let stack = builder.config(config).build()?;
         plugins.engine = Some(Arc::new(RuntimeSessions::new(crate::models::runtime_models(&stack))));

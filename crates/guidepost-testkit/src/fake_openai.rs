@@ -56,6 +56,9 @@ pub struct LoggedRequest {
     pub kind: String,
     /// The response schema's name, for structured chat requests.
     pub schema: Option<String>,
+    /// The model the request named.
+    #[serde(default)]
+    pub model: Option<String>,
     /// Prompt tokens (o200k).
     pub prompt_tokens: u64,
     /// Completion tokens of the answer.
@@ -358,6 +361,7 @@ pub(crate) async fn chat(
     state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest {
         kind: "chat".into(),
         schema: schema_name,
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
         prompt_tokens,
         completion_tokens,
         start_ms,
@@ -459,6 +463,7 @@ async fn embeddings(
     state.log.lock().unwrap_or_else(PoisonError::into_inner).push(LoggedRequest {
         kind: "embeddings".into(),
         schema: None,
+        model: body.get("model").and_then(Value::as_str).map(str::to_string),
         prompt_tokens: tokens,
         completion_tokens: 0,
         start_ms,

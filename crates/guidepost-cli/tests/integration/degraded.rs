@@ -74,3 +74,64 @@ fn a_turn_that_lost_every_matching_call_sends_no_reply_and_exits_1() {
     assert!(!stdout.contains("Otto> "), "no reply:\n{stdout}");
     assert!(stderr.contains("every model call of this matching pass failed"), "{stderr}");
 }
+
+/// `GUIDEPOST_CONFIG` names a file that gives each task its model: the requests reach the
+/// fake under the model names the file gave them, and a variable set in the environment wins
+/// over the file.
+#[test]
+fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
+    let (url, runtime) = fake_rejecting(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("otto.yaml");
+    std::fs::write(&agent, AGENT).unwrap();
+    let config = dir.path().join("guidepost.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "models:\n  default: openai-compatible:{url}/v1#model-default\n  matching: openai-compatible:{url}/v1#model-checks\n  generation: openai-compatible:{url}/v1#model-replies\n  embedder: openai-compatible:{url}/v1#model-embed\n"
+        ),
+    )
+    .unwrap();
+    let run = |env: &[(&str, String)]| {
+        let mut cmd = guidepost();
+        cmd.args(["chat"]).arg(&agent).args(["-m", "How long does shipping take?"]);
+        cmd.env("GUIDEPOST_CONFIG", &config).env("OPENAI_COMPATIBLE_API_KEY", KEY).env_remove("GUIDEPOST_MODEL");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let output = cmd.timeout(Duration::from_secs(120)).output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let http = guidepost_llm::http::client_builder().build().unwrap();
+        runtime.block_on(async {
+            let log: Vec<serde_json::Value> =
+                http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap();
+            http.delete(format!("{url}/_log")).send().await.unwrap();
+            log
+        })
+    };
+    let models_of = |log: &[serde_json::Value], schema: Option<&str>| -> std::collections::BTreeSet<String> {
+        log.iter()
+            .filter(|r| r["kind"] == "chat" && r["schema"].as_str() == schema)
+            .filter_map(|r| r["model"].as_str().map(str::to_string))
+            .collect()
+    };
+    let log = run(&[]);
+    assert_eq!(models_of(&log, Some("ConditionChecks")), ["model-checks".to_string()].into());
+    assert_eq!(models_of(&log, Some("reply")), ["model-replies".to_string()].into(), "{log:?}");
+    let log = run(&[("GUIDEPOST_MODEL_MATCHING", format!("openai-compatible:{url}/v1#model-from-env"))]);
+    assert_eq!(models_of(&log, Some("ConditionChecks")), ["model-from-env".to_string()].into());
+
+    std::fs::write(&config, "models:\n  matching: nonsense\n").unwrap();
+    let output = guidepost()
+        .args(["chat"])
+        .arg(&agent)
+        .args(["-m", "hi"])
+        .env("GUIDEPOST_CONFIG", &config)
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("guidepost.yaml: models.matching"), "{stderr}");
+    runtime.shutdown_background();
+}

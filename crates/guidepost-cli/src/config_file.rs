@@ -1,0 +1,145 @@
+//! The configuration file: the models of each task, kept in one file instead of the
+//! environment. `GUIDEPOST_CONFIG` (or `--config`) names it; an environment variable set for
+//! the same setting wins over the file.
+//!
+//! ```yaml
+//! models:
+//!   default: openai:gpt-4.1                 # GUIDEPOST_MODEL
+//!   matching: openai:gpt-4.1-mini           # GUIDEPOST_MODEL_MATCHING
+//!   journey_selection: anthropic:claude-sonnet-4-5
+//!   tool_inference: openai:gpt-4.1
+//!   generation: openai:gpt-4.1
+//!   simulation: openai:gpt-4.1-mini         # the simulator's customer
+//!   judge: openai:gpt-4.1                   # the simulator's judge
+//!   embedder: openai:text-embedding-3-small # GUIDEPOST_EMBEDDER
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use guidepost_llm::{ModelSettings, ModelStackBuilder, ProviderKeys, StackConfig};
+use serde::Deserialize;
+
+/// The variable naming the configuration file.
+pub const CONFIG_VAR: &str = "GUIDEPOST_CONFIG";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    models: Models,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Models {
+    default: Option<String>,
+    matching: Option<String>,
+    journey_selection: Option<String>,
+    tool_inference: Option<String>,
+    generation: Option<String>,
+    simulation: Option<String>,
+    judge: Option<String>,
+    embedder: Option<String>,
+}
+
+/// The settings of a configuration file as the environment variables they stand for, each
+/// checked (a bad spec is an error naming the file and its key).
+fn variables(path: &Path) -> Result<HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: ConfigFile = if text.trim().is_empty() {
+        ConfigFile::default()
+    } else {
+        yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+    };
+    let m = file.models;
+    let entries = [
+        ("default", "GUIDEPOST_MODEL", m.default),
+        ("matching", "GUIDEPOST_MODEL_MATCHING", m.matching),
+        ("journey_selection", "GUIDEPOST_MODEL_JOURNEY_SELECTION", m.journey_selection),
+        ("tool_inference", "GUIDEPOST_MODEL_TOOL_INFERENCE", m.tool_inference),
+        ("generation", "GUIDEPOST_MODEL_GENERATION", m.generation),
+        ("simulation", "GUIDEPOST_MODEL_SIMULATION", m.simulation),
+        ("judge", "GUIDEPOST_MODEL_JUDGE", m.judge),
+        ("embedder", "GUIDEPOST_EMBEDDER", m.embedder),
+    ];
+    let mut variables = HashMap::new();
+    for (key, var, value) in entries {
+        let Some(value) = value else { continue };
+        value
+            .parse::<guidepost_llm::ModelSpec>()
+            .map_err(|e| anyhow::anyhow!("{}: models.{key}: {e}", path.display()))?;
+        variables.insert(var.to_string(), value);
+    }
+    Ok(variables)
+}
+
+/// The model settings of the environment over those of `file` (when given), read through
+/// `env`.
+pub fn model_settings_from(file: Option<&Path>, env: impl Fn(&str) -> Option<String>) -> Result<ModelSettings> {
+    let from_file = match file {
+        Some(path) => variables(path)?,
+        None => HashMap::new(),
+    };
+    let lookup = |var: &str| env(var).filter(|v| !v.trim().is_empty()).or_else(|| from_file.get(var).cloned());
+    Ok(ModelSettings::from_lookup(lookup)?)
+}
+
+/// The configuration file named by `GUIDEPOST_CONFIG`, if any.
+pub fn config_path() -> Option<std::path::PathBuf> {
+    std::env::var_os(CONFIG_VAR).filter(|v| !v.is_empty()).map(std::path::PathBuf::from)
+}
+
+/// A model stack builder from the environment and the configuration file.
+pub fn stack_builder() -> Result<ModelStackBuilder> {
+    let path = config_path();
+    let settings = model_settings_from(path.as_deref(), |var| std::env::var(var).ok())?;
+    Ok(ModelStackBuilder::new(settings).keys(ProviderKeys::from_env()).config(StackConfig::from_env()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guidepost_llm::{ModelSpec, TaskKind};
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn every_task_takes_its_model_from_the_file_and_the_environment_wins() {
+        let f = file(
+            "models:\n  default: openai:gpt-4.1\n  matching: openai:gpt-4.1-mini\n  journey_selection: anthropic:claude-sonnet-4-5\n  tool_inference: openai:o4-mini\n  generation: local:qwen2.5-coder-1.5b\n  simulation: openai:gpt-4.1-nano\n  judge: openai:gpt-5\n  embedder: local:all-minilm-l6-v2\n",
+        );
+        let s = model_settings_from(Some(f.path()), |_| None).unwrap();
+        let spec = |task: TaskKind| s.spec_for(&task).to_string();
+        assert_eq!(spec(TaskKind::Matching), "openai:gpt-4.1-mini");
+        assert_eq!(spec(TaskKind::JourneySelection), "anthropic:claude-sonnet-4-5");
+        assert_eq!(spec(TaskKind::ToolInference), "openai:o4-mini");
+        assert_eq!(spec(TaskKind::Generation), "local:qwen2.5-coder-1.5b");
+        assert_eq!(spec(TaskKind::Simulation), "openai:gpt-4.1-nano");
+        assert_eq!(spec(TaskKind::Judge), "openai:gpt-5");
+        assert_eq!(spec(TaskKind::Embedding), "local:all-minilm-l6-v2");
+        assert_eq!(s.default, "openai:gpt-4.1".parse::<ModelSpec>().unwrap());
+
+        let env = |var: &str| (var == "GUIDEPOST_MODEL_MATCHING").then(|| "openai:gpt-5-mini".to_string());
+        let s = model_settings_from(Some(f.path()), env).unwrap();
+        assert_eq!(s.spec_for(&TaskKind::Matching).to_string(), "openai:gpt-5-mini", "the environment wins");
+        assert_eq!(s.spec_for(&TaskKind::Generation).to_string(), "local:qwen2.5-coder-1.5b");
+    }
+
+    #[test]
+    fn a_bad_file_is_an_error_that_says_where() {
+        let f = file("models:\n  matching: openai:gpt-4.1\n  generaton: openai:gpt-4.1\n");
+        let e = model_settings_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains(&f.path().display().to_string()) && e.contains("generaton") && e.contains("line 3"), "{e}");
+        let f = file("models:\n  matching: nonsense\n");
+        let e = model_settings_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains(&f.path().display().to_string()) && e.contains("models.matching"), "{e}");
+        let e = model_settings_from(Some(Path::new("/nonexistent/guidepost.yaml")), |_| None).unwrap_err();
+        assert!(format!("{e:#}").contains("/nonexistent/guidepost.yaml"), "{e:#}");
+    }
+}

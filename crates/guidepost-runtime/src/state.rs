@@ -1,7 +1,7 @@
 //! [`ResponseState`]: what a turn gathers across preparation iterations before the reply
 //! is composed.
 
-use guidepost_core::{Capability, JourneyPath, Term, ToolId};
+use guidepost_core::{AgentDefinition, Capability, JourneyPath, Term, ToolId};
 use guidepost_engine::record::JourneyDecision;
 use guidepost_engine::{GuidelineMatch, MatchingOutcome};
 use indexmap::IndexMap;
@@ -139,15 +139,30 @@ impl ResponseState {
 
     /// The journey states this reply carries out, as (journey, state): every state each
     /// active journey entered this turn (it may pass several, e.g. show a result and then ask
-    /// whether to go on), or its current state when it stayed.
-    pub fn reply_states(&self) -> Vec<(String, String)> {
+    /// whether to go on), or its current state when it stayed. A question the journey passed
+    /// on the way (the customer had already answered it, so the journey went on) is not
+    /// carried out again: only the state where the journey rests asks.
+    pub fn reply_states(&self, definition: &AgentDefinition) -> Vec<(String, String)> {
         let mut out = Vec::new();
         for (id, path) in &self.journey_paths {
             let mut steps = self.entered_states(id);
             if steps.is_empty() {
                 steps.push(path.current().to_string());
             }
-            out.extend(steps.into_iter().map(|s| (id.clone(), s)));
+            let rest = steps.len() - 1;
+            let journey = definition.journey(id);
+            for (i, step) in steps.into_iter().enumerate() {
+                let asks = || match journey.and_then(|j| j.state(&step)).map(|s| &s.kind) {
+                    Some(guidepost_core::StateKind::Chat { action }) => {
+                        guidepost_engine::categorize::asks_customer(action)
+                    }
+                    _ => false,
+                };
+                if i < rest && asks() {
+                    continue;
+                }
+                out.push((id.clone(), step));
+            }
         }
         out
     }
@@ -169,5 +184,55 @@ impl ResponseState {
             return Vec::new();
         }
         path.states().iter().skip(shared).cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example(name: &str) -> AgentDefinition {
+        let path = format!("{}/../../examples/agents/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap();
+        guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(path, text)])
+            .definition
+            .unwrap()
+    }
+
+    fn moved(journey: &str, path: &[&str], entered: &[&str]) -> ResponseState {
+        let mut state = ResponseState::default();
+        let states: Vec<String> = path.iter().map(|s| s.to_string()).collect();
+        state.journey_paths.insert(journey.into(), JourneyPath::from_states(states).unwrap());
+        state.entered.insert(journey.into(), entered.iter().map(|s| s.to_string()).collect());
+        state
+    }
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter().map(|(j, s)| (j.to_string(), s.to_string())).collect()
+    }
+
+    #[test]
+    fn questions_answered_on_the_way_are_not_asked_again() {
+        let taxi = example("taxi");
+        let state = moved(
+            "book_taxi",
+            &["initial", "pickup", "dropoff", "time", "confirm"],
+            &["pickup", "dropoff", "time", "confirm"],
+        );
+        assert_eq!(state.reply_states(&taxi), pairs(&[("book_taxi", "confirm")]));
+    }
+
+    #[test]
+    fn what_the_agent_tells_on_the_way_is_still_said() {
+        let weather = example("weather");
+        let state = moved(
+            "weather_lookup",
+            &["initial", "get_weather", "show_result", "ask_continue"],
+            &["show_result", "ask_continue"],
+        );
+        assert_eq!(
+            state.reply_states(&weather),
+            pairs(&[("weather_lookup", "show_result"), ("weather_lookup", "ask_continue")])
+        );
     }
 }

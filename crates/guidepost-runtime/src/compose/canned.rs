@@ -70,7 +70,7 @@ pub fn candidates(definition: &AgentDefinition, state: &ResponseState, fields: &
             ids.extend(g.canned_responses.iter().cloned());
         }
     }
-    for (journey, node) in super::turn_states(state) {
+    for (journey, node) in super::turn_states(definition, state) {
         if let Some(s) = definition.journey(&journey).and_then(|j| j.state(&node)) {
             ids.extend(s.canned_responses.iter().cloned());
         }

@@ -58,7 +58,7 @@ pub struct Composed {
 
 /// The journey states whose modes and templates apply to this reply: the matched journey
 /// nodes and every state the reply carries out (see [`ResponseState::reply_states`]).
-pub(crate) fn turn_states(state: &ResponseState) -> Vec<(String, String)> {
+pub(crate) fn turn_states(definition: &AgentDefinition, state: &ResponseState) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = state
         .all_matches()
         .filter_map(|m| match &m.kind {
@@ -66,7 +66,7 @@ pub(crate) fn turn_states(state: &ResponseState) -> Vec<(String, String)> {
             _ => None,
         })
         .collect();
-    for pair in state.reply_states() {
+    for pair in state.reply_states(definition) {
         if !out.contains(&pair) {
             out.push(pair);
         }
@@ -88,7 +88,7 @@ pub fn effective_mode(definition: &AgentDefinition, state: &ResponseState) -> Co
     for m in state.all_matches() {
         consider(definition.guideline(&m.guideline_id).and_then(|g| g.composition_mode));
     }
-    for (journey, node) in turn_states(state) {
+    for (journey, node) in turn_states(definition, state) {
         if let Some(j) = definition.journey(&journey) {
             consider(j.composition_mode);
             consider(j.state(&node).and_then(|s| s.composition_mode));
@@ -198,7 +198,7 @@ fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Va
 fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     let d = input.definition;
     let mut out = Vec::new();
-    for (id, step) in input.state.reply_states() {
+    for (id, step) in input.state.reply_states(d) {
         let Some(journey) = d.journey(&id) else { continue };
         if let Some(guidepost_core::StateKind::Chat { action }) = journey.state(&step).map(|s| &s.kind) {
             out.push(json!({"condition": format!("the flow \"{}\" is at this step", journey.title), "action": action, "critical": false}));
@@ -588,7 +588,7 @@ async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: 
     // The one template of a journey step the reply carries out, its fields filled: it is that
     // step's approved reply, and there is nothing to choose between.
     if let [only] = cands.as_slice()
-        && turn_states(input.state).iter().any(|(journey, node)| {
+        && turn_states(input.definition, input.state).iter().any(|(journey, node)| {
             input
                 .definition
                 .journey(journey)

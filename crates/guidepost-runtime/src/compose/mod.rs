@@ -245,6 +245,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         .iter()
         .map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": shown_result(c.result.get("data"))}))
         .collect();
+    let not_run = tools_not_run(input);
     let (missing, invalid) = input.state.tool_insights.most_pressing();
     let missing: Vec<Value> = missing
         .iter()
@@ -268,6 +269,7 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "journeys": journeys,
         "finished": finished,
         "tool_results": tool_results,
+        "not_run": not_run,
         "missing": missing,
         "variables": crate::prompt::display_values(&input.state.context_variables),
         "glossary": input.state.glossary_terms,
@@ -275,6 +277,34 @@ fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
         "history": history,
         "earlier": input.earlier,
     })
+}
+
+/// The tools of the tool steps where journeys rest after this turn's preparation, that made
+/// no call in it: the step is waiting (a detail is missing, or its arguments were refused), so
+/// the reply has no result from them and must not make one up. Described as the definition
+/// describes them.
+fn tools_not_run(input: &ComposeInput<'_>) -> Vec<String> {
+    let d = input.definition;
+    let mut out = Vec::new();
+    for (id, path) in &input.state.journey_paths {
+        let Some(guidepost_core::StateKind::Tool { tools, .. }) =
+            d.journey(id).and_then(|j| j.state(path.current())).map(|s| &s.kind)
+        else {
+            continue;
+        };
+        for tool in tools {
+            if input.state.tool_calls.iter().any(|c| &c.tool == tool) {
+                continue;
+            }
+            let described =
+                d.tools.iter().find(|t| &t.id == tool).and_then(|t| t.description.as_deref()).unwrap_or_default();
+            let line = if described.is_empty() { tool.name.clone() } else { format!("{} ({described})", tool.name) };
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
 }
 
 /// A tool result as the reply prompt shows it. A failure (`"Tool call error: <message>"` on

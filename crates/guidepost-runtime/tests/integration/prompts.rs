@@ -134,3 +134,48 @@ async fn long_conversations_reach_the_prompts_bounded() {
     let (at_4, at_16) = (compose_sizes[3], compose_sizes[15]);
     assert!(at_16 as f64 <= at_4 as f64 * 1.5, "compose prompt grew from {at_4} to {at_16} characters");
 }
+
+const WAITING: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: weather
+    title: Weather
+    conditions: [The customer asks about the weather]
+    start: fetch
+    states:
+      - { id: fetch, tool: get_weather, next: end }
+tools:
+  - name: get_weather
+    description: Weather of a city
+    parameters:
+      city: {type: string, description: The city, source: customer}
+    fixture: {cases: [{args: {city: Paris}, result: {sky: clear}}]}
+"#;
+
+/// A journey resting at a tool step whose tool made no call this turn (a detail is missing):
+/// the reply is told it has no result from it, so it cannot make one up.
+#[tokio::test]
+async fn a_reply_is_told_which_lookups_did_not_run() {
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        let city = if prompt(r).contains("Paris") { json!("Paris") } else { json!(null) };
+        Ok(json!({"tools": [{"tool": "get_weather", "rationale": "weather asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
+    });
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| c.contains("weather") && last.contains("weather"));
+    let model = Arc::new(with_reply(with_matching(model, oracle), |_| "Which city?".into()));
+    let definition = inline(WAITING);
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let reply_prompt = |model: &ScriptedModel| {
+        let replies = model.requests_for(&TaskKind::Generation);
+        prompt(replies.last().expect("a reply was composed"))
+    };
+
+    turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather like?").await;
+    let text = reply_prompt(&model);
+    assert!(text.contains("## Not looked up this turn"), "{text}");
+    assert!(text.contains("- get_weather (Weather of a city)"), "{text}");
+
+    turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
+    let text = reply_prompt(&model);
+    assert!(!text.contains("Not looked up"), "the lookup ran: {text}");
+    assert!(text.contains("clear"), "its result is shown instead: {text}");
+}

@@ -65,7 +65,6 @@ pub type Oracle = Arc<dyn Fn(&str, &str, &str) -> bool + Send + Sync>;
 /// rules first (rules are tried in order, so test-specific rules go before these).
 pub fn with_matching(model: ScriptedModel, oracle: Oracle) -> ScriptedModel {
     let o1 = oracle.clone();
-    let o2 = oracle.clone();
     let o3 = oracle;
     model
         .when_task(TaskKind::Matching)
@@ -85,9 +84,6 @@ pub fn with_matching(model: ScriptedModel, oracle: Oracle) -> ScriptedModel {
             let applies: Vec<String> = items(&text, "## Optional guidelines (").into_iter().filter(|(_, c)| o1(c, &last, &text)).map(|(id, _)| id).collect();
             Ok(json!({"applies": applies}))
         })
-        .when_task(TaskKind::Matching)
-        .and(|r| prompt(r).contains("## Guidelines ("))
-        .reply_with(move |r| Ok(checks(r, "## Guidelines (", &o2)))
         .when_task(TaskKind::Matching)
         .and(|r| prompt(r).contains("## Conditions ("))
         .reply_with(move |r| Ok(checks(r, "## Conditions (", &o3)))

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use guidepost_core::AgentState;
 use guidepost_runtime::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, RuntimeConfig, TurnOutcome, TurnStatus};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, TurnOutcome, TurnStatus};
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -119,7 +119,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     }
     let models = crate::models::runtime_models(&stack);
     let name = definition.agent.name.clone();
-    let config = RuntimeConfig::from_env()?;
+    let config = guidepost_cli::config_file::runtime_config()?;
     let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), config);
     if !options.quiet {
         eprintln!(

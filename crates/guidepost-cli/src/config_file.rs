@@ -12,6 +12,13 @@
 //!   simulation: openai:gpt-4.1-mini         # the simulator's customer
 //!   judge: openai:gpt-4.1                   # the simulator's judge
 //!   embedder: openai:text-embedding-3-small # GUIDEPOST_EMBEDDER
+//! engine:
+//!   verdicts: single              # how checks ask: auto (by the model's capabilities),
+//!                                 # reasoned, direct or single
+//!   max_guidelines_per_batch: 20  # conditions one check call judges at most
+//!   batch_token_budget: 2000      # estimated prompt tokens of one call's list
+//!   journey_top_k: 3              # inactive journeys considered per turn
+//!   history_turns: 8              # GUIDEPOST_HISTORY_TURNS
 //! ```
 
 use std::collections::HashMap;
@@ -29,6 +36,19 @@ pub const CONFIG_VAR: &str = "GUIDEPOST_CONFIG";
 struct ConfigFile {
     #[serde(default)]
     models: Models,
+    #[serde(default)]
+    engine: Engine,
+}
+
+/// Engine settings a deployment tunes for its models.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Engine {
+    verdicts: Option<guidepost_engine::VerdictStyle>,
+    max_guidelines_per_batch: Option<usize>,
+    batch_token_budget: Option<usize>,
+    journey_top_k: Option<usize>,
+    history_turns: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -44,16 +64,19 @@ struct Models {
     embedder: Option<String>,
 }
 
+/// Reads a configuration file; an unknown key or a bad value is an error at its line.
+fn read(path: &Path) -> Result<ConfigFile> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    if text.trim().is_empty() {
+        return Ok(ConfigFile::default());
+    }
+    yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
 /// The settings of a configuration file as the environment variables they stand for, each
 /// checked (a bad spec is an error naming the file and its key).
 fn variables(path: &Path) -> Result<HashMap<String, String>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let file: ConfigFile = if text.trim().is_empty() {
-        ConfigFile::default()
-    } else {
-        yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-    };
-    let m = file.models;
+    let m = read(path)?.models;
     let entries = [
         ("default", "GUIDEPOST_MODEL", m.default),
         ("matching", "GUIDEPOST_MODEL_MATCHING", m.matching),
@@ -84,6 +107,41 @@ pub fn model_settings_from(file: Option<&Path>, env: impl Fn(&str) -> Option<Str
     };
     let lookup = |var: &str| env(var).filter(|v| !v.trim().is_empty()).or_else(|| from_file.get(var).cloned());
     Ok(ModelSettings::from_lookup(lookup)?)
+}
+
+/// The runtime settings of the environment and of `file`'s `engine` section (a value the
+/// environment sets wins).
+pub fn runtime_config_from(
+    file: Option<&Path>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<guidepost_runtime::RuntimeConfig> {
+    let engine = match file {
+        Some(path) => read(path)?.engine,
+        None => Engine::default(),
+    };
+    let mut config = guidepost_runtime::RuntimeConfig::from_vars(&env)?;
+    let m = &mut config.matcher;
+    if let Some(v) = engine.verdicts {
+        m.verdicts = v;
+    }
+    if let Some(n) = engine.max_guidelines_per_batch {
+        m.max_guidelines_per_batch = n.max(1);
+    }
+    if let Some(n) = engine.batch_token_budget {
+        m.batch_token_budget = n.max(1);
+    }
+    if let Some(n) = engine.journey_top_k {
+        m.journey_top_k = n;
+    }
+    if config.history_turns.is_none() {
+        config.history_turns = engine.history_turns.filter(|n| *n > 0);
+    }
+    Ok(config)
+}
+
+/// The runtime settings of the process environment and the configuration file.
+pub fn runtime_config() -> Result<guidepost_runtime::RuntimeConfig> {
+    runtime_config_from(config_path().as_deref(), |var| std::env::var(var).ok())
 }
 
 /// The configuration file named by `GUIDEPOST_CONFIG`, if any.
@@ -129,6 +187,26 @@ mod tests {
         let s = model_settings_from(Some(f.path()), env).unwrap();
         assert_eq!(s.spec_for(&TaskKind::Matching).to_string(), "openai:gpt-5-mini", "the environment wins");
         assert_eq!(s.spec_for(&TaskKind::Generation).to_string(), "local:qwen2.5-coder-1.5b");
+    }
+
+    #[test]
+    fn the_engine_section_sets_how_checks_are_asked() {
+        use guidepost_engine::VerdictStyle;
+        let f = file(
+            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n",
+        );
+        let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
+        assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
+        assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));
+        assert_eq!((c.matcher.journey_top_k, c.history_turns), (3, Some(8)));
+        let env = |var: &str| (var == "GUIDEPOST_HISTORY_TURNS").then(|| "4".to_string());
+        assert_eq!(runtime_config_from(Some(f.path()), env).unwrap().history_turns, Some(4), "the environment wins");
+        let defaults = runtime_config_from(None, |_| None).unwrap();
+        assert_eq!(defaults.matcher.verdicts, VerdictStyle::Auto);
+
+        let f = file("engine:\n  verdicts: sometimes\n");
+        let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains("sometimes") && e.contains("line 2"), "{e}");
     }
 
     #[test]

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use guidepost_runtime::RuntimeConfig;
 use guidepost_server::{Cors, Server};
 use guidepost_store::Store;
 
@@ -180,7 +179,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         cors,
         simulations: simulations.clone(),
     };
-    let config = RuntimeConfig::from_env()?;
+    let config = guidepost_cli::config_file::runtime_config()?;
     let server = Server::with_options(store.clone(), models, config, server_options);
     server.start().await.context("preparing the store")?;
     let bound = listener.local_addr()?;

@@ -13,7 +13,7 @@ use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::Usage;
 use guidepost_runtime::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, RuntimeConfig, TurnOutcome};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, TurnOutcome};
 use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
 use guidepost_sim::agents::parlant_events::PREAMBLE_TAG;
@@ -54,7 +54,7 @@ impl RuntimeSessions {
             Arc::new(definition),
             self.models.clone(),
             Arc::new(registry),
-            RuntimeConfig::from_env().map_err(|e| AgentError::Protocol(e.to_string()))?,
+            crate::config_file::runtime_config().map_err(|e| AgentError::Protocol(format!("{e:#}")))?,
         ));
         runtimes.insert(key, Arc::clone(&runtime));
         Ok(runtime)

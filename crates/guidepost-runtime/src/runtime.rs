@@ -149,7 +149,8 @@ impl RuntimeConfig {
         Self::from_vars(|name| std::env::var(name).ok())
     }
 
-    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// [`RuntimeConfig::from_env`] with the variables read through `var`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut config = Self::default();
         let variable = "GUIDEPOST_HISTORY_TURNS";
         if let Some(value) = var(variable) {

@@ -77,7 +77,7 @@ fn a_turn_that_lost_every_matching_call_sends_no_reply_and_exits_1() {
 
 /// `GUIDEPOST_CONFIG` names a file that gives each task its model: the requests reach the
 /// fake under the model names the file gave them, and a variable set in the environment wins
-/// over the file.
+/// over the file. Its engine section chooses how checks are asked.
 #[test]
 fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
     let (url, runtime) = fake_rejecting(&[]);
@@ -120,6 +120,13 @@ fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
     assert_eq!(models_of(&log, Some("reply")), ["model-replies".to_string()].into(), "{log:?}");
     let log = run(&[("GUIDEPOST_MODEL_MATCHING", format!("openai-compatible:{url}/v1#model-from-env"))]);
     assert_eq!(models_of(&log, Some("ConditionChecks")), ["model-from-env".to_string()].into());
+
+    // The engine section chooses how checks are asked, whatever the model declares.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}engine:\n  verdicts: direct\n")).unwrap();
+    let log = run(&[]);
+    assert_eq!(models_of(&log, Some("DirectChecks")), ["model-checks".to_string()].into(), "{log:?}");
+    assert!(models_of(&log, Some("ConditionChecks")).is_empty());
 
     std::fs::write(&config, "models:\n  matching: nonsense\n").unwrap();
     let output = guidepost()

@@ -75,7 +75,7 @@ bin="${CARGO_TARGET_DIR:-target}/debug/guidepost"
 # The labelled decision cases of examples/eval, every model call answered from the
 # recordings made with the local Qwen2.5-Coder-1.5B. Fails when a call has no recording (a
 # prompt changed: record again with `--cache replay`, see README); its accuracy is reported,
-# not required, until the local model reaches the bar of issue 15.
+# not required.
 echo "== decision cases (replayed)"
 "$bin" eval examples/eval --cache replay-or-fail --recordings examples/recordings \
     --json target/eval/report.json --junit target/eval/junit.xml

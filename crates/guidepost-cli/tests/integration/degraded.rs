@@ -1,7 +1,8 @@
 //! `guidepost chat -m ...` when the model provider fails some or all of a turn's matching
 //! calls (a 401 that echoes the key): a degraded reply is marked on standard error and the
 //! exit status is 3; a turn that lost every matching call sends no reply and exits 1. The
-//! planted key appears in no output, logs included.
+//! planted key appears in no output, logs included. The same fake server also shows a
+//! configuration file routing each task to its model.
 
 use std::time::Duration;
 

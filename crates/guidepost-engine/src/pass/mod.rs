@@ -410,8 +410,22 @@ impl<'a> Pass<'a> {
             categories.insert(g.id.as_str(), category);
             by_category.entry(category.batch_kind()).or_default().push(g);
         }
+        // Active journeys: deterministic moves are decided now, the others need a selection.
+        let mut selections: Vec<Task<'a>> = Vec::new();
+        for (journey, path) in &input.paths_in {
+            if input.select_only.as_ref().is_some_and(|only| !only.contains(journey)) {
+                continue;
+            }
+            let entered = ctx.previous_state.journey_paths.get(journey) != Some(path);
+            match self.plan_journey(journey, path, false, &tools_ran, entered) {
+                Ok(decision) => {
+                    state.decisions.insert(journey.clone(), decision);
+                }
+                Err(task) => selections.push(task),
+            }
+        }
         if input.evaluate_only.is_none() {
-            let items = self.step_checks(&input, &starting, &tools_ran, &mut state);
+            let items = self.step_checks(&input.paths_in, &starting, &tools_ran, &mut state);
             by_category.entry(Category::Actionable).or_default().extend(items);
         }
         let mut tasks: Vec<Task<'a>> = Vec::new();
@@ -428,19 +442,9 @@ impl<'a> Pass<'a> {
             }
         }
 
-        // Node selection for active journeys, and speculative selection for starting ones.
-        for (journey, path) in &input.paths_in {
-            if input.select_only.as_ref().is_some_and(|only| !only.contains(journey)) {
-                continue;
-            }
-            let entered = ctx.previous_state.journey_paths.get(journey) != Some(path);
-            match self.plan_journey(journey, path, false, &tools_ran, entered) {
-                Ok(decision) => {
-                    state.decisions.insert(journey.clone(), decision);
-                }
-                Err(task) => tasks.push(task),
-            }
-        }
+        // Node selection for active journeys (planned above), and speculative selection for
+        // starting ones.
+        tasks.extend(selections);
         if ready.is_some() {
             for journey in &starting {
                 match self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
@@ -525,33 +529,31 @@ impl<'a> Pass<'a> {
     /// corrects an answer.
     fn step_checks(
         &self,
-        input: &PassInput<'_>,
+        paths_in: &IndexMap<String, JourneyPath>,
         starting: &BTreeSet<String>,
         tools_ran: &[ToolId],
         state: &mut State<'a>,
     ) -> Vec<&'a MatchableGuideline> {
-        let ctx = input.ctx;
+        // The deterministic moves: the active journeys' (already decided) and the starting
+        // journeys' first steps.
+        let start = JourneyPath::start();
+        let starts: Vec<(&str, Decision)> = starting
+            .iter()
+            .filter_map(|j| Some((j.as_str(), self.plan_journey(j, &start, true, tools_ran, true).ok()?)))
+            .collect();
+        let moves = state.decisions.iter().map(|(j, d)| (j.as_str(), d)).chain(starts.iter().map(|(j, d)| (*j, d)));
         let mut items: Vec<&'a MatchableGuideline> = Vec::new();
         let mut seen: BTreeSet<&str> = BTreeSet::new();
-        let mut planned: Vec<(&str, &JourneyPath, bool)> = Vec::new();
-        for (journey, path) in &input.paths_in {
-            if input.select_only.as_ref().is_none_or(|only| only.contains(journey)) {
-                planned.push((journey, path, false));
-            }
-        }
-        let start = JourneyPath::start();
-        planned.extend(starting.iter().map(|j| (j.as_str(), &start, true)));
-        for (journey, path, is_starting) in planned {
-            let entered = !is_starting && ctx.previous_state.journey_paths.get(journey) != Some(path);
-            let Ok(decision) = self.plan_journey(journey, path, is_starting, tools_ran, entered) else { continue };
+        let mut correctable = BTreeSet::new();
+        for (journey, decision) in moves {
             let Some(graph) = self.agent.journey(journey) else { continue };
             let moved = !matches!(decision.change.decision, JourneyDecision::Stayed);
-            if !is_starting
+            if let Some(path) = paths_in.get(journey)
                 && moved
                 && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
                 && answered::answered_before(graph, path)
             {
-                state.correctable.insert(journey.to_string());
+                correctable.insert(journey.to_string());
             }
             let Some(landing) = decision.change.path.as_ref().filter(|_| moved) else { continue };
             for edge in answered::transitions_to_check(graph, landing.current(), self.config.max_advance_steps) {
@@ -562,6 +564,7 @@ impl<'a> Pass<'a> {
                 }
             }
         }
+        state.correctable = correctable;
         if !state.correctable.is_empty() {
             items.push(self.agent.correction_item());
         }

@@ -19,6 +19,9 @@
 //!   batch_token_budget: 2000      # estimated prompt tokens of one call's list
 //!   journey_top_k: 3              # inactive journeys considered per turn
 //!   history_turns: 8              # GUIDEPOST_HISTORY_TURNS
+//!   recheck_after_tools: related  # after tools ran, check again: related (conditions
+//!                                 # the results speak of), unmatched (all) or declared
+//!                                 # (only `reevaluate_after` links)
 //! ```
 
 use std::collections::HashMap;
@@ -49,6 +52,7 @@ struct Engine {
     batch_token_budget: Option<usize>,
     journey_top_k: Option<usize>,
     history_turns: Option<usize>,
+    recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -133,6 +137,9 @@ pub fn runtime_config_from(
     if let Some(n) = engine.journey_top_k {
         m.journey_top_k = n;
     }
+    if let Some(r) = engine.recheck_after_tools {
+        m.recheck_after_tools = r;
+    }
     if config.history_turns.is_none() {
         config.history_turns = engine.history_turns.filter(|n| *n > 0);
     }
@@ -193,10 +200,11 @@ mod tests {
     fn the_engine_section_sets_how_checks_are_asked() {
         use guidepost_engine::VerdictStyle;
         let f = file(
-            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n",
+            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n",
         );
         let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
         assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
+        assert_eq!(c.matcher.recheck_after_tools, guidepost_engine::RecheckAfterTools::Declared);
         assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));
         assert_eq!((c.matcher.journey_top_k, c.history_turns), (3, Some(8)));
         let env = |var: &str| (var == "GUIDEPOST_HISTORY_TURNS").then(|| "4".to_string());

@@ -60,6 +60,24 @@ impl VerdictStyle {
     }
 }
 
+/// What the preparation loop checks again after tools ran.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecheckAfterTools {
+    /// Guidelines not matched yet whose condition shares a term with what the tools brought
+    /// (their names, descriptions, arguments and results), besides those linked to a tool
+    /// that ran by a `reevaluation` relationship. The default: a condition that depends on
+    /// a lookup needs no configuration, and unrelated guidelines cost nothing.
+    #[default]
+    Related,
+    /// Every guideline not matched yet: the most thorough and the most costly (a second
+    /// round of checks on every turn that runs a tool).
+    Unmatched,
+    /// Only guidelines linked to a tool that ran by a `reevaluation` relationship
+    /// (`reevaluate_after`).
+    Declared,
+}
+
 /// Settings of the [`crate::GuidelineMatcher`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -87,6 +105,8 @@ pub struct MatcherConfig {
     pub max_advance_steps: usize,
     /// How guideline checks ask for verdicts.
     pub verdicts: VerdictStyle,
+    /// What is checked again after tools ran.
+    pub recheck_after_tools: RecheckAfterTools,
 }
 
 impl Default for MatcherConfig {
@@ -101,6 +121,7 @@ impl Default for MatcherConfig {
             speculative_journey_selection: true,
             max_advance_steps: 4,
             verdicts: VerdictStyle::Auto,
+            recheck_after_tools: RecheckAfterTools::Related,
         }
     }
 }

@@ -46,6 +46,18 @@ pub struct MatchingContext {
     pub(crate) conversation_embedding: OnceCell<Vec<f32>>,
 }
 
+/// Who said a message event, as prompts name them; `None` for events no one said (the
+/// customer UI's, the system's) or a message without text.
+pub(crate) fn speaker(e: &Event) -> Option<&'static str> {
+    e.data.get("message").and_then(|m| m.as_str())?;
+    match e.source {
+        EventSource::Customer => Some("customer"),
+        EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => Some("agent"),
+        EventSource::HumanAgent => Some("human_agent"),
+        EventSource::CustomerUi | EventSource::System => None,
+    }
+}
+
 impl MatchingContext {
     /// A context over `events` with the previous turn's `state`.
     pub fn new(events: Vec<Event>, previous_state: AgentState) -> Self {
@@ -64,12 +76,7 @@ impl MatchingContext {
             .iter()
             .filter(|e| e.kind == EventKind::Message && !e.deleted)
             .filter_map(|e| {
-                let speaker = match e.source {
-                    EventSource::Customer => "customer",
-                    EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => "agent",
-                    EventSource::HumanAgent => "human_agent",
-                    EventSource::CustomerUi | EventSource::System => return None,
-                };
+                let speaker = speaker(e)?;
                 let text = e.data.get("message").and_then(|m| m.as_str())?;
                 Some(HistoryMessage { speaker: speaker.to_string(), text: text.to_string() })
             })
@@ -116,6 +123,16 @@ pub mod events {
             data: serde_json::json!({ "message": text }),
             metadata: IndexMap::new(),
             deleted: false,
+        }
+    }
+
+    /// A tool event at `offset` with one call of `tool` (`service:name`) that returned `data`.
+    pub fn tool(offset: u64, tool: &str, arguments: serde_json::Value, data: serde_json::Value) -> Event {
+        Event {
+            kind: EventKind::Tool,
+            source: EventSource::AiAgent,
+            data: serde_json::json!({"tool_calls": [{"tool_id": tool, "arguments": arguments, "result": {"data": data, "metadata": {}, "control": {}}}]}),
+            ..message(EventSource::AiAgent, offset, "")
         }
     }
 

@@ -84,10 +84,11 @@ mod pass;
 pub mod prompt;
 pub mod record;
 pub mod resolver;
+mod touched;
 
 pub use catalog::{CompiledAgent, Entity, MatchableGuideline};
 pub use categorize::Category;
-pub use config::{MatcherConfig, NumericPriority, VerdictStyle};
+pub use config::{MatcherConfig, NumericPriority, RecheckAfterTools, VerdictStyle};
 pub use context::{MatchingContext, StagedToolResult};
 pub use error::{BatchError, EngineError};
 pub use journeys::prediction::JourneyPredictor;

@@ -9,14 +9,15 @@ use guidepost_llm::{ChatModel, Embedder};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::CompiledAgent;
-use crate::config::MatcherConfig;
+use crate::catalog::{CompiledAgent, GuidelineOrigin};
+use crate::config::{MatcherConfig, RecheckAfterTools};
 use crate::context::MatchingContext;
 use crate::error::EngineError;
 
 use crate::journeys::prediction::{JourneyPredictor, Prediction};
 use crate::pass::{Pass, PassInput, PredictionInput};
 use crate::record::{GuidelineMatch, MatchKind, MatchingRecord, PredictionReason, PredictionRecord};
+use crate::touched;
 
 /// The result of one matching pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -32,6 +33,10 @@ pub struct MatchingOutcome {
     pub unresolved: Vec<GuidelineMatch>,
     /// Journeys whose guidelines were considered in this turn so far.
     pub considered_journeys: Vec<String>,
+    /// How many of the turn's staged tool results this pass saw: a later pass treats the
+    /// ones after them as new.
+    #[serde(default)]
+    pub tool_results_seen: usize,
 }
 
 impl MatchingOutcome {
@@ -169,6 +174,8 @@ impl GuidelineMatcher {
     /// A later pass of the same turn, after tools ran (their results are staged in
     /// `ctx`). Re-evaluates only:
     /// - guidelines with a `reevaluation` relationship to a tool that ran;
+    /// - guidelines not matched yet whose condition the new results relate to (by default;
+    ///   see [`RecheckAfterTools`]);
     /// - journeys whose current node is a tool node whose tool ran;
     /// - journeys newly activated, and unpredicted journeys the tool results point to
     ///   (a second pass over their conditions and guidelines).
@@ -184,6 +191,7 @@ impl GuidelineMatcher {
         for tool in &tools_ran {
             evaluate.extend(self.agent.reevaluated_by(tool));
         }
+        evaluate.extend(self.touched(ctx, previous));
         let select: BTreeSet<String> = previous
             .journey_paths
             .iter()
@@ -208,6 +216,29 @@ impl GuidelineMatcher {
                 considered_before: previous.considered_journeys.clone(),
             })
             .await
+    }
+
+    /// Guidelines and journey conditions not matched yet in this turn that the tool results
+    /// staged since `previous` may have made true.
+    fn touched(&self, ctx: &MatchingContext, previous: &MatchingOutcome) -> BTreeSet<String> {
+        let fresh = ctx.staged_tool_results.get(previous.tool_results_seen..).unwrap_or_default();
+        let mode = self.config.recheck_after_tools;
+        if fresh.is_empty() || mode == RecheckAfterTools::Declared {
+            return BTreeSet::new();
+        }
+        let facts: BTreeSet<String> =
+            fresh.iter().flat_map(|r| touched::fact_terms(r, &self.agent.definition.tools)).collect();
+        let matched: BTreeSet<&str> = previous.unresolved.iter().map(|m| m.guideline_id.as_str()).collect();
+        self.agent
+            .guidelines()
+            .iter()
+            .filter(|g| matches!(g.origin, GuidelineOrigin::Definition | GuidelineOrigin::JourneyCondition(_)))
+            .filter(|g| !matched.contains(g.id.as_str()))
+            .filter(|g| {
+                mode == RecheckAfterTools::Unmatched || touched::related(&g.condition, g.description.as_deref(), &facts)
+            })
+            .map(|g| g.id.clone())
+            .collect()
     }
 
     /// Journeys for a later pass: the ones the first pass considered (it checked their

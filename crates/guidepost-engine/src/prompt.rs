@@ -100,10 +100,23 @@ pub struct ConversationView {
 }
 
 impl ConversationView {
-    /// Builds the view of `ctx`, keeping the last `window` messages.
+    /// Builds the view of `ctx`, keeping the last `window` messages, with the tool calls of
+    /// earlier turns among them where they were made.
     pub fn build(definition: &AgentDefinition, ctx: &MatchingContext, window: usize) -> Self {
-        let messages = ctx.messages();
-        let elided = messages.len().saturating_sub(window.max(1));
+        let timeline = earlier_tool_calls(ctx);
+        let total = timeline.iter().filter(|m| m.speaker != TOOL_SPEAKER).count();
+        let elided = total.saturating_sub(window.max(1));
+        // The first entry shown is the first message kept; a call made before it is elided
+        // with the messages around it.
+        let mut seen = 0;
+        let first = timeline
+            .iter()
+            .position(|m| {
+                let message = m.speaker != TOOL_SPEAKER;
+                seen += usize::from(message);
+                message && seen > elided
+            })
+            .unwrap_or(timeline.len());
         Self {
             agent_name: definition.agent.name.clone(),
             agent_description: definition.agent.description.clone(),
@@ -111,7 +124,7 @@ impl ConversationView {
             variables: ctx.variables.iter().map(|(k, v)| (k.clone(), compact(v))).collect(),
             summary: if elided > 0 { ctx.history_summary.clone() } else { None },
             elided,
-            history: messages.into_iter().skip(elided).collect(),
+            history: timeline.into_iter().skip(first).collect(),
             tool_results: ctx
                 .staged_tool_results
                 .iter()
@@ -124,6 +137,53 @@ impl ConversationView {
                 .collect(),
         }
     }
+}
+
+/// The speaker of a tool call of an earlier turn in [`ConversationView::history`].
+pub const TOOL_SPEAKER: &str = "tool";
+
+/// Characters of an earlier tool result shown in the conversation.
+const EARLIER_RESULT_CHARS: usize = 600;
+
+/// The conversation's messages with the tool calls of earlier turns where they were made
+/// (speaker [`TOOL_SPEAKER`], `tool(arguments) -> result`): a condition about a balance the
+/// agent looked up two turns ago is judged on that balance. Calls of this turn are shown
+/// apart, as this turn's facts.
+fn earlier_tool_calls(ctx: &MatchingContext) -> Vec<HistoryMessage> {
+    let mut out = Vec::new();
+    let mut messages = ctx.messages().into_iter();
+    for e in ctx.events.iter().filter(|e| !e.deleted) {
+        match e.kind {
+            guidepost_core::EventKind::Message => {
+                // `messages` holds the same events in the same order, minus those of no
+                // speaker (the customer UI, the system).
+                if crate::context::speaker(e).is_some()
+                    && let Some(m) = messages.next()
+                {
+                    out.push(m);
+                }
+            }
+            guidepost_core::EventKind::Tool => {
+                let calls = e.data.get("tool_calls").and_then(serde_json::Value::as_array).into_iter().flatten();
+                for call in calls {
+                    let tool = call.get("tool_id").and_then(serde_json::Value::as_str).unwrap_or("tool");
+                    let tool = tool.rsplit(':').next().unwrap_or(tool);
+                    let arguments = call.get("arguments").map(compact).unwrap_or_default();
+                    let result = call.get("result").map(shown_result).unwrap_or_default();
+                    out.push(HistoryMessage {
+                        speaker: TOOL_SPEAKER.to_string(),
+                        text: format!(
+                            "{tool}({arguments}) -> {}",
+                            guidepost_llm::excerpt(&result, EARLIER_RESULT_CHARS)
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out.extend(messages);
+    out
 }
 
 /// A tool result as prompts show it: the data the tool returned, or `the call failed with
@@ -205,6 +265,41 @@ mod tests {
         assert!(text.contains("(Earlier, summarized: the customer asked about shoes)"), "{text}");
         let all = ConversationView::build(&def, &ctx, 12);
         assert_eq!((all.elided, all.summary), (0, None));
+    }
+
+    #[test]
+    fn tool_calls_of_earlier_turns_are_shown_where_they_were_made() {
+        use crate::context::events::tool;
+        let def = Arc::new(load_agent(&[SourceFile::new("a.yaml", "agent: { name: Otto }")]).definition.unwrap());
+        let events = vec![
+            message(EventSource::Customer, 0, "What is my balance?"),
+            tool(
+                1,
+                "fixtures:get_balance",
+                serde_json::json!({"account": "checking"}),
+                serde_json::json!({"balance": 15000}),
+            ),
+            message(EventSource::AiAgent, 2, "You have $15,000."),
+            message(EventSource::Customer, 3, "Anything I should know?"),
+        ];
+        let ctx = MatchingContext::new(events, Default::default());
+        let view = ConversationView::build(&def, &ctx, 12);
+        let lines: Vec<String> = view.history.iter().map(|m| format!("{}: {}", m.speaker, m.text)).collect();
+        assert_eq!(
+            lines,
+            [
+                "customer: What is my balance?",
+                r#"tool: get_balance({"account":"checking"}) -> {"balance":15000}"#,
+                "agent: You have $15,000.",
+                "customer: Anything I should know?",
+            ]
+        );
+        // The window counts messages; a call goes with the messages around it.
+        let view = ConversationView::build(&def, &ctx, 2);
+        assert_eq!(view.elided, 1);
+        assert_eq!(view.history.len(), 2, "{:?}", view.history);
+        let view = ConversationView::build(&def, &ctx, 3);
+        assert_eq!((view.elided, view.history.len()), (0, 4));
     }
 
     #[test]

@@ -379,7 +379,11 @@ impl AgentRuntime {
             ..StatusDetail::default()
         };
         sink.emit(completed(trace_id, ready)).await;
-        let new_state = if status.replied() { self.next_state(&input, &state) } else { input.previous_state.clone() };
+        let new_state = if status.replied() {
+            self.next_state(&input, &state, trace.composition.followed.as_deref())
+        } else {
+            input.previous_state.clone()
+        };
         TurnOutcome { status, messages, state: new_state, trace }
     }
 
@@ -440,16 +444,18 @@ impl AgentRuntime {
 
     /// The state for the next turn: journey paths, and the guidelines whose actions were
     /// carried out, added to those applied earlier. A matched, tracked guideline with an
-    /// action counts as carried out, except a tool-enabled one whose tools did not run (a
-    /// missing argument, say): it stays new, so it is evaluated afresh next turn.
-    fn next_state(&self, input: &TurnInput, state: &ResponseState) -> AgentState {
+    /// action counts as carried out when the reply's analysis (`followed`, reported with the
+    /// reply) names it, and, without an analysis, whenever it matched; never a tool-enabled
+    /// one whose tools did not run (a missing argument, say). What was not carried out stays
+    /// new, so it is evaluated afresh next turn.
+    fn next_state(&self, input: &TurnInput, state: &ResponseState, followed: Option<&[String]>) -> AgentState {
         let mut applied: Vec<String> = input.previous_state.applied_guideline_ids.clone();
         let done = |tool: &ToolId| {
             state.tool_insights.decisions.iter().any(|(t, d)| t == tool && *d != crate::state::ToolDecision::CannotRun)
         };
         for m in state.all_matches() {
             let tracked = self.definition.guideline(&m.guideline_id).is_some_and(|g| g.track && g.action.is_some());
-            let carried_out = m.tools.iter().all(done);
+            let carried_out = m.tools.iter().all(done) && followed.is_none_or(|f| f.contains(&m.guideline_id));
             if tracked && carried_out && matches!(m.kind, MatchKind::Guideline) && !applied.contains(&m.guideline_id) {
                 applied.push(m.guideline_id.clone());
             }
@@ -930,6 +936,7 @@ impl AgentRuntime {
             self_check: composed.self_check.clone(),
             reply_checks: composed.reply_checks.clone(),
             fallback: composed.fallback,
+            followed: composed.followed.clone(),
             model_calls: composed.usage.iter().map(|u| u.calls).sum(),
             prompt_tokens: composed.usage.iter().map(|u: &Usage| u.prompt_tokens).sum(),
         };

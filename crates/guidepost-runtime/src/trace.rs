@@ -55,6 +55,10 @@ pub struct CompositionTrace {
     /// Whether the agent's fallback reply was sent because no written reply passed.
     #[serde(default)]
     pub fallback: bool,
+    /// The tracked guidelines the reply carries out, as the model reported them (see
+    /// [`crate::compose::Composed::followed`]); absent when no report was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub followed: Option<Vec<String>>,
     /// Model calls made.
     pub model_calls: u32,
     /// Prompt tokens.

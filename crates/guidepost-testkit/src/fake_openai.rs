@@ -262,6 +262,10 @@ pub fn answer(schema_name: &str, schema: &Value, prompt: &str, customer_turns: u
                 out["template_id"] = json!("none");
                 out["fit"] = json!("low");
             }
+            if let Some(tracked) = schema.pointer("/properties/followed/items/enum") {
+                // The canned reply stands for one that carries out every instruction.
+                out["followed"] = tracked.clone();
+            }
             out
         }
         "template_choice" => json!({"template_id": "none", "fit": "low"}),

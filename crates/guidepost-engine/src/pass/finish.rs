@@ -290,6 +290,7 @@ impl<'a> Pass<'a> {
             record: state.record,
             unresolved: state.raw,
             considered_journeys: considered,
+            tool_results_seen: ctx.staged_tool_results.len(),
         })
     }
 }

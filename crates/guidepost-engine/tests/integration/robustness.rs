@@ -225,9 +225,15 @@ async fn journeys_checked_before_the_tools_ran_are_not_embedded_or_checked_again
         result: json!({"advice": "return an item"}),
     }]);
     let calls = model.total_calls();
+    let matching = model.calls(&TaskKind::Matching);
     let second = matcher.rematch(&ctx, &first).await.unwrap();
     assert_eq!(second.record.embedding_calls, 0, "nothing is embedded after the tools ran");
-    assert_eq!(model.total_calls(), calls, "no check is repeated: no reevaluation relationship names the tool");
+    // What the customer wants is not changed by a lookup: only the condition the result
+    // speaks of is asked again, in one call.
+    assert_eq!(model.total_calls(), calls + 1);
+    let rechecked = user(&model.requests_for(&TaskKind::Matching)[matching]).to_string();
+    assert!(rechecked.contains("The customer is upset about return an item"), "{rechecked}");
+    assert!(!rechecked.contains("The customer wants to"), "{rechecked}");
     assert_eq!(path_of(&second, "returns"), None);
     assert!(!second.matched("returns_scoped"));
     assert_eq!(path_of(&second, "tracking"), path_of(&first, "tracking"), "the first pass's journey is kept");

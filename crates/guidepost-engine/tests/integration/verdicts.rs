@@ -200,3 +200,65 @@ async fn applied_guidelines_are_asked_whether_to_follow_them_again() {
     );
     assert_eq!(second.record.candidate("price").unwrap().category, Some(Category::PreviouslyApplied));
 }
+
+#[tokio::test]
+async fn every_style_sees_earlier_tool_results_in_the_conversation() {
+    const BANK: &str = r#"
+agent: { name: Penny }
+guidelines:
+  - id: premium
+    condition: The customer's balance exceeds $10,000
+    action: Recommend the premium investment options
+"#;
+    const SHOWN: &str = r#"tool: get_balance({"account":"checking"}) -> {"balance":15000}
+agent: You have $15,000 in checking."#;
+    fn shown(req: &ChatRequest) -> bool {
+        req.messages.iter().any(|m| m.content.contains(SHOWN))
+    }
+    for style in [VerdictStyle::Reasoned, VerdictStyle::Direct, VerdictStyle::Single] {
+        let model = Arc::new(
+            ScriptedModel::new()
+                .when(schema_is("ConditionChecks"))
+                .reply_with(|req| {
+                    let holds = shown(req);
+                    Ok(checks(req, "## Conditions", move |c, _| c.contains("exceeds") && holds))
+                })
+                .when(schema_is("DirectChecks"))
+                .reply_with(|req| {
+                    let holds = shown(req);
+                    Ok(Value::Object(keys(req).into_iter().map(|k| (k, Value::Bool(holds))).collect()))
+                })
+                .when(schema_is("Verdict"))
+                .reply_with(|req| Ok(Value::String(if shown(req) { "yes" } else { "no" }.into()))),
+        );
+        let matcher = matcher_with(
+            inline(BANK),
+            model.clone(),
+            None,
+            MatcherConfig { verdicts: style, ..MatcherConfig::default() },
+        );
+        let events = vec![
+            guidepost_engine::context::events::message(guidepost_core::EventSource::Customer, 0, "What is my balance?"),
+            guidepost_engine::context::events::tool(
+                1,
+                "fixtures:get_balance",
+                serde_json::json!({"account": "checking"}),
+                serde_json::json!({"balance": 15000}),
+            ),
+            guidepost_engine::context::events::message(
+                guidepost_core::EventSource::AiAgent,
+                2,
+                "You have $15,000 in checking.",
+            ),
+            guidepost_engine::context::events::message(
+                guidepost_core::EventSource::Customer,
+                3,
+                "Anything you would suggest?",
+            ),
+        ];
+        let ctx = guidepost_engine::MatchingContext::new(events, Default::default());
+        let o = matcher.match_turn(&ctx).await.unwrap();
+        assert!(o.matched("premium"), "{style:?}: {:#?}", model.requests());
+        assert!(model.requests().iter().all(shown), "{style:?}");
+    }
+}

@@ -54,6 +54,11 @@ pub struct Composed {
     pub mode: CompositionMode,
     /// Model usage.
     pub usage: Vec<Usage>,
+    /// The tracked guidelines the sent reply carries out, as the model reported them after
+    /// writing it (guideline ids). `None` when no report was asked for or none came (a
+    /// streamed or chosen reply, the fallback): then every tracked match counts as carried
+    /// out.
+    pub followed: Option<Vec<String>>,
 }
 
 /// The journey states whose modes and templates apply to this reply: the matched journey
@@ -175,6 +180,9 @@ struct FluidAnswer {
     template_id: Option<String>,
     #[serde(default)]
     fit: Option<String>,
+    /// The numbers of the instructions the reply carries out, when asked.
+    #[serde(default)]
+    followed: Option<Vec<serde_json::Number>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -207,18 +215,24 @@ fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     out
 }
 
+/// The instructions of the reply in the order the prompt numbers them (the flows' steps
+/// first), each with the id of its guideline when the guideline is tracked: a reply that
+/// carries it out makes it applied (see [`Composed::followed`]).
+fn instructions(input: &ComposeInput<'_>) -> Vec<(Value, Option<String>)> {
+    let d = input.definition;
+    let mut out: Vec<(Value, Option<String>)> = flow_steps(input).into_iter().map(|v| (v, None)).collect();
+    out.extend(input.state.ordinary_matches.iter().chain(&input.state.tool_enabled_matches).filter_map(|m| {
+        let view = guideline_view(d, m)?;
+        let tracked = d.guideline(&m.guideline_id).is_some_and(|g| g.track && g.action.is_some());
+        Some((view, tracked.then(|| m.guideline_id.clone())))
+    }));
+    out
+}
+
 /// The prompt context shared by every mode.
 fn context(input: &ComposeInput<'_>, structured: bool) -> Value {
     let d = input.definition;
-    let mut guidelines = flow_steps(input);
-    guidelines.extend(
-        input
-            .state
-            .ordinary_matches
-            .iter()
-            .chain(&input.state.tool_enabled_matches)
-            .filter_map(|m| guideline_view(d, m)),
-    );
+    let guidelines: Vec<Value> = instructions(input).into_iter().map(|(v, _)| v).collect();
     let journeys: Vec<Value> = input
         .state
         .journey_paths
@@ -321,7 +335,10 @@ fn shown_result(data: Option<&Value>) -> String {
     }
 }
 
-fn fluid_schema(template_ids: &[String], self_check: bool) -> Value {
+/// The schema of a written reply. `report` lists the numbers of the tracked instructions:
+/// when there are any, `followed` says which of them the reply carries out (bounded, so a
+/// small model cannot count on past the list).
+fn fluid_schema(template_ids: &[String], self_check: bool, report: &[u64]) -> Value {
     let mut properties = serde_json::Map::new();
     if self_check {
         properties.insert("draft".into(), json!({"type": "string"}));
@@ -333,6 +350,12 @@ fn fluid_schema(template_ids: &[String], self_check: bool) -> Value {
         ids.push(json!("none"));
         properties.insert("template_id".into(), json!({"type": "string", "enum": ids}));
         properties.insert("fit".into(), json!({"type": "string", "enum": ["high", "partial", "low"]}));
+    }
+    if !report.is_empty() {
+        properties.insert(
+            "followed".into(),
+            json!({"type": "array", "items": {"type": "integer", "enum": report}, "maxItems": report.len()}),
+        );
     }
     let required: Vec<String> = properties.keys().cloned().collect();
     json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
@@ -375,6 +398,17 @@ pub async fn compose(
             };
             let mut ctx = context(&input, input.self_check);
             ctx["json_reply"] = json!(true);
+            // The tracked guidelines among the instructions, by number: the answer says which
+            // ones the reply carries out. A model that does not follow compound instructions
+            // is not asked (its list would be noise, and cost it output tokens); every match
+            // of its replies counts as carried out.
+            let reports = model.capabilities().follows_compound_instructions;
+            let tracked: Vec<Option<String>> =
+                instructions(&input).into_iter().map(|(_, id)| id.filter(|_| reports)).collect();
+            let numbers: Vec<usize> =
+                tracked.iter().enumerate().filter(|(_, id)| id.is_some()).map(|(i, _)| i + 1).collect();
+            ctx["report_followed"] = json!(!numbers.is_empty());
+            ctx["tracked_numbers"] = json!(numbers);
             let choices: Vec<String> = if mode == CompositionMode::CannedFluid {
                 cands.iter().map(|c| c.id.clone()).collect()
             } else {
@@ -421,6 +455,11 @@ pub async fn compose(
                 }
             }
             let chosen = chosen_template(&answer);
+            let followed = match &answer.followed {
+                _ if fallback => ctx["report_followed"].as_bool().unwrap_or(false).then(Vec::new),
+                Some(numbers) => Some(followed_ids(numbers, &tracked)),
+                None => None,
+            };
             let text = match chosen {
                 Some(c) => c.text.clone(),
                 None if fallback => input.fallback(),
@@ -435,9 +474,32 @@ pub async fn compose(
                 fallback,
                 mode,
                 usage,
+                followed,
             })
         }
     }
+}
+
+/// The numbers of the tracked instructions, as `compose` put them in the prompt context.
+fn tracked_numbers(ctx: &Value) -> Vec<u64> {
+    ctx["tracked_numbers"].as_array().map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
+}
+
+/// The tracked guidelines among the instructions numbered `numbers` (1-based, as the prompt
+/// lists them); numbers outside the list or of untracked instructions are ignored.
+fn followed_ids(numbers: &[serde_json::Number], tracked: &[Option<String>]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in numbers {
+        let Some(index) = n.as_u64().and_then(|n| usize::try_from(n).ok()).and_then(|n| n.checked_sub(1)) else {
+            continue;
+        };
+        if let Some(Some(id)) = tracked.get(index)
+            && !out.contains(id)
+        {
+            out.push(id.clone());
+        }
+    }
+    out
 }
 
 /// The sampling temperature of a reply asked for again after a repetition.
@@ -453,7 +515,11 @@ async fn fluid_call(
     on_written: &mut (dyn FnMut(Written<'_>) + Send),
 ) -> Result<FluidAnswer, LlmError> {
     let mut request = conversation_request(render("compose.j2", COMPOSE, ctx.clone())?, input, reply_note(ctx)).output(
-        OutputFormat::Json { name: "reply".into(), schema: fluid_schema(choices, input.self_check), strict: true },
+        OutputFormat::Json {
+            name: "reply".into(),
+            schema: fluid_schema(choices, input.self_check, &tracked_numbers(ctx)),
+            strict: true,
+        },
     );
     if let Some(t) = temperature {
         request = request.temperature(t);

@@ -105,3 +105,98 @@ tools:
     assert_eq!(outcome.trace.iterations.len(), 2);
     assert_eq!(outcome.messages, ["Here is what I found."]);
 }
+
+/// The banking agent without its `reevaluate_after` link: what the lookup brings still
+/// reaches the premium offer, whose condition speaks of the balance the tool returns.
+fn banking_unlinked() -> guidepost_core::AgentDefinition {
+    let path = format!("{}/../../examples/agents/banking.yaml", env!("CARGO_MANIFEST_DIR"));
+    let yaml = std::fs::read_to_string(path).unwrap();
+    let unlinked: String = yaml.lines().filter(|l| !l.contains("reevaluate_after")).map(|l| format!("{l}\n")).collect();
+    assert_ne!(unlinked.len(), yaml.len(), "the example links the offer to the lookup");
+    inline(&unlinked)
+}
+
+fn banking_runtime(
+    definition: guidepost_core::AgentDefinition,
+    recheck: guidepost_engine::RecheckAfterTools,
+) -> (Arc<guidepost_runtime::AgentRuntime>, Arc<ScriptedModel>) {
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), oracle()), |_| "Here it is.".into()));
+    let registry = fixtures(&definition);
+    let mut config = guidepost_runtime::RuntimeConfig::default();
+    config.matcher.recheck_after_tools = recheck;
+    let rt = Arc::new(guidepost_runtime::AgentRuntime::new(
+        Arc::new(definition),
+        guidepost_runtime::RuntimeModels::single(model.clone(), None),
+        Arc::new(registry),
+        config,
+    ));
+    (rt, model)
+}
+
+#[tokio::test]
+async fn a_condition_that_speaks_of_a_lookup_is_checked_again_without_configuration() {
+    use guidepost_engine::RecheckAfterTools;
+    let (rt, _) = banking_runtime(banking_unlinked(), RecheckAfterTools::Related);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "How much money do I have?").await;
+    assert_eq!(outcome.trace.iterations.len(), 2, "{:#?}", outcome.trace.iterations);
+    let second = outcome.trace.iterations[1].matching.as_ref().unwrap();
+    assert_eq!(second.candidate("premium_offer").unwrap().verdict, Verdict::Matched);
+    // What the balance says nothing about keeps its verdict without a second check.
+    assert_eq!(second.candidate("no_advice").unwrap().verdict, Verdict::Carried);
+    assert!(outcome.state.applied_guideline_ids.contains(&"premium_offer".to_string()));
+
+    // Checking only what is declared, as the reference does, misses the offer.
+    let (rt, _) = banking_runtime(banking_unlinked(), RecheckAfterTools::Declared);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "How much money do I have?").await;
+    let second = outcome.trace.iterations[1].matching.as_ref().unwrap();
+    assert_eq!(second.candidate("premium_offer").unwrap().verdict, Verdict::Carried);
+    assert!(!outcome.state.applied_guideline_ids.contains(&"premium_offer".to_string()));
+
+    // Checking everything not matched yet asks about the unrelated guideline too.
+    let (rt, _) = banking_runtime(banking_unlinked(), RecheckAfterTools::Unmatched);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "How much money do I have?").await;
+    let second = outcome.trace.iterations[1].matching.as_ref().unwrap();
+    assert_eq!(second.candidate("premium_offer").unwrap().verdict, Verdict::Matched);
+    assert_eq!(second.candidate("no_advice").unwrap().verdict, Verdict::NotMatched);
+}
+
+#[tokio::test]
+async fn a_chain_of_lookups_goes_on_until_nothing_new_is_found() {
+    // No `reevaluate_after` anywhere: each step's condition speaks of what the one before
+    // returned, and the loop runs until a pass starts no tool.
+    let yaml = r#"
+agent: {name: Chain, max_engine_iterations: 5}
+guidelines:
+  - {id: order, condition: The customer asks where their parcel is, action: Look up the order, tools: [get_order]}
+  - {id: carrier, condition: The order was handed to a carrier, action: Track the shipment with the carrier, tools: [track_shipment]}
+  - {id: delayed, condition: The shipment is delayed at customs, action: Apologise and explain customs delays}
+  - {id: refund, condition: The customer asks for a refund, action: Explain the refund policy}
+tools:
+  - {name: get_order, description: The customer's latest order, fixture: {cases: [{args: {}, result: {status: handed to carrier, carrier: DHL}}]}}
+  - {name: track_shipment, description: Where a shipment is, fixture: {cases: [{args: {}, result: {location: customs, delayed: true}}]}}
+"#;
+    let oracle: Oracle = Arc::new(|condition: &str, last: &str, prompt: &str| {
+        let facts = prompt.split("## Tool results of this turn").nth(1).unwrap_or("");
+        match condition {
+            c if c.contains("where their parcel is") => last.contains("parcel"),
+            c if c.contains("handed to a carrier") => facts.contains("handed to carrier"),
+            c if c.contains("delayed at customs") => facts.contains("customs"),
+            _ => false,
+        }
+    });
+    let definition = inline(yaml);
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), oracle), |_| "It is at customs.".into()));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Where is my parcel?").await;
+    let ran: Vec<String> =
+        outcome.trace.iterations.iter().flat_map(|i| i.tool_calls.iter().map(|c| c.tool.name.clone())).collect();
+    assert_eq!(ran, ["get_order", "track_shipment"]);
+    assert_eq!(outcome.trace.iterations.len(), 3, "the third pass runs no tool: stable");
+    let third = outcome.trace.iterations[2].matching.as_ref().unwrap();
+    assert_eq!(third.candidate("delayed").unwrap().verdict, Verdict::Matched);
+    assert_eq!(third.candidate("refund").unwrap().verdict, Verdict::Carried);
+    for id in ["order", "carrier", "delayed"] {
+        assert!(outcome.state.applied_guideline_ids.contains(&id.to_string()), "{id}");
+    }
+}

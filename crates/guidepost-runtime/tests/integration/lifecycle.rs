@@ -264,6 +264,7 @@ async fn local_models_write_the_reply_without_a_draft_unless_asked_to() {
         }
         _ => Vec::new(),
     };
+    // A small model is not asked which instructions its reply carried out.
     for (self_check, expected) in [(None, vec!["reply"]), (Some(true), vec!["draft", "problems", "reply"])] {
         let matching: Arc<ScriptedModel> = Arc::new(with_matching(ScriptedModel::new(), shop_oracle()));
         let generation = Arc::new(
@@ -382,4 +383,50 @@ async fn a_streamed_reply_that_fails_its_schema_is_asked_for_whole_and_its_previ
     assert_eq!(model.requests_for(&TaskKind::Generation).len(), 2, "streamed once, then asked whole");
     let previews = sink.previews.lock().unwrap().clone();
     assert_eq!(previews.last().map(String::as_str), Some(""), "what was shown is withdrawn: {previews:?}");
+}
+
+/// The number a reply prompt gives the instruction containing `text`.
+fn instruction_number(prompt: &str, text: &str) -> Option<u64> {
+    let section = prompt.split("## Instructions\n").nth(1)?;
+    section.lines().find(|l| l.contains(text)).and_then(|l| l.split_once(". ")).and_then(|(n, _)| n.parse().ok())
+}
+
+#[tokio::test]
+async fn only_what_the_reply_carried_out_counts_as_applied() {
+    let definition = inline(SHOP);
+    // The reply answers about shipping and leaves the refund for later: it says so.
+    let model =
+        Arc::new(with_matching(ScriptedModel::new(), shop_oracle()).when_task(TaskKind::Generation).reply_with(|r| {
+            let p = prompt(r);
+            assert!(p.contains("\"followed\": [<the numbers, among "), "{p}");
+            let schema = match &r.output {
+                guidepost_llm::OutputFormat::Json { schema, .. } => schema.clone(),
+                other => panic!("{other:?}"),
+            };
+            assert!(schema.pointer("/properties/followed").is_some(), "{schema}");
+            // The first reply covers shipping alone; the second, the refund.
+            let (reply, number) = match instruction_number(&p, "shipping takes 3 days") {
+                Some(n) => ("Shipping takes 3 days. Anything else?", n),
+                None => ("Refunds are accepted within 30 days.", instruction_number(&p, "30-day").unwrap()),
+            };
+            // A number outside the list is ignored.
+            Ok(serde_json::json!({"draft": "", "problems": [], "reply": reply, "followed": [number, 9]}))
+        }));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    let session = MemorySession::new();
+    let first = turn(&rt, &session, &Default::default(), "Two questions: refunds and shipping?").await;
+    assert_eq!(first.trace.composition.followed.as_deref(), Some(&["shipping".to_string()][..]));
+    assert_eq!(first.state.applied_guideline_ids, ["shipping"]);
+
+    // Next turn, the refund is still new (asked as a condition again), shipping is asked as
+    // a guideline already followed.
+    let before = model.calls(&TaskKind::Matching);
+    let second = turn(&rt, &session, &first.state, "And about refunds and shipping again?").await;
+    let matching: Vec<String> = model.requests_for(&TaskKind::Matching).iter().map(prompt).collect();
+    let later = &matching[before..];
+    let reapply: Vec<&String> = later.iter().filter(|p| p.contains("## Guidelines already followed (")).collect();
+    assert!(reapply.iter().any(|p| p.contains("Say that shipping takes 3 days")), "{later:#?}");
+    assert!(reapply.iter().all(|p| !p.contains("30-day refund")), "{later:#?}");
+    assert!(second.state.applied_guideline_ids.contains(&"refund".to_string()));
 }

@@ -68,7 +68,10 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
         embedder: Some(stack.embedder()),
     };
     eprintln!("{} cases about {} agent(s), {} run(s) each", suite.cases.len(), suite.agents.len(), options.repeat);
-    let run = Options { repeat: options.repeat.max(1), concurrency: options.concurrency.max(1), ..Options::default() };
+    // The configuration file's engine section (verdict style, batch sizes) applies here as it
+    // does in chat and serve: a change to it is measured on the cases before it is deployed.
+    let matcher = guidepost_cli::config_file::runtime_config()?.matcher;
+    let run = Options { repeat: options.repeat.max(1), concurrency: options.concurrency.max(1), matcher };
     // Each case as it finishes, on standard error: a suite on a local model takes minutes.
     let progress = |done: &guidepost_eval::CaseDone<'_>| {
         let run = if done.run > 0 { format!(" (run {})", done.run + 1) } else { String::new() };

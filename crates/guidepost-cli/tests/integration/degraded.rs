@@ -129,6 +129,31 @@ fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
     assert_eq!(models_of(&log, Some("DirectChecks")), ["model-checks".to_string()].into(), "{log:?}");
     assert!(models_of(&log, Some("ConditionChecks")).is_empty());
 
+    // So does eval: a style is measured on labelled cases before it is deployed.
+    let cases = dir.path().join("cases.yaml");
+    std::fs::write(
+        &cases,
+        "agent: otto.yaml\ncases:\n  - id: shipping\n    conversation:\n      - customer: How long does shipping take?\n    expect:\n      guidelines: {shipping: true}\n",
+    )
+    .unwrap();
+    let output = guidepost()
+        .args(["eval"])
+        .arg(&cases)
+        .env("GUIDEPOST_CONFIG", &config)
+        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
+        .env_remove("GUIDEPOST_MODEL")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let http = guidepost_llm::http::client_builder().build().unwrap();
+    let log: Vec<serde_json::Value> = runtime.block_on(async {
+        let log = http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap();
+        http.delete(format!("{url}/_log")).send().await.unwrap();
+        log
+    });
+    assert_eq!(models_of(&log, Some("DirectChecks")), ["model-checks".to_string()].into(), "{log:?}");
+
     std::fs::write(&config, "models:\n  matching: nonsense\n").unwrap();
     let output = guidepost()
         .args(["chat"])

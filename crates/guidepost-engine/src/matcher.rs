@@ -226,8 +226,7 @@ impl GuidelineMatcher {
         if fresh.is_empty() || mode == RecheckAfterTools::Declared {
             return BTreeSet::new();
         }
-        let facts: BTreeSet<String> =
-            fresh.iter().flat_map(|r| touched::fact_terms(r, &self.agent.definition.tools)).collect();
+        let facts: BTreeSet<String> = fresh.iter().flat_map(touched::fact_terms).collect();
         let matched: BTreeSet<&str> = previous.unresolved.iter().map(|m| m.guideline_id.as_str()).collect();
         self.agent
             .guidelines()

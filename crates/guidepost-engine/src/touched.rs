@@ -5,14 +5,11 @@
 //!
 //! A condition is related to a result when they share a content term: a word stem (the
 //! customer-and-agent vocabulary every condition uses left out) or, for scripts written
-//! without spaces, a two-character sequence. The result is read with the tool's name and
-//! description, so "the account is overdrawn" relates to a tool that
-//! "returns the balance of the customer's account" even when the result says only
-//! `{"balance": -40}`.
+//! without spaces, a two-character sequence. Only what the tool returned counts, not what it
+//! was asked: `{"city": "Paris", "temperature": 31}` for a lookup of Paris relates "the
+//! temperature is above 30 degrees", not "the city the customer named is unclear".
 
 use std::collections::BTreeSet;
-
-use guidepost_core::{Tool, ToolId};
 
 use crate::context::StagedToolResult;
 
@@ -308,31 +305,18 @@ fn stem(word: &str) -> String {
     w.chars().take(6).collect()
 }
 
-/// The terms of what one tool call brought: the tool's name and description (what it
-/// returns) and the keys and text values of its result. Its arguments and parameters are
-/// left out: they come from the conversation, which the first check already read.
-pub(crate) fn fact_terms(result: &StagedToolResult, tools: &[Tool]) -> BTreeSet<String> {
+/// The terms of what one tool call brought: the keys and text values of its result. The
+/// tool's name, description, parameters and arguments are left out: they say what was asked
+/// (a city, an account), which the conversation already holds and the first check read; a
+/// field that only repeats an argument is left out for the same reason.
+pub(crate) fn fact_terms(result: &StagedToolResult) -> BTreeSet<String> {
     let mut text = String::new();
-    push_name(&mut text, &result.tool);
-    if let Some(d) = tools
-        .iter()
-        .find(|t| t.id == result.tool || t.id.name == result.tool.name)
-        .and_then(|t| t.description.as_deref())
-    {
-        text.push_str(d);
-        text.push('\n');
-    }
     let echoed: Vec<&serde_json::Value> = match &result.arguments {
         serde_json::Value::Object(map) => map.values().filter(|v| !v.is_object() && !v.is_array()).collect(),
         _ => Vec::new(),
     };
     json_text(&result.result, &echoed, &mut text);
     terms(&text)
-}
-
-fn push_name(text: &mut String, tool: &ToolId) {
-    text.push_str(&tool.name);
-    text.push('\n');
 }
 
 /// Keys and string values of `value`, one per line, within [`FACTS_BUDGET`]. A field whose
@@ -454,6 +438,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use guidepost_core::ToolId;
+
     fn staged(tool: &str, result: serde_json::Value) -> StagedToolResult {
         StagedToolResult { tool: ToolId::new("fixtures", tool), arguments: json!({}), result }
     }
@@ -483,39 +469,34 @@ mod tests {
 
     #[test]
     fn the_common_vocabulary_relates_nothing() {
-        let facts = fact_terms(&staged("get_weather", json!({"city": "Paris", "temperature": 31})), &[]);
+        let facts = fact_terms(&staged("get_weather", json!({"city": "Paris", "temperature": 31})));
         assert!(!related("The customer asks to speak with a human", None, &facts), "{facts:?}");
         assert!(related("The temperature in the city is above 30 degrees", None, &facts));
     }
 
     #[test]
     fn unspaced_scripts_relate_by_character_pairs() {
-        let facts = fact_terms(&staged("get_weather", json!({"城市": "北京", "天气": "暴雨", "气温": 18})), &[]);
+        let facts = fact_terms(&staged("get_weather", json!({"城市": "北京", "天气": "暴雨", "气温": 18})));
         assert!(related("当天有暴雨", None, &facts), "{facts:?}");
         assert!(!related("顾客想投诉服务", None, &facts));
     }
 
     #[test]
-    fn the_tool_description_counts_and_the_arguments_do_not() {
-        let tool = Tool {
-            id: ToolId::new("fixtures", "get_balance"),
-            description: Some("Returns the balance of the customer's account".into()),
-            parameters: Vec::new(),
-            consequential: false,
-            overlap: Default::default(),
-            fixture: None,
-        };
-        let mut result = staged("get_balance", json!({"amount": -40, "pickup": "Oak Street"}));
-        result.arguments = json!({"pickup": "Oak Street"});
-        let facts = fact_terms(&result, &[tool]);
-        assert!(related("The account is overdrawn", None, &facts), "{facts:?}");
+    fn only_what_the_tool_returned_counts() {
+        let mut result = staged("get_balance", json!({"balance": -40, "pickup": "Oak Street"}));
+        result.arguments = json!({"pickup": "Oak Street", "account": "checking"});
+        let facts = fact_terms(&result);
+        assert!(related("The customer's balance is negative", None, &facts), "{facts:?}");
+        // What the call was asked (an argument echoed back, the tool's own name) is not new.
         assert!(!related("The pickup address is vague", None, &facts), "{facts:?}");
+        assert!(!related("The checking account is the customer's main account", None, &facts), "{facts:?}");
+        assert!(!related("The customer wants to get something", None, &facts), "{facts:?}");
     }
 
     #[test]
     fn a_long_result_is_read_within_a_budget() {
         let long = "word ".repeat(10_000) + "needle";
-        let facts = fact_terms(&staged("search", json!({"text": long})), &[]);
+        let facts = fact_terms(&staged("search", json!({"text": long})));
         assert!(!facts.contains("needl"));
     }
 }

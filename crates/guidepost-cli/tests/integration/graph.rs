@@ -9,8 +9,8 @@ fn a_file_draws_its_journey() {
         .assert()
         .success()
         .stdout(predicate::str::starts_with("stateDiagram-v2\n"))
-        .stdout(predicate::str::contains("[*] --> s2: The customer said which city"))
-        .stdout(predicate::str::contains("s5 --> [*]: The customer does not want another lookup"));
+        .stdout(predicate::str::contains("[*] --> s2: 用户说了要查哪个城市"))
+        .stdout(predicate::str::contains("s5 --> [*]: 用户不想再查了"));
 }
 
 #[test]

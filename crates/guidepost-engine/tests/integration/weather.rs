@@ -20,10 +20,10 @@ fn mentions_city(text: &str) -> bool {
 
 fn decide(condition: &str, msg: &str) -> bool {
     match condition {
-        c if c.starts_with("The customer wants to know the weather") => msg.contains("天气") || msg.contains("查"),
-        c if c.starts_with("The customer mentions a city") => mentions_city(msg),
-        c if c.starts_with("The customer greets") => msg.contains("你好"),
-        c if c.starts_with("The customer asks about several cities") => {
+        c if c.starts_with("用户想知道天气") => msg.contains("天气") || msg.contains("查"),
+        c if c.starts_with("用户提到了一个城市") => mentions_city(msg),
+        c if c.starts_with("用户在向助手打招呼") => msg.contains("你好"),
+        c if c.starts_with("用户在一条消息里问了好几个城市") => {
             CITIES.iter().filter(|x| msg.contains(*x)).count() > 1
         }
         _ => false,
@@ -232,11 +232,11 @@ fn small_weather_model() -> Arc<ScriptedModel> {
             let msg = last_customer(req);
             let failed = tool_results(req).contains("error");
             let holds = match said.as_str() {
-                "The customer said which city" | "The customer asks about a city" => mentions_city(&msg),
-                "The customer has not said which city yet" => !mentions_city(&msg),
-                "The weather tool returned the weather" => !tool_results(req).is_empty() && !failed,
-                "The weather tool failed (the city is not supported)" => failed,
-                "The customer does not want another lookup" => msg.contains("不用") || msg.contains("没有"),
+                "用户说了要查哪个城市" | "用户问了某个城市的天气" => mentions_city(&msg),
+                "用户还没说要查哪个城市" => !mentions_city(&msg),
+                "天气工具返回了天气" => !tool_results(req).is_empty() && !failed,
+                "天气工具查询失败（不支持该城市）" => failed,
+                "用户不想再查了" => msg.contains("不用") || msg.contains("没有"),
                 s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
                 other => decide(other, &msg),
             };
@@ -259,9 +259,9 @@ async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
     assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "get_weather"])));
     let asked: Vec<String> =
         model.requests().iter().filter(|r| r.task == TaskKind::JourneySelection).map(statement).collect();
-    assert_eq!(asked, ["The customer said which city", "The customer has not said which city yet"]);
+    assert_eq!(asked, ["用户说了要查哪个城市", "用户还没说要查哪个城市"]);
     let journey = first.record.journey("weather_lookup").unwrap();
-    assert!(journey.rationale.contains("The customer said which city: yes"), "{}", journey.rationale);
+    assert!(journey.rationale.contains("用户说了要查哪个城市: yes"), "{}", journey.rationale);
 
     // The tool's result decides its exit; showing it runs on to the question after it.
     let ctx = ctx.with_tool_results(vec![result(&tool, "北京", json!({"city": "北京", "temperature": 15}))]);

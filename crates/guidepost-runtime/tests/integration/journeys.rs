@@ -40,8 +40,9 @@ fn weather_walker() -> ScriptedModel {
         })
         .when_task(TaskKind::ToolInference)
         .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
-    let oracle: Oracle =
-        Arc::new(|c: &str, last: &str, _: &str| (c.contains("weather") || c.contains("city")) && last.contains("天气"));
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
+        (c.contains("想知道天气") || c.contains("提到了一个城市")) && last.contains("天气")
+    });
     with_matching(model, oracle)
 }
 
@@ -138,7 +139,7 @@ async fn each_task_goes_to_its_own_model() {
     // tool calls and the reply on two more. Paris is not supported: the tool fails and the
     // journey moves to the step that suggests other cities.
     let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
-        (c.contains("weather") || c.contains("mentions a city")) && last.contains("Paris")
+        (c.contains("想知道天气") || c.contains("提到了一个城市")) && last.contains("Paris")
     });
     let matching = Arc::new(with_matching(ScriptedModel::new(), oracle));
     let journeys = Arc::new(
@@ -151,8 +152,8 @@ async fn each_task_goes_to_its_own_model() {
                     text.rsplit_once("Statement:\n- ").map_or("", |(_, s)| s.trim_end().trim_end_matches(':'));
                 let failed = text.contains("暂时没有该城市的天气数据");
                 let holds = match statement {
-                    "The customer said which city" => true,
-                    "The weather tool failed (the city is not supported)" => failed,
+                    "用户说了要查哪个城市" => true,
+                    "天气工具查询失败（不支持该城市）" => failed,
                     _ => false,
                 };
                 Ok(json!(if holds { "yes" } else { "no" }))

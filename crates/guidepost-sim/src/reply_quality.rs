@@ -129,7 +129,13 @@ impl Policy for ReplyQuality {
             if text.is_empty() || message.role != crate::message::MessageRole::Assistant {
                 continue;
             }
-            let context = ReplyContext { history: &history, grounding: &grounding, language, checks: &self.checks };
+            let context = ReplyContext {
+                history: &history,
+                grounding: &grounding,
+                language,
+                checks: &self.checks,
+                must_ask: &[],
+            };
             if let Some(problem) = check_reply(&text, &context).first() {
                 return violation(format!(
                     "Turn {turn}: the reply \"{}\" failed a reply check: {problem}",

@@ -14,7 +14,7 @@
 //! let history = vec![("customer".to_string(), "Hi, what is the weather in Paris tomorrow?".to_string())];
 //! let mut grounding = Grounding::new();
 //! grounding.add_json(&json!({"error": "no data for this city; supported: 北京, 上海"}));
-//! let context = ReplyContext { history: &history, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL };
+//! let context = ReplyContext { history: &history, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL, must_ask: &[] };
 //!
 //! let problems = check_reply("你好，我想查询巴黎明天的天气。", &context);
 //! assert_eq!(problems[0].check, ReplyCheck::CustomerVoice);
@@ -53,17 +53,21 @@ pub enum ReplyCheck {
     /// The reply says the agent cannot help or has no data, although every tool call of the
     /// turn returned data, and it repeats none of it.
     DeniesToolResult,
+    /// The turn waits on details only the customer can give (a tool cannot run without
+    /// them), and the reply asks no question: the customer is left with nothing to answer.
+    Unasked,
 }
 
 impl ReplyCheck {
     /// Every check.
-    pub const ALL: [ReplyCheck; 6] = [
+    pub const ALL: [ReplyCheck; 7] = [
         ReplyCheck::Echo,
         ReplyCheck::Repeated,
         ReplyCheck::CustomerVoice,
         ReplyCheck::InventedFact,
         ReplyCheck::WrongLanguage,
         ReplyCheck::DeniesToolResult,
+        ReplyCheck::Unasked,
     ];
 
     /// The check's name as written in scenarios and traces (`customer_voice`).
@@ -75,6 +79,7 @@ impl ReplyCheck {
             ReplyCheck::InventedFact => "invented_fact",
             ReplyCheck::WrongLanguage => "wrong_language",
             ReplyCheck::DeniesToolResult => "denies_tool_result",
+            ReplyCheck::Unasked => "unasked",
         }
     }
 }
@@ -111,6 +116,10 @@ impl ReplyProblem {
                 "it says you cannot help or have no data (\"{}\"), but the tool call of this turn succeeded. Tell the customer what it returned.",
                 self.evidence
             ),
+            ReplyCheck::Unasked => format!(
+                "it asks the customer nothing, but nothing can be done before they give: {}. End the reply with a question asking for it.",
+                self.evidence
+            ),
         }
     }
 }
@@ -126,6 +135,7 @@ impl std::fmt::Display for ReplyProblem {
             ReplyCheck::DeniesToolResult => {
                 write!(f, "denies_tool_result: says \"{}\" although the tool returned data", self.evidence)
             }
+            ReplyCheck::Unasked => write!(f, "unasked: asks nothing although it needs {}", self.evidence),
         }
     }
 }
@@ -143,6 +153,9 @@ pub struct ReplyContext<'a> {
     pub language: Option<&'a str>,
     /// The checks to run.
     pub checks: &'a [ReplyCheck],
+    /// What the customer must be asked for before the turn's action can be taken (the
+    /// details a tool is missing), as the reply prompt names them; empty when nothing waits.
+    pub must_ask: &'a [String],
 }
 
 impl ReplyContext<'_> {
@@ -245,7 +258,16 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     {
         problems.push(ReplyProblem::new(ReplyCheck::DeniesToolResult, phrase));
     }
+    if runs(ReplyCheck::Unasked) && !context.must_ask.is_empty() && !asks_a_question(reply) {
+        problems.push(ReplyProblem::new(ReplyCheck::Unasked, context.must_ask.join(", ")));
+    }
     problems
+}
+
+/// Whether `text` asks something: a question mark of any script (`?`, the full-width `？`,
+/// the Arabic `؟`, the Greek `;`, the Spanish opening `¿`).
+fn asks_a_question(text: &str) -> bool {
+    text.chars().any(|c| matches!(c, '?' | '？' | '؟' | '\u{037E}' | '¿' | '⸮'))
 }
 
 /// The reply sent when no composed reply passed the checks: the agent's `fallback_reply`, or
@@ -276,7 +298,8 @@ mod tests {
 
     fn kinds(reply: &str, history: &[(String, String)], language: Option<&str>) -> Vec<ReplyCheck> {
         let grounding = Grounding::new();
-        let context = ReplyContext { history, grounding: &grounding, language, checks: &ReplyCheck::ALL };
+        let context =
+            ReplyContext { history, grounding: &grounding, language, checks: &ReplyCheck::ALL, must_ask: &[] };
         check_reply(reply, &context).into_iter().map(|p| p.check).collect()
     }
 
@@ -303,9 +326,39 @@ mod tests {
         for (ok, result) in results {
             grounding.add_tool_result(*ok, &serde_json::json!({"location": "Beijing"}), result);
         }
-        let context =
-            ReplyContext { history: &h, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL };
+        let context = ReplyContext {
+            history: &h,
+            grounding: &grounding,
+            language: Some("zh"),
+            checks: &ReplyCheck::ALL,
+            must_ask: &[],
+        };
         check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+    }
+
+    #[test]
+    fn a_reply_that_asks_nothing_while_a_detail_is_missing_is_caught() {
+        let h = history(&[("customer", "你好，我想查一下天气")]);
+        let grounding = Grounding::new();
+        let must_ask = vec!["location".to_string()];
+        let kinds = |reply: &str, must_ask: &[String]| -> Vec<ReplyCheck> {
+            let context = ReplyContext {
+                history: &h,
+                grounding: &grounding,
+                language: Some("zh"),
+                checks: &ReplyCheck::ALL,
+                must_ask,
+            };
+            check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+        };
+        let greeting_only = "你好，我是天气助手，可以查询北京、上海、广州等城市的天气。";
+        assert_eq!(kinds(greeting_only, &must_ask), [ReplyCheck::Unasked]);
+        assert!(kinds("你好！你想查哪个城市的天气？", &must_ask).is_empty());
+        assert!(kinds("Which city would you like?", &must_ask).iter().all(|c| *c != ReplyCheck::Unasked));
+        // Nothing missing: a reply may well ask nothing.
+        assert!(kinds(greeting_only, &[]).is_empty());
+        let problem = ReplyProblem::new(ReplyCheck::Unasked, "location");
+        assert!(problem.explanation().contains("location"), "{}", problem.explanation());
     }
 
     #[test]

@@ -148,11 +148,14 @@ impl ComposeInput<'_> {
 
     /// The problems of a reply the model wrote.
     fn check(&self, reply: &str, grounding: &Grounding) -> Vec<ReplyProblem> {
+        let (missing, invalid) = self.state.tool_insights.most_pressing();
+        let must_ask: Vec<String> = missing.iter().chain(&invalid).map(|m| m.display_name.clone()).collect();
         let context = ReplyContext {
             history: self.history,
             grounding,
             language: self.definition.agent.language.as_deref(),
             checks: self.reply_checks,
+            must_ask: &must_ask,
         };
         check_reply(reply, &context)
     }
@@ -164,6 +167,7 @@ impl ComposeInput<'_> {
             grounding: &Grounding::new(),
             language: self.definition.agent.language.as_deref(),
             checks: &[],
+            must_ask: &[],
         };
         fallback_reply(&self.definition.agent, context.expected_language().as_deref())
     }
@@ -447,9 +451,11 @@ pub async fn compose(
                         .await?;
                     if chosen_template(&answer).is_none() {
                         let problems = input.check(&answer.reply, &grounding);
-                        // Saying again what the agent already said is poor but not unsafe
-                        // (a question the customer left unanswered); the rest is.
-                        fallback = problems.iter().any(|p| p.check != ReplyCheck::Repeated);
+                        // Saying again what the agent already said (a question the customer
+                        // left unanswered), or not asking for a missing detail, is poor but not
+                        // unsafe; the rest is.
+                        fallback =
+                            problems.iter().any(|p| !matches!(p.check, ReplyCheck::Repeated | ReplyCheck::Unasked));
                         reply_checks.push(problems);
                     }
                 }

@@ -70,6 +70,29 @@ async fn a_missing_required_parameter_makes_the_agent_ask_for_it() {
 }
 
 #[tokio::test]
+async fn a_reply_that_asks_nothing_for_a_missing_detail_is_written_again() {
+    let definition = inline(WEATHER);
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [
+        {"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": null}}]}
+    ]}));
+    // The first reply greets and asks nothing; told why, the second asks for the city.
+    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
+        if p.contains("it asks the customer nothing, but nothing can be done before they give: city") {
+            "Which city should I check?".into()
+        } else {
+            "Hello! I can tell you the weather anywhere.".into()
+        }
+    }));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Hi, what's the weather like?").await;
+    assert_eq!(outcome.messages, ["Which city should I check?"]);
+    let found: Vec<_> = outcome.trace.composition.reply_checks.iter().flatten().map(|p| p.check).collect();
+    assert_eq!(found, [guidepost_core::reply_check::ReplyCheck::Unasked]);
+    assert!(!outcome.trace.composition.fallback);
+}
+
+#[tokio::test]
 async fn failing_slow_and_panicking_tools_never_fail_the_turn() {
     let yaml = r#"
 agent: {name: Fragile}

@@ -28,13 +28,23 @@ cargo build --locked -p guidepost-cli
 bin=target/debug/guidepost
 
 "$bin" check examples/agents
-cat >&2 <<'HELP'
+
+# The port the server will listen on, for the hints below (`--port N` or `--port=N`).
+port=8800
+args=("$@")
+for i in "${!args[@]}"; do
+    case "${args[$i]}" in
+        --port=*) port="${args[$i]#--port=}" ;;
+        --port) port="${args[$((i + 1))]:-$port}" ;;
+    esac
+done
+cat >&2 <<HELP
 
 Talk to an agent (in another terminal):
-  curl -s -X POST localhost:8800/sessions -H 'content-type: application/json' -d '{"agent_id": "weather"}'
-  curl -s -X POST localhost:8800/sessions/SESSION/events -H 'content-type: application/json' \
+  curl -s -X POST localhost:$port/sessions -H 'content-type: application/json' -d '{"agent_id": "weather"}'
+  curl -s -X POST localhost:$port/sessions/SESSION/events -H 'content-type: application/json' \\
        -d '{"kind": "message", "source": "customer", "message": "Hi, what is the weather in Beijing?"}'
-  curl -s 'localhost:8800/sessions/SESSION/events?min_offset=0&wait_for_data=60'
+  curl -s 'localhost:$port/sessions/SESSION/events?min_offset=0&wait_for_data=60'
 The README shows the official Python and TypeScript clients; Ctrl-C stops the server.
 
 HELP

@@ -22,6 +22,9 @@
 //!   recheck_after_tools: related  # after tools ran, check again: related (conditions
 //!                                 # the results speak of), unmatched (all) or declared
 //!                                 # (only `reevaluate_after` links)
+//!   tasks:                        # per-task overrides of the settings above
+//!     matching: { verdicts: direct }
+//!     journey_selection: { verdicts: single }   # walk transitions one question at a time
 //! ```
 
 use std::collections::HashMap;
@@ -53,6 +56,23 @@ struct Engine {
     journey_top_k: Option<usize>,
     history_turns: Option<usize>,
     recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
+    #[serde(default)]
+    tasks: Tasks,
+}
+
+/// Engine settings that differ per task (they override the section's own).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tasks {
+    matching: Option<TaskEngine>,
+    journey_selection: Option<TaskEngine>,
+}
+
+/// The settings one task can override.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskEngine {
+    verdicts: Option<guidepost_engine::VerdictStyle>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -140,6 +160,12 @@ pub fn runtime_config_from(
     if let Some(r) = engine.recheck_after_tools {
         m.recheck_after_tools = r;
     }
+    if let Some(v) = engine.tasks.matching.and_then(|t| t.verdicts) {
+        m.verdicts = v;
+    }
+    if let Some(v) = engine.tasks.journey_selection.and_then(|t| t.verdicts) {
+        m.journey_verdicts = Some(v);
+    }
     if config.history_turns.is_none() {
         config.history_turns = engine.history_turns.filter(|n| *n > 0);
     }
@@ -205,6 +231,8 @@ mod tests {
         let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
         assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
         assert_eq!(c.matcher.recheck_after_tools, guidepost_engine::RecheckAfterTools::Declared);
+        assert_eq!(c.matcher.journey_verdicts, None, "journeys follow the checks unless told");
+
         assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));
         assert_eq!((c.matcher.journey_top_k, c.history_turns), (3, Some(8)));
         let env = |var: &str| (var == "GUIDEPOST_HISTORY_TURNS").then(|| "4".to_string());
@@ -215,6 +243,20 @@ mod tests {
         let f = file("engine:\n  verdicts: sometimes\n");
         let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
         assert!(e.contains("sometimes") && e.contains("line 2"), "{e}");
+
+        // Per task: the journey steps or the checks alone.
+        let f = file("engine:\n  verdicts: reasoned\n  tasks:\n    journey_selection: {verdicts: single}\n");
+        let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
+        assert_eq!(
+            (c.matcher.verdicts, c.matcher.journey_verdicts),
+            (VerdictStyle::Reasoned, Some(VerdictStyle::Single))
+        );
+        let f = file("engine:\n  verdicts: reasoned\n  tasks:\n    matching: {verdicts: direct}\n");
+        let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
+        assert_eq!((c.matcher.verdicts, c.matcher.journey_verdicts), (VerdictStyle::Direct, None));
+        let f = file("engine:\n  tasks:\n    generation: {verdicts: single}\n");
+        let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains("generation") && e.contains("line 3"), "{e}");
     }
 
     #[test]

@@ -105,6 +105,11 @@ pub struct MatcherConfig {
     pub max_advance_steps: usize,
     /// How guideline checks ask for verdicts.
     pub verdicts: VerdictStyle,
+    /// How journey steps are decided, when it differs from the checks (a per-task override):
+    /// [`VerdictStyle::Single`] walks the transitions one yes-or-no question at a time, any
+    /// other style asks for the whole move in one call. `None` follows
+    /// [`verdicts`](Self::verdicts), resolved against the journey model's capabilities.
+    pub journey_verdicts: Option<VerdictStyle>,
     /// What is checked again after tools ran.
     pub recheck_after_tools: RecheckAfterTools,
 }
@@ -121,6 +126,7 @@ impl Default for MatcherConfig {
             speculative_journey_selection: true,
             max_advance_steps: 4,
             verdicts: VerdictStyle::Auto,
+            journey_verdicts: None,
             recheck_after_tools: RecheckAfterTools::Related,
         }
     }

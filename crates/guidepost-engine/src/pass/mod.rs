@@ -146,7 +146,8 @@ impl<'a> Pass<'a> {
                 };
                 let selector = self.selector();
                 let model = self.journey_model;
-                let selection = if self.config.verdicts.for_model(&model.capabilities()) == VerdictStyle::Single {
+                let style = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
+                let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single {
                     selector.select_stepwise(model, graph, path, *starting, conversation).await
                 } else {
                     selector.select_with_model(model, graph, path, *starting, conversation).await

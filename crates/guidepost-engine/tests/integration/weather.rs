@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use guidepost_core::ToolId;
 use guidepost_engine::record::{FastPath, JourneyDecision};
-use guidepost_engine::{MatchKind, StagedToolResult};
+use guidepost_engine::{MatchKind, MatcherConfig, StagedToolResult, VerdictStyle};
 use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use serde_json::json;
@@ -224,25 +224,28 @@ fn statement(req: &guidepost_llm::ChatRequest) -> String {
 /// A small local model: one yes-or-no question per condition or transition, nothing else
 /// (a full journey-selection call would find no rule and fail the test).
 fn small_weather_model() -> Arc<ScriptedModel> {
-    let model = ScriptedModel::new()
-        .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
-        .when(schema_is("Verdict"))
-        .reply_with(|req| {
-            let said = statement(req);
-            let msg = last_customer(req);
-            let failed = tool_results(req).contains("error");
-            let holds = match said.as_str() {
-                "用户说了要查哪个城市" | "用户问了某个城市的天气" => mentions_city(&msg),
-                "用户还没说要查哪个城市" => !mentions_city(&msg),
-                "天气工具返回了天气" => !tool_results(req).is_empty() && !failed,
-                "天气工具查询失败（不支持该城市）" => failed,
-                "用户不想再查了" => msg.contains("不用") || msg.contains("没有"),
-                s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
-                other => decide(other, &msg),
-            };
-            Ok(json!(if holds { "yes" } else { "no" }))
-        });
-    Arc::new(model)
+    Arc::new(weather_verdicts(
+        ScriptedModel::new().with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None)),
+    ))
+}
+
+/// `model` answering one-question checks of the weather agent by its conditions' meaning.
+fn weather_verdicts(model: ScriptedModel) -> ScriptedModel {
+    model.when(schema_is("Verdict")).reply_with(|req| {
+        let said = statement(req);
+        let msg = last_customer(req);
+        let failed = tool_results(req).contains("error");
+        let holds = match said.as_str() {
+            "用户说了要查哪个城市" | "用户问了某个城市的天气" => mentions_city(&msg),
+            "用户还没说要查哪个城市" => !mentions_city(&msg),
+            "天气工具返回了天气" => !tool_results(req).is_empty() && !failed,
+            "天气工具查询失败（不支持该城市）" => failed,
+            "用户不想再查了" => msg.contains("不用") || msg.contains("没有"),
+            s if s.starts_with("The customer changes or corrects") => msg.contains("不对"),
+            other => decide(other, &msg),
+        };
+        Ok(json!(if holds { "yes" } else { "no" }))
+    })
 }
 
 #[tokio::test]
@@ -282,4 +285,22 @@ async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
     session.reply(&third, "上海今天多云。还想查询其他城市吗？");
     let fourth = matcher.match_turn(&session.customer("没有了，谢谢")).await.unwrap();
     assert_eq!(fourth.record.journey("weather_lookup").unwrap().decision, JourneyDecision::Completed);
+}
+
+#[tokio::test]
+async fn journey_steps_follow_their_own_verdict_style_when_configured() {
+    // A capable model would decide the move in one call; told per task, it walks the
+    // transitions one question at a time, while the checks keep their own style.
+    let model = Arc::new(
+        weather_verdicts(ScriptedModel::new())
+            .when(schema_is("ConditionChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", decide))),
+    );
+    let config = MatcherConfig { journey_verdicts: Some(VerdictStyle::Single), ..MatcherConfig::default() };
+    let matcher = matcher_with(example("weather"), model.clone(), None, config);
+    let o = matcher.match_turn(&Session::new().customer("北京天气怎么样？")).await.unwrap();
+    assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+    let journey_calls: Vec<_> = model.requests().into_iter().filter(|r| r.task == TaskKind::JourneySelection).collect();
+    assert!(!journey_calls.is_empty() && journey_calls.iter().all(|r| schema_is("Verdict")(r)), "{journey_calls:#?}");
+    assert!(model.requests().iter().any(|r| schema_is("ConditionChecks")(r)), "the checks keep the model's style");
 }

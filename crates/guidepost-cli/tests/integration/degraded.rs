@@ -168,3 +168,82 @@ fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
     assert!(stderr.contains("guidepost.yaml: models.matching"), "{stderr}");
     runtime.shutdown_background();
 }
+
+/// An agent whose first turn needs every engine task: checks, a journey step chosen by the
+/// model (two ways in), a tool call to infer, the reply, and journey prediction's embedding.
+const ORDERS: &str = "agent: {name: Otto, language: en}
+guidelines:
+  - {id: thanks, condition: The customer thanks the agent, action: Say you are glad to help}
+journeys:
+  - id: order_status
+    title: Order status
+    conditions: [The customer wants to know where their order is]
+    start:
+      - {to: lookup, when: The customer gave the order number}
+      - {to: ask, when: The customer has not given the order number}
+    states:
+      - {id: ask, chat: Ask for the order number, next: lookup}
+      - {id: lookup, tool: get_order, next: report}
+      - {id: report, chat: Tell the customer where the order is, next: end}
+  # More journeys than are considered per turn: prediction embeds the conversation.
+  - {id: returns, title: Returns, conditions: [The customer wants to return an item], start: [{to: r1}], states: [{id: r1, chat: Explain returns, next: end}]}
+  - {id: gifts, title: Gift cards, conditions: [The customer asks about gift cards], start: [{to: g1}], states: [{id: g1, chat: Explain gift cards, next: end}]}
+tools:
+  - name: get_order
+    description: Where an order is
+    parameters:
+      order_number: {type: string, description: The order number, source: customer}
+    fixture:
+      otherwise: {result: {status: shipped}}
+";
+
+#[test]
+fn every_engine_task_reaches_the_model_the_configuration_file_gives_it() {
+    let (url, runtime) = fake_rejecting(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let agent = dir.path().join("orders.yaml");
+    std::fs::write(&agent, ORDERS).unwrap();
+    let config = dir.path().join("guidepost.yaml");
+    let model = |name: &str| format!("openai-compatible:{url}/v1#{name}");
+    std::fs::write(
+        &config,
+        format!(
+            "models:\n  default: {}\n  matching: {}\n  journey_selection: {}\n  tool_inference: {}\n  generation: {}\n  embedder: {}\n",
+            model("model-default"),
+            model("model-checks"),
+            model("model-journeys"),
+            model("model-tools"),
+            model("model-replies"),
+            model("model-embed"),
+        ),
+    )
+    .unwrap();
+    let output = guidepost()
+        .args(["chat"])
+        .arg(&agent)
+        .args(["-m", "Where is my order 12345? I want to know where my order is."])
+        .env("GUIDEPOST_CONFIG", &config)
+        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
+        .env_remove("GUIDEPOST_MODEL")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let http = guidepost_llm::http::client_builder().build().unwrap();
+    let log: Vec<serde_json::Value> =
+        runtime.block_on(async { http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap() });
+    runtime.shutdown_background();
+    let models_of = |kind: &str, schema: Option<&str>| -> std::collections::BTreeSet<String> {
+        log.iter()
+            .filter(|r| r["kind"] == kind && (schema.is_none() || r["schema"].as_str() == schema))
+            .filter_map(|r| r["model"].as_str().map(str::to_string))
+            .collect()
+    };
+    let one = |name: &str| std::collections::BTreeSet::from([name.to_string()]);
+    assert_eq!(models_of("chat", Some("ConditionChecks")), one("model-checks"), "{log:#?}");
+    assert_eq!(models_of("chat", Some("JourneySelectionAnswer")), one("model-journeys"), "{log:#?}");
+    assert_eq!(models_of("chat", Some("tool_calls")), one("model-tools"), "{log:#?}");
+    assert_eq!(models_of("chat", Some("reply")), one("model-replies"), "{log:#?}");
+    assert_eq!(models_of("embeddings", None), one("model-embed"), "{log:#?}");
+    assert!(models_of("chat", None).iter().all(|m| m != "model-default"), "every task has its own: {log:#?}");
+}

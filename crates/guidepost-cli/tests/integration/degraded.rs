@@ -247,3 +247,53 @@ fn every_engine_task_reaches_the_model_the_configuration_file_gives_it() {
     assert_eq!(models_of("embeddings", None), one("model-embed"), "{log:#?}");
     assert!(models_of("chat", None).iter().all(|m| m != "model-default"), "every task has its own: {log:#?}");
 }
+
+#[test]
+fn the_simulators_customer_and_judge_reach_their_own_models() {
+    let (url, runtime) = fake_rejecting(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("otto.yaml"), AGENT).unwrap();
+    let scenario = dir.path().join("shipping.yaml");
+    std::fs::write(
+        &scenario,
+        "id: shipping\nagent: otto.yaml\ngoal: Find out how long shipping takes.\npersona: {description: A busy customer.}\nmax_turns: 2\nstep_graph:\n  start: ask\n  terminals: [ask]\n  steps:\n    - {id: ask, instruction: Ask how long shipping takes}\n",
+    )
+    .unwrap();
+    let config = dir.path().join("guidepost.yaml");
+    let model = |name: &str| format!("openai-compatible:{url}/v1#{name}");
+    std::fs::write(
+        &config,
+        format!(
+            "models:\n  default: {}\n  simulation: {}\n  judge: {}\n",
+            model("model-agent"),
+            model("model-customer"),
+            model("model-judge")
+        ),
+    )
+    .unwrap();
+    let output = guidepost()
+        .args(["simulate"])
+        .arg(&scenario)
+        .args(["--no-progress", "--no-artifacts"])
+        .env("GUIDEPOST_CONFIG", &config)
+        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
+        .env_remove("GUIDEPOST_MODEL")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let http = guidepost_llm::http::client_builder().build().unwrap();
+    let log: Vec<serde_json::Value> =
+        runtime.block_on(async { http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap() });
+    runtime.shutdown_background();
+    let models_of = |schema: &str| -> std::collections::BTreeSet<String> {
+        log.iter()
+            .filter(|r| r["schema"].as_str() == Some(schema))
+            .filter_map(|r| r["model"].as_str().map(str::to_string))
+            .collect()
+    };
+    let one = |name: &str| std::collections::BTreeSet::from([name.to_string()]);
+    assert_eq!(models_of("CustomerReply"), one("model-customer"), "{stderr}\n{log:#?}");
+    assert_eq!(models_of("StepJudgement"), one("model-judge"), "{stderr}\n{log:#?}");
+    assert_eq!(models_of("reply"), one("model-agent"), "the agent's tasks take the default: {log:#?}");
+}

@@ -239,6 +239,9 @@ impl Inner {
     fn usage(&self, generation: &Generation, latency: Duration) -> Usage {
         let mut usage = Usage::new(self.id.clone());
         usage.prompt_tokens = generation.prompt_tokens as u64;
+        // The prompt's prefix shared with the previous call is not evaluated again: reported
+        // like a hosted provider's cached prompt tokens.
+        usage.cached_tokens = generation.cached_prompt_tokens as u64;
         usage.completion_tokens = generation.token_ids.len() as u64;
         usage.latency = latency;
         usage.calls = 1;

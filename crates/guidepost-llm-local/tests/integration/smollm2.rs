@@ -241,3 +241,16 @@ fn concurrent_requests_are_served_one_at_a_time_with_identical_answers() {
     assert_eq!(a.output, b.output);
     assert_eq!(a.output.as_text(), Some("The capital of France is Paris."));
 }
+
+#[test]
+fn a_prompt_prefix_shared_with_the_previous_call_is_reported_as_cached() {
+    // A model of its own: the shared one's cache holds whatever another test asked last.
+    let model = LocalChatModel::load("local:smollm2", &super::common::options()).unwrap();
+    let rt = runtime();
+    let first = rt.block_on(model.complete(capital_question())).unwrap();
+    assert_eq!(first.usage.cached_tokens, 0, "nothing evaluated before");
+    let again = rt.block_on(model.complete(capital_question())).unwrap();
+    // Everything but the last prompt token (whose logits give the answer) comes from the cache.
+    assert_eq!(again.usage.cached_tokens, again.usage.prompt_tokens - 1);
+    assert_eq!(again.output.as_text(), first.output.as_text());
+}

@@ -64,8 +64,13 @@ fn describe(outcome: &TurnOutcome, runtime: &AgentRuntime, elapsed: std::time::D
         lines.push("fallback reply sent: no reply the model wrote passed the checks".to_string());
     }
     let usage = &outcome.trace.usage;
+    let cached = if usage.cached_tokens > 0 {
+        format!(" ({} reused from the call before)", usage.cached_tokens)
+    } else {
+        String::new()
+    };
     lines.push(format!(
-        "{} model calls, {} prompt tokens, {:.1} s",
+        "{} model calls, {} prompt tokens{cached}, {:.1} s",
         usage.calls,
         usage.prompt_tokens,
         elapsed.as_secs_f64()

@@ -62,4 +62,9 @@ impl Guideline {
     pub fn is_observation(&self) -> bool {
         self.action.is_none()
     }
+
+    /// Whether carrying out its action makes it applied: it has an action and is tracked.
+    pub fn is_tracked(&self) -> bool {
+        self.track && self.action.is_some()
+    }
 }

@@ -46,16 +46,20 @@ pub struct MatchingContext {
     pub(crate) conversation_embedding: OnceCell<Vec<f32>>,
 }
 
-/// Who said a message event, as prompts name them; `None` for events no one said (the
-/// customer UI's, the system's) or a message without text.
-pub(crate) fn speaker(e: &Event) -> Option<&'static str> {
-    e.data.get("message").and_then(|m| m.as_str())?;
-    match e.source {
-        EventSource::Customer => Some("customer"),
-        EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => Some("agent"),
-        EventSource::HumanAgent => Some("human_agent"),
-        EventSource::CustomerUi | EventSource::System => None,
+/// A message event as prompts show it: `None` for other events, deleted ones, messages no
+/// one in the conversation said (the customer UI's, the system's) and messages without text.
+pub(crate) fn history_message(e: &Event) -> Option<HistoryMessage> {
+    if e.kind != EventKind::Message || e.deleted {
+        return None;
     }
+    let speaker = match e.source {
+        EventSource::Customer => "customer",
+        EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => "agent",
+        EventSource::HumanAgent => "human_agent",
+        EventSource::CustomerUi | EventSource::System => return None,
+    };
+    let text = e.data.get("message").and_then(|m| m.as_str())?;
+    Some(HistoryMessage { speaker: speaker.to_string(), text: text.to_string() })
 }
 
 impl MatchingContext {
@@ -72,15 +76,7 @@ impl MatchingContext {
 
     /// The messages of the conversation (customer, agent, human agent), oldest first.
     pub fn messages(&self) -> Vec<HistoryMessage> {
-        self.events
-            .iter()
-            .filter(|e| e.kind == EventKind::Message && !e.deleted)
-            .filter_map(|e| {
-                let speaker = speaker(e)?;
-                let text = e.data.get("message").and_then(|m| m.as_str())?;
-                Some(HistoryMessage { speaker: speaker.to_string(), text: text.to_string() })
-            })
-            .collect()
+        self.events.iter().filter_map(history_message).collect()
     }
 
     /// The last customer message, or `""`.

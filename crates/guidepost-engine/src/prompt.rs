@@ -103,20 +103,13 @@ impl ConversationView {
     /// Builds the view of `ctx`, keeping the last `window` messages, with the tool calls of
     /// earlier turns among them where they were made.
     pub fn build(definition: &AgentDefinition, ctx: &MatchingContext, window: usize) -> Self {
-        let timeline = earlier_tool_calls(ctx);
-        let total = timeline.iter().filter(|m| m.speaker != TOOL_SPEAKER).count();
-        let elided = total.saturating_sub(window.max(1));
+        let timeline = timeline(ctx);
+        let messages: Vec<usize> =
+            timeline.iter().enumerate().filter(|(_, m)| m.speaker != TOOL_SPEAKER).map(|(i, _)| i).collect();
+        let elided = messages.len().saturating_sub(window.max(1));
         // The first entry shown is the first message kept; a call made before it is elided
         // with the messages around it.
-        let mut seen = 0;
-        let first = timeline
-            .iter()
-            .position(|m| {
-                let message = m.speaker != TOOL_SPEAKER;
-                seen += usize::from(message);
-                message && seen > elided
-            })
-            .unwrap_or(timeline.len());
+        let first = messages.get(elided).copied().unwrap_or(timeline.len());
         Self {
             agent_name: definition.agent.name.clone(),
             agent_description: definition.agent.description.clone(),
@@ -149,41 +142,28 @@ const EARLIER_RESULT_CHARS: usize = 600;
 /// (speaker [`TOOL_SPEAKER`], `tool(arguments) -> result`): a condition about a balance the
 /// agent looked up two turns ago is judged on that balance. Calls of this turn are shown
 /// apart, as this turn's facts.
-fn earlier_tool_calls(ctx: &MatchingContext) -> Vec<HistoryMessage> {
+fn timeline(ctx: &MatchingContext) -> Vec<HistoryMessage> {
     let mut out = Vec::new();
-    let mut messages = ctx.messages().into_iter();
-    for e in ctx.events.iter().filter(|e| !e.deleted) {
-        match e.kind {
-            guidepost_core::EventKind::Message => {
-                // `messages` holds the same events in the same order, minus those of no
-                // speaker (the customer UI, the system).
-                if crate::context::speaker(e).is_some()
-                    && let Some(m) = messages.next()
-                {
-                    out.push(m);
-                }
-            }
-            guidepost_core::EventKind::Tool => {
-                let calls = e.data.get("tool_calls").and_then(serde_json::Value::as_array).into_iter().flatten();
-                for call in calls {
-                    let tool = call.get("tool_id").and_then(serde_json::Value::as_str).unwrap_or("tool");
-                    let tool = tool.rsplit(':').next().unwrap_or(tool);
-                    let arguments = call.get("arguments").map(compact).unwrap_or_default();
-                    let result = call.get("result").map(shown_result).unwrap_or_default();
-                    out.push(HistoryMessage {
-                        speaker: TOOL_SPEAKER.to_string(),
-                        text: format!(
-                            "{tool}({arguments}) -> {}",
-                            guidepost_llm::excerpt(&result, EARLIER_RESULT_CHARS)
-                        ),
-                    });
-                }
-            }
-            _ => {}
+    for e in &ctx.events {
+        if let Some(message) = crate::context::history_message(e) {
+            out.push(message);
+        } else if e.kind == guidepost_core::EventKind::Tool && !e.deleted {
+            let calls = e.data.get("tool_calls").and_then(serde_json::Value::as_array).into_iter().flatten();
+            out.extend(
+                calls.map(|call| HistoryMessage { speaker: TOOL_SPEAKER.to_string(), text: earlier_call(call) }),
+            );
         }
     }
-    out.extend(messages);
     out
+}
+
+/// One tool call of an earlier turn as `tool(arguments) -> result`.
+fn earlier_call(call: &serde_json::Value) -> String {
+    let tool = call.get("tool_id").and_then(serde_json::Value::as_str).unwrap_or("tool");
+    let tool = tool.rsplit(':').next().unwrap_or(tool);
+    let arguments = call.get("arguments").map(compact).unwrap_or_default();
+    let result = call.get("result").map(shown_result).unwrap_or_default();
+    format!("{tool}({arguments}) -> {}", guidepost_llm::excerpt(&result, EARLIER_RESULT_CHARS))
 }
 
 /// A tool result as prompts show it: the data the tool returned, or `the call failed with

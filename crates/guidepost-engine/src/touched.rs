@@ -407,7 +407,7 @@ fn about_the_customers_words(condition: &str) -> bool {
     let rest = c.strip_prefix("the ").unwrap_or(&c);
     let after_subject = ["customer ", "user ", "client ", "caller "].iter().find_map(|s| rest.strip_prefix(s));
     if let Some(after) = after_subject {
-        return SPEECH.iter().any(|verb| after.starts_with(&format!("{verb} ")));
+        return SPEECH.iter().any(|verb| after.strip_prefix(verb).is_some_and(|r| r.starts_with(' ')));
     }
     let after_subject = ["顾客", "客户", "用户", "客人"].iter().find_map(|s| c.strip_prefix(s));
     after_subject.is_some_and(|after| {

@@ -454,7 +454,7 @@ impl AgentRuntime {
             state.tool_insights.decisions.iter().any(|(t, d)| t == tool && *d != crate::state::ToolDecision::CannotRun)
         };
         for m in state.all_matches() {
-            let tracked = self.definition.guideline(&m.guideline_id).is_some_and(|g| g.track && g.action.is_some());
+            let tracked = self.definition.guideline(&m.guideline_id).is_some_and(guidepost_core::Guideline::is_tracked);
             let carried_out = m.tools.iter().all(done) && followed.is_none_or(|f| f.contains(&m.guideline_id));
             if tracked && carried_out && matches!(m.kind, MatchKind::Guideline) && !applied.contains(&m.guideline_id) {
                 applied.push(m.guideline_id.clone());

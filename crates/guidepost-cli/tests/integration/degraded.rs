@@ -4,6 +4,7 @@
 //! planted key appears in no output, logs included. The same fake server also shows a
 //! configuration file routing each task to its model.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::guidepost;
@@ -76,6 +77,41 @@ fn a_turn_that_lost_every_matching_call_sends_no_reply_and_exits_1() {
     assert!(stderr.contains("every model call of this matching pass failed"), "{stderr}");
 }
 
+/// Runs `guidepost` with `args` under the configuration file `config` (no `GUIDEPOST_MODEL`,
+/// the fake's key); its output.
+fn with_config(args: &[&std::ffi::OsStr], config: &std::path::Path) -> std::process::Output {
+    guidepost()
+        .args(args)
+        .env("GUIDEPOST_CONFIG", config)
+        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
+        .env_remove("GUIDEPOST_MODEL")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap()
+}
+
+/// The fake's request log, emptied for the next run.
+fn take_log(url: &str, runtime: &tokio::runtime::Runtime) -> Vec<serde_json::Value> {
+    let http = guidepost_llm::http::client_builder().build().unwrap();
+    runtime.block_on(async {
+        let log = http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap();
+        http.delete(format!("{url}/_log")).send().await.unwrap();
+        log
+    })
+}
+
+/// The models the logged requests of `kind` named, those answering `schema` when given.
+fn models_of(log: &[serde_json::Value], kind: &str, schema: Option<&str>) -> BTreeSet<String> {
+    log.iter()
+        .filter(|r| r["kind"] == kind && (schema.is_none() || r["schema"].as_str() == schema))
+        .filter_map(|r| r["model"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn one(model: &str) -> BTreeSet<String> {
+    BTreeSet::from([model.to_string()])
+}
+
 /// `GUIDEPOST_CONFIG` names a file that gives each task its model: the requests reach the
 /// fake under the model names the file gave them, and a variable set in the environment wins
 /// over the file. Its engine section chooses how checks are asked.
@@ -102,32 +138,20 @@ fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
         }
         let output = cmd.timeout(Duration::from_secs(120)).output().unwrap();
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-        let http = guidepost_llm::http::client_builder().build().unwrap();
-        runtime.block_on(async {
-            let log: Vec<serde_json::Value> =
-                http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap();
-            http.delete(format!("{url}/_log")).send().await.unwrap();
-            log
-        })
-    };
-    let models_of = |log: &[serde_json::Value], schema: Option<&str>| -> std::collections::BTreeSet<String> {
-        log.iter()
-            .filter(|r| r["kind"] == "chat" && r["schema"].as_str() == schema)
-            .filter_map(|r| r["model"].as_str().map(str::to_string))
-            .collect()
+        take_log(&url, &runtime)
     };
     let log = run(&[]);
-    assert_eq!(models_of(&log, Some("ConditionChecks")), ["model-checks".to_string()].into());
-    assert_eq!(models_of(&log, Some("reply")), ["model-replies".to_string()].into(), "{log:?}");
+    assert_eq!(models_of(&log, "chat", Some("ConditionChecks")), one("model-checks"));
+    assert_eq!(models_of(&log, "chat", Some("reply")), one("model-replies"), "{log:?}");
     let log = run(&[("GUIDEPOST_MODEL_MATCHING", format!("openai-compatible:{url}/v1#model-from-env"))]);
-    assert_eq!(models_of(&log, Some("ConditionChecks")), ["model-from-env".to_string()].into());
+    assert_eq!(models_of(&log, "chat", Some("ConditionChecks")), one("model-from-env"));
 
     // The engine section chooses how checks are asked, whatever the model declares.
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(&config, format!("{text}engine:\n  verdicts: direct\n")).unwrap();
     let log = run(&[]);
-    assert_eq!(models_of(&log, Some("DirectChecks")), ["model-checks".to_string()].into(), "{log:?}");
-    assert!(models_of(&log, Some("ConditionChecks")).is_empty());
+    assert_eq!(models_of(&log, "chat", Some("DirectChecks")), one("model-checks"), "{log:?}");
+    assert!(models_of(&log, "chat", Some("ConditionChecks")).is_empty());
 
     // So does eval: a style is measured on labelled cases before it is deployed.
     let cases = dir.path().join("cases.yaml");
@@ -136,23 +160,10 @@ fn a_configuration_file_gives_each_task_its_model_and_the_environment_wins() {
         "agent: otto.yaml\ncases:\n  - id: shipping\n    conversation:\n      - customer: How long does shipping take?\n    expect:\n      guidelines: {shipping: true}\n",
     )
     .unwrap();
-    let output = guidepost()
-        .args(["eval"])
-        .arg(&cases)
-        .env("GUIDEPOST_CONFIG", &config)
-        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
-        .env_remove("GUIDEPOST_MODEL")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+    let output = with_config(&["eval".as_ref(), cases.as_os_str()], &config);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let http = guidepost_llm::http::client_builder().build().unwrap();
-    let log: Vec<serde_json::Value> = runtime.block_on(async {
-        let log = http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap();
-        http.delete(format!("{url}/_log")).send().await.unwrap();
-        log
-    });
-    assert_eq!(models_of(&log, Some("DirectChecks")), ["model-checks".to_string()].into(), "{log:?}");
+    let log = take_log(&url, &runtime);
+    assert_eq!(models_of(&log, "chat", Some("DirectChecks")), one("model-checks"), "{log:?}");
 
     std::fs::write(&config, "models:\n  matching: nonsense\n").unwrap();
     let output = guidepost()
@@ -197,55 +208,44 @@ tools:
       otherwise: {result: {status: shipped}}
 ";
 
+/// A configuration file giving each of `tasks` (`(key, model name)`) a model on the fake at `url`.
+fn config_file(dir: &std::path::Path, url: &str, tasks: &[(&str, &str)]) -> std::path::PathBuf {
+    let config = dir.join("guidepost.yaml");
+    let models: String =
+        tasks.iter().map(|(task, name)| format!("  {task}: openai-compatible:{url}/v1#{name}\n")).collect();
+    std::fs::write(&config, format!("models:\n{models}")).unwrap();
+    config
+}
+
 #[test]
 fn every_engine_task_reaches_the_model_the_configuration_file_gives_it() {
     let (url, runtime) = fake_rejecting(&[]);
     let dir = tempfile::tempdir().unwrap();
     let agent = dir.path().join("orders.yaml");
     std::fs::write(&agent, ORDERS).unwrap();
-    let config = dir.path().join("guidepost.yaml");
-    let model = |name: &str| format!("openai-compatible:{url}/v1#{name}");
-    std::fs::write(
-        &config,
-        format!(
-            "models:\n  default: {}\n  matching: {}\n  journey_selection: {}\n  tool_inference: {}\n  generation: {}\n  embedder: {}\n",
-            model("model-default"),
-            model("model-checks"),
-            model("model-journeys"),
-            model("model-tools"),
-            model("model-replies"),
-            model("model-embed"),
-        ),
-    )
-    .unwrap();
-    let output = guidepost()
-        .args(["chat"])
-        .arg(&agent)
-        .args(["-m", "Where is my order 12345? I want to know where my order is."])
-        .env("GUIDEPOST_CONFIG", &config)
-        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
-        .env_remove("GUIDEPOST_MODEL")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+    let config = config_file(
+        dir.path(),
+        &url,
+        &[
+            ("default", "model-default"),
+            ("matching", "model-checks"),
+            ("journey_selection", "model-journeys"),
+            ("tool_inference", "model-tools"),
+            ("generation", "model-replies"),
+            ("embedder", "model-embed"),
+        ],
+    );
+    let message = "Where is my order 12345? I want to know where my order is.";
+    let output = with_config(&["chat".as_ref(), agent.as_os_str(), "-m".as_ref(), message.as_ref()], &config);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let http = guidepost_llm::http::client_builder().build().unwrap();
-    let log: Vec<serde_json::Value> =
-        runtime.block_on(async { http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap() });
+    let log = take_log(&url, &runtime);
     runtime.shutdown_background();
-    let models_of = |kind: &str, schema: Option<&str>| -> std::collections::BTreeSet<String> {
-        log.iter()
-            .filter(|r| r["kind"] == kind && (schema.is_none() || r["schema"].as_str() == schema))
-            .filter_map(|r| r["model"].as_str().map(str::to_string))
-            .collect()
-    };
-    let one = |name: &str| std::collections::BTreeSet::from([name.to_string()]);
-    assert_eq!(models_of("chat", Some("ConditionChecks")), one("model-checks"), "{log:#?}");
-    assert_eq!(models_of("chat", Some("JourneySelectionAnswer")), one("model-journeys"), "{log:#?}");
-    assert_eq!(models_of("chat", Some("tool_calls")), one("model-tools"), "{log:#?}");
-    assert_eq!(models_of("chat", Some("reply")), one("model-replies"), "{log:#?}");
-    assert_eq!(models_of("embeddings", None), one("model-embed"), "{log:#?}");
-    assert!(models_of("chat", None).iter().all(|m| m != "model-default"), "every task has its own: {log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("ConditionChecks")), one("model-checks"), "{log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("JourneySelectionAnswer")), one("model-journeys"), "{log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("tool_calls")), one("model-tools"), "{log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("reply")), one("model-replies"), "{log:#?}");
+    assert_eq!(models_of(&log, "embeddings", None), one("model-embed"), "{log:#?}");
+    assert!(models_of(&log, "chat", None).iter().all(|m| m != "model-default"), "every task has its own: {log:#?}");
 }
 
 #[test]
@@ -259,41 +259,21 @@ fn the_simulators_customer_and_judge_reach_their_own_models() {
         "id: shipping\nagent: otto.yaml\ngoal: Find out how long shipping takes.\npersona: {description: A busy customer.}\nmax_turns: 2\nstep_graph:\n  start: ask\n  terminals: [ask]\n  steps:\n    - {id: ask, instruction: Ask how long shipping takes}\n",
     )
     .unwrap();
-    let config = dir.path().join("guidepost.yaml");
-    let model = |name: &str| format!("openai-compatible:{url}/v1#{name}");
-    std::fs::write(
-        &config,
-        format!(
-            "models:\n  default: {}\n  simulation: {}\n  judge: {}\n",
-            model("model-agent"),
-            model("model-customer"),
-            model("model-judge")
-        ),
-    )
-    .unwrap();
-    let output = guidepost()
-        .args(["simulate"])
-        .arg(&scenario)
-        .args(["--no-progress", "--no-artifacts"])
-        .env("GUIDEPOST_CONFIG", &config)
-        .env("OPENAI_COMPATIBLE_API_KEY", KEY)
-        .env_remove("GUIDEPOST_MODEL")
-        .timeout(Duration::from_secs(120))
-        .output()
-        .unwrap();
+    let config = config_file(
+        dir.path(),
+        &url,
+        &[("default", "model-agent"), ("simulation", "model-customer"), ("judge", "model-judge")],
+    );
+    let args = ["simulate".as_ref(), scenario.as_os_str(), "--no-progress".as_ref(), "--no-artifacts".as_ref()];
+    let output = with_config(&args, &config);
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let http = guidepost_llm::http::client_builder().build().unwrap();
-    let log: Vec<serde_json::Value> =
-        runtime.block_on(async { http.get(format!("{url}/_log")).send().await.unwrap().json().await.unwrap() });
+    let log = take_log(&url, &runtime);
     runtime.shutdown_background();
-    let models_of = |schema: &str| -> std::collections::BTreeSet<String> {
-        log.iter()
-            .filter(|r| r["schema"].as_str() == Some(schema))
-            .filter_map(|r| r["model"].as_str().map(str::to_string))
-            .collect()
-    };
-    let one = |name: &str| std::collections::BTreeSet::from([name.to_string()]);
-    assert_eq!(models_of("CustomerReply"), one("model-customer"), "{stderr}\n{log:#?}");
-    assert_eq!(models_of("StepJudgement"), one("model-judge"), "{stderr}\n{log:#?}");
-    assert_eq!(models_of("reply"), one("model-agent"), "the agent's tasks take the default: {log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("CustomerReply")), one("model-customer"), "{stderr}\n{log:#?}");
+    assert_eq!(models_of(&log, "chat", Some("StepJudgement")), one("model-judge"), "{stderr}\n{log:#?}");
+    assert_eq!(
+        models_of(&log, "chat", Some("reply")),
+        one("model-agent"),
+        "the agent's tasks take the default: {log:#?}"
+    );
 }

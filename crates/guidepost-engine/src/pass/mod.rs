@@ -425,8 +425,17 @@ impl<'a> Pass<'a> {
                 Err(task) => selections.push(task),
             }
         }
+        // The starting journeys' first moves, planned once: the step checks read them, and
+        // speculative selection takes the ones a model must decide.
+        let start_plans: Vec<(&String, Result<Decision, Task<'a>>)> =
+            if input.evaluate_only.is_none() || ready.is_some() {
+                let start = JourneyPath::start();
+                starting.iter().map(|j| (j, self.plan_journey(j, &start, true, &tools_ran, true))).collect()
+            } else {
+                Vec::new()
+            };
         if input.evaluate_only.is_none() {
-            let items = self.step_checks(&input.paths_in, &starting, &tools_ran, &mut state);
+            let items = self.step_checks(&input.paths_in, &start_plans, &mut state);
             by_category.entry(Category::Actionable).or_default().extend(items);
         }
         let mut tasks: Vec<Task<'a>> = Vec::new();
@@ -447,8 +456,8 @@ impl<'a> Pass<'a> {
         // starting ones.
         tasks.extend(selections);
         if ready.is_some() {
-            for journey in &starting {
-                match self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
+            for (journey, plan) in start_plans {
+                match plan {
                     Ok(decision) => {
                         state.speculative.insert(journey.clone(), decision);
                     }
@@ -531,18 +540,13 @@ impl<'a> Pass<'a> {
     fn step_checks(
         &self,
         paths_in: &IndexMap<String, JourneyPath>,
-        starting: &BTreeSet<String>,
-        tools_ran: &[ToolId],
+        start_plans: &[(&String, Result<Decision, Task<'a>>)],
         state: &mut State<'a>,
     ) -> Vec<&'a MatchableGuideline> {
         // The deterministic moves: the active journeys' (already decided) and the starting
         // journeys' first steps.
-        let start = JourneyPath::start();
-        let starts: Vec<(&str, Decision)> = starting
-            .iter()
-            .filter_map(|j| Some((j.as_str(), self.plan_journey(j, &start, true, tools_ran, true).ok()?)))
-            .collect();
-        let moves = state.decisions.iter().map(|(j, d)| (j.as_str(), d)).chain(starts.iter().map(|(j, d)| (*j, d)));
+        let starts = start_plans.iter().filter_map(|(j, plan)| Some((j.as_str(), plan.as_ref().ok()?)));
+        let moves = state.decisions.iter().map(|(j, d)| (j.as_str(), d)).chain(starts);
         let mut items: Vec<&'a MatchableGuideline> = Vec::new();
         let mut seen: BTreeSet<&str> = BTreeSet::new();
         let mut correctable = BTreeSet::new();

@@ -227,7 +227,7 @@ fn instructions(input: &ComposeInput<'_>) -> Vec<(Value, Option<String>)> {
     let mut out: Vec<(Value, Option<String>)> = flow_steps(input).into_iter().map(|v| (v, None)).collect();
     out.extend(input.state.ordinary_matches.iter().chain(&input.state.tool_enabled_matches).filter_map(|m| {
         let view = guideline_view(d, m)?;
-        let tracked = d.guideline(&m.guideline_id).is_some_and(|g| g.track && g.action.is_some());
+        let tracked = d.guideline(&m.guideline_id).is_some_and(guidepost_core::Guideline::is_tracked);
         Some((view, tracked.then(|| m.guideline_id.clone())))
     }));
     out
@@ -411,7 +411,6 @@ pub async fn compose(
                 instructions(&input).into_iter().map(|(_, id)| id.filter(|_| reports)).collect();
             let numbers: Vec<usize> =
                 tracked.iter().enumerate().filter(|(_, id)| id.is_some()).map(|(i, _)| i + 1).collect();
-            ctx["report_followed"] = json!(!numbers.is_empty());
             ctx["tracked_numbers"] = json!(numbers);
             let choices: Vec<String> = if mode == CompositionMode::CannedFluid {
                 cands.iter().map(|c| c.id.clone()).collect()
@@ -462,7 +461,7 @@ pub async fn compose(
             }
             let chosen = chosen_template(&answer);
             let followed = match &answer.followed {
-                _ if fallback => ctx["report_followed"].as_bool().unwrap_or(false).then(Vec::new),
+                _ if fallback => (!tracked_numbers(&ctx).is_empty()).then(Vec::new),
                 Some(numbers) => Some(followed_ids(numbers, &tracked)),
                 None => None,
             };

@@ -22,6 +22,8 @@
 //!   recheck_after_tools: related  # after tools ran, check again: related (conditions
 //!                                 # the results speak of), unmatched (all) or declared
 //!                                 # (only `reevaluate_after` links)
+//!   verdict_threshold: 0.7        # the probability of yes from which a one-question check
+//!                                 # holds, for models that report it (default: the model's)
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
@@ -56,6 +58,7 @@ struct Engine {
     journey_top_k: Option<usize>,
     history_turns: Option<usize>,
     recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
+    verdict_threshold: Option<f32>,
     #[serde(default)]
     tasks: Tasks,
 }
@@ -143,6 +146,12 @@ pub fn runtime_config_from(
         Some(path) => read(path)?.engine,
         None => Engine::default(),
     };
+    if let Some(t) = engine.verdict_threshold
+        && !(0.0..=1.0).contains(&t)
+    {
+        let file = file.map(|p| p.display().to_string()).unwrap_or_default();
+        anyhow::bail!("{file}: engine.verdict_threshold: {t} is not a probability between 0 and 1");
+    }
     let mut config = guidepost_runtime::RuntimeConfig::from_vars(&env)?;
     let m = &mut config.matcher;
     if let Some(v) = engine.verdicts {
@@ -159,6 +168,9 @@ pub fn runtime_config_from(
     }
     if let Some(r) = engine.recheck_after_tools {
         m.recheck_after_tools = r;
+    }
+    if let Some(t) = engine.verdict_threshold {
+        m.verdict_threshold = Some(t);
     }
     if let Some(v) = engine.tasks.matching.and_then(|t| t.verdicts) {
         m.verdicts = v;
@@ -226,11 +238,12 @@ mod tests {
     fn the_engine_section_sets_how_checks_are_asked() {
         use guidepost_engine::VerdictStyle;
         let f = file(
-            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n",
+            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n  verdict_threshold: 0.7\n",
         );
         let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
         assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
         assert_eq!(c.matcher.recheck_after_tools, guidepost_engine::RecheckAfterTools::Declared);
+        assert_eq!(c.matcher.verdict_threshold, Some(0.7));
         assert_eq!(c.matcher.journey_verdicts, None, "journeys follow the checks unless told");
 
         assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));
@@ -243,6 +256,9 @@ mod tests {
         let f = file("engine:\n  verdicts: sometimes\n");
         let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
         assert!(e.contains("sometimes") && e.contains("line 2"), "{e}");
+        let f = file("engine:\n  verdict_threshold: 1.5\n");
+        let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains("engine.verdict_threshold") && e.contains("1.5"), "{e}");
 
         // Per task: the journey steps or the checks alone.
         let f = file("engine:\n  verdicts: reasoned\n  tasks:\n    journey_selection: {verdicts: single}\n");

@@ -67,7 +67,7 @@ impl ChatModel for FakeModel {
         let prompt = req.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>().join("\n");
         self.prompts.lock().unwrap().push((req.task.clone(), prompt));
         *self.busy.lock().unwrap() += started.elapsed();
-        Ok(ChatResponse { output: Output::Json(value), usage: Usage::new("fake") })
+        Ok(ChatResponse::new(Output::Json(value), Usage::new("fake")))
     }
 }
 

@@ -112,6 +112,10 @@ pub struct MatcherConfig {
     pub journey_verdicts: Option<VerdictStyle>,
     /// What is checked again after tools ran.
     pub recheck_after_tools: RecheckAfterTools,
+    /// The probability of "yes" from which a one-question check holds, for models that
+    /// report how likely their answers were; `None` takes the model's declared
+    /// [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
+    pub verdict_threshold: Option<f32>,
 }
 
 impl Default for MatcherConfig {
@@ -128,6 +132,7 @@ impl Default for MatcherConfig {
             verdicts: VerdictStyle::Auto,
             journey_verdicts: None,
             recheck_after_tools: RecheckAfterTools::Related,
+            verdict_threshold: None,
         }
     }
 }

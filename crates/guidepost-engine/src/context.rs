@@ -53,7 +53,7 @@ pub(crate) fn history_message(e: &Event) -> Option<HistoryMessage> {
         return None;
     }
     let speaker = match e.source {
-        EventSource::Customer => "customer",
+        EventSource::Customer => crate::prompt::CUSTOMER_SPEAKER,
         EventSource::AiAgent | EventSource::HumanAgentOnBehalfOfAiAgent => "agent",
         EventSource::HumanAgent => "human_agent",
         EventSource::CustomerUi | EventSource::System => return None,
@@ -81,7 +81,12 @@ impl MatchingContext {
 
     /// The last customer message, or `""`.
     pub fn last_customer_message(&self) -> String {
-        self.messages().into_iter().rev().find(|m| m.speaker == "customer").map(|m| m.text).unwrap_or_default()
+        self.messages()
+            .into_iter()
+            .rev()
+            .find(|m| m.speaker == crate::prompt::CUSTOMER_SPEAKER)
+            .map(|m| m.text)
+            .unwrap_or_default()
     }
 
     /// Tools that ran in this turn.

@@ -17,8 +17,9 @@ use crate::error::BatchError;
 pub const DYNAMIC_MARKER: &str = "<<<DYNAMIC>>>";
 
 /// The prompt templates, by name.
-pub const TEMPLATES: [(&str, &str); 9] = [
+pub const TEMPLATES: [(&str, &str); 10] = [
     ("agent.j2", include_str!("prompts/agent.j2")),
+    ("customer.j2", include_str!("prompts/customer.j2")),
     ("conversation.j2", include_str!("prompts/conversation.j2")),
     ("conditions.j2", include_str!("prompts/conditions.j2")),
     ("previously_applied.j2", include_str!("prompts/previously_applied.j2")),
@@ -43,7 +44,8 @@ fn environment() -> &'static Result<Environment<'static>, String> {
 /// A rendered prompt: static instructions and the per-turn part.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderedPrompt {
-    /// Instructions and output format; identical across turns and agents.
+    /// Instructions and output format: the same across turns (single checks name the agent
+    /// here too, so the whole prefix a local model keeps is shared by a turn's checks).
     pub system: String,
     /// Agent, items, conversation and tool results.
     pub user: String,
@@ -131,6 +133,9 @@ impl ConversationView {
         }
     }
 }
+
+/// The speaker of the customer's messages in [`ConversationView::history`].
+pub const CUSTOMER_SPEAKER: &str = "customer";
 
 /// The speaker of a tool call of an earlier turn in [`ConversationView::history`].
 pub const TOOL_SPEAKER: &str = "tool";

@@ -6,7 +6,8 @@
 //! ```
 //!
 //! Each FILE holds a chat request as JSON, or a recording of the model layer's cache (its
-//! `request` field). The model loads once; each answer is printed with its time.
+//! `request` field). The model loads once; each answer is printed with its time, and below it
+//! every point where the answer's grammar left the model a choice, with the likeliest options.
 
 use std::time::Instant;
 
@@ -41,6 +42,11 @@ async fn main() -> anyhow::Result<()> {
         let start = Instant::now();
         let response = model.complete(req).await?;
         println!("== {file} ({:.1} s)\n{}", start.elapsed().as_secs_f64(), response.output.to_text());
+        for decision in &response.decisions {
+            let options: Vec<String> =
+                decision.options.iter().map(|o| format!("{:?} {:.3}", o.token, o.probability)).collect();
+            println!("   at {}: {}", decision.offset, options.join(", "));
+        }
     }
     Ok(())
 }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use candle_core::Device;
 use guidepost_llm::{
-    ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, Usage,
+    ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, TokenDecision,
+    TokenOption, Usage,
 };
 use tokio::sync::mpsc;
 
@@ -64,6 +65,8 @@ struct Inner {
     template: ChatTemplate,
     info: ModelInfo,
     options: LocalOptions,
+    /// See [`ChatModelSpec::verdict_threshold`].
+    verdict_threshold: f32,
     session: Mutex<Session>,
 }
 
@@ -88,7 +91,11 @@ impl LocalChatModel {
     pub fn load(spec: &str, options: &LocalOptions) -> Result<Self, LocalError> {
         let parsed = ChatModelSpec::parse(spec)?;
         let source = parsed.locate(&options.models_dir())?;
-        Self::load_source(parsed.model_id(), &source, options)
+        let mut model = Self::load_source(parsed.model_id(), &source, options)?;
+        if let Some(inner) = Arc::get_mut(&mut model.inner) {
+            inner.verdict_threshold = parsed.verdict_threshold();
+        }
+        Ok(model)
     }
 
     /// Loads the GGUF model at `source`, reporting it as `id`.
@@ -142,6 +149,7 @@ impl LocalChatModel {
                 template,
                 info,
                 options: options.clone(),
+                verdict_threshold: 0.5,
                 session: Mutex::new(Session { generator: Generator { decoder, stop_ids }, grammar: None }),
             }),
         })
@@ -236,6 +244,29 @@ impl Inner {
         }
     }
 
+    /// The port's answer: output, usage, and the choices the grammar left the model.
+    fn response(&self, answer: LocalAnswer, latency: Duration) -> ChatResponse {
+        let usage = self.usage(&answer.generation, latency);
+        let mut response = ChatResponse::new(answer.output, usage);
+        response.decisions = answer
+            .generation
+            .decisions
+            .iter()
+            .map(|d| TokenDecision {
+                offset: d.offset,
+                options: d
+                    .options
+                    .iter()
+                    .map(|&(id, probability)| TokenOption {
+                        token: self.tokenizer.decode(&[id]).unwrap_or_default(),
+                        probability,
+                    })
+                    .collect(),
+            })
+            .collect();
+        response
+    }
+
     fn usage(&self, generation: &Generation, latency: Duration) -> Usage {
         let mut usage = Usage::new(self.id.clone());
         usage.prompt_tokens = generation.prompt_tokens as u64;
@@ -266,6 +297,7 @@ impl ChatModel for LocalChatModel {
     /// A small model on the CPU, decoding JSON under the schema's grammar.
     fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
         guidepost_llm::ModelCapabilities::small_constrained(Some(self.inner.info.context_length))
+            .with_verdict_threshold(self.inner.verdict_threshold)
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
@@ -273,7 +305,7 @@ impl ChatModel for LocalChatModel {
         let start = Instant::now();
         let answer =
             tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {})).await.map_err(join_error)??;
-        Ok(ChatResponse { usage: self.inner.usage(&answer.generation, start.elapsed()), output: answer.output })
+        Ok(self.inner.response(answer, start.elapsed()))
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
@@ -286,12 +318,8 @@ impl ChatModel for LocalChatModel {
                 // A closed receiver only means the caller stopped listening.
                 let _ = deltas.send(Ok(StreamEvent::Delta(piece.to_string())));
             });
-            let last = result.map_err(LlmError::from).map(|answer| {
-                StreamEvent::Done(ChatResponse {
-                    usage: inner.usage(&answer.generation, start.elapsed()),
-                    output: answer.output,
-                })
-            });
+            let last =
+                result.map_err(LlmError::from).map(|answer| StreamEvent::Done(inner.response(answer, start.elapsed())));
             let _ = tx.send(last);
         });
         let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use llguidance::Matcher;
+use llguidance::toktrie::SimpleVob;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -49,6 +50,44 @@ pub struct Generation {
     pub decode: Duration,
     /// Why it ended.
     pub finish: FinishReason,
+    /// Under a grammar: every step where it allowed more than one token, with the likeliest
+    /// allowed tokens and their probabilities among the allowed ones.
+    pub decisions: Vec<Decision>,
+}
+
+/// A step where the grammar left the model a choice.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The byte offset in the answer's text where the chosen token starts.
+    pub offset: usize,
+    /// Up to [`DECISION_OPTIONS`] allowed tokens, likeliest first: id and probability among
+    /// the allowed tokens.
+    pub options: Vec<(u32, f32)>,
+}
+
+/// How many options a [`Decision`] keeps.
+pub const DECISION_OPTIONS: usize = 4;
+
+/// The likeliest allowed tokens, with probabilities renormalized over the allowed set
+/// (`None` when fewer than two are allowed).
+fn decision(logits: &[f32], mask: &SimpleVob, offset: usize) -> Option<Decision> {
+    let mut allowed: Vec<(u32, f32)> = Vec::new();
+    mask.iter_set_entries(|i| {
+        if let (Some(&logit), Ok(id)) = (logits.get(i), u32::try_from(i))
+            && logit.is_finite()
+        {
+            allowed.push((id, logit));
+        }
+    });
+    if allowed.len() < 2 {
+        return None;
+    }
+    let max = allowed.iter().map(|(_, l)| *l).fold(f32::NEG_INFINITY, f32::max);
+    let total: f32 = allowed.iter().map(|(_, l)| (l - max).exp()).sum();
+    allowed.sort_by(|a, b| b.1.total_cmp(&a.1));
+    allowed.truncate(DECISION_OPTIONS);
+    let options = allowed.into_iter().map(|(id, l)| (id, (l - max).exp() / total)).collect();
+    Some(Decision { offset, options })
 }
 
 /// A loaded model ready to generate.
@@ -89,6 +128,7 @@ impl Generator {
         let mut out: Vec<u32> = Vec::new();
         let mut emitted = 0usize; // bytes of text already passed to `on_text`
         let mut text = String::new();
+        let mut decisions = Vec::new();
         let finish = loop {
             if out.len() >= params.max_tokens {
                 break FinishReason::Length;
@@ -96,6 +136,7 @@ impl Generator {
             let next = match grammar.as_deref_mut() {
                 Some(matcher) => {
                     let mask = matcher.compute_mask().map_err(|e| LocalError::Grammar(e.to_string()))?;
+                    decisions.extend(decision(&logits, &mask, text.len()));
                     match &mut sampler {
                         None => masked_argmax(&logits, &mask),
                         Some(sampler) => {
@@ -150,6 +191,7 @@ impl Generator {
             prefill,
             decode: start.elapsed(),
             finish,
+            decisions,
         })
     }
 }
@@ -205,6 +247,7 @@ fn argmax(logits: &[f32]) -> Option<u32> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -231,6 +274,20 @@ mod tests {
         assert!(ones > 100, "the likeliest token dominates: {ones}/200");
         assert!(first.contains(&Some(3)));
         assert_eq!(Sampler::new(1, 1.0).sample(&[f32::NEG_INFINITY; 3]), None);
+    }
+
+    #[test]
+    fn a_decision_weighs_only_the_allowed_tokens() {
+        let mut mask = SimpleVob::alloc(5);
+        mask.allow_token(1);
+        mask.allow_token(3);
+        let d = decision(&[9.0, 1.0, 8.0, 1.0, f32::NEG_INFINITY], &mask, 7).unwrap();
+        assert_eq!(d.offset, 7);
+        assert_eq!(d.options.len(), 2);
+        assert!((d.options[0].1 - 0.5).abs() < 1e-6 && (d.options[1].1 - 0.5).abs() < 1e-6);
+        let mut one = SimpleVob::alloc(5);
+        one.allow_token(2);
+        assert_eq!(decision(&[0.0; 5], &one, 0), None, "a forced token is no decision");
     }
 
     #[test]

@@ -8,7 +8,11 @@
 //!   ([`GgufTokenizer`]), renders its own chat template with minijinja, and decodes greedily
 //!   (deterministic) until `<|im_end|>` / `<|endoftext|>` / the GGUF's eos token. JSON answers
 //!   ([`OutputFormat::Json`](guidepost_llm::OutputFormat::Json)) use constrained decoding
-//!   (llguidance): every structured answer is valid JSON conforming to the schema.
+//!   (llguidance): every structured answer is valid JSON conforming to the schema, and reports
+//!   at each point where the grammar allowed several tokens how likely the likeliest were
+//!   ([`ChatResponse::decisions`](guidepost_llm::ChatResponse::decisions)), so a yes-or-no
+//!   answer can be held to the model's
+//!   [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
 //!   Q4_1/Q5_0/Q5_1 tensors are requantized to Q8_0 at load, which candle runs with SIMD.
 //! - **Embeddings**: [`LocalEmbedder`] runs all-MiniLM-L6-v2 (384 dimensions, mean pooling,
 //!   unit vectors).
@@ -103,11 +107,11 @@ pub use chat_template::{ChatTemplate, TemplateMessage};
 pub use embed::LocalEmbedder;
 pub use error::{FETCH_HINT, LocalError};
 pub use fetch::{FetchReport, ModelKind, QWEN_PARTS, fetch_models, minilm_dir, sha256_of, verify};
-pub use generate::{FinishReason, Generation};
+pub use generate::{Decision, FinishReason, Generation};
 pub use gguf::GgufSource;
 pub use multifile::{MultiFile, sort_by_part_number};
 pub use options::{LocalOptions, configure_threads, default_models_dir};
 pub use provider::LocalProviderFactory;
 pub use requant::RequantReport;
-pub use spec::{ChatModelSpec, DEFAULT_CHAT_SPEC, DEFAULT_EMBEDDER_SPEC, EmbedderSpec};
+pub use spec::{ChatModelSpec, DEFAULT_CHAT_SPEC, DEFAULT_EMBEDDER_SPEC, EmbedderSpec, QWEN_VERDICT_THRESHOLD};
 pub use tokenizer::GgufTokenizer;

@@ -120,7 +120,13 @@ impl ChatModel for LazyChatModel {
 
     /// The loaded model's; before it loads, the same with its context not yet known.
     fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-        self.model.get().map_or(guidepost_llm::ModelCapabilities::small_constrained(None), ChatModel::capabilities)
+        self.model.get().map_or_else(
+            || {
+                let threshold = ChatModelSpec::parse(&self.id).map_or(0.5, |spec| spec.verdict_threshold());
+                guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(threshold)
+            },
+            ChatModel::capabilities,
+        )
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

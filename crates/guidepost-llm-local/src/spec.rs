@@ -30,6 +30,9 @@ pub enum ChatModelSpec {
     Gguf(PathBuf),
 }
 
+/// See [`ChatModelSpec::verdict_threshold`].
+pub const QWEN_VERDICT_THRESHOLD: f32 = 0.7;
+
 impl ChatModelSpec {
     /// Parses `local:qwen2.5-coder-1.5b`, `local:smollm2` or `local:<path to .gguf>`.
     pub fn parse(spec: &str) -> Result<Self, LocalError> {
@@ -42,6 +45,21 @@ impl ChatModelSpec {
                 spec: spec.to_string(),
                 reason: "expected local:qwen2.5-coder-1.5b, local:smollm2 or local:<path to a .gguf file>".into(),
             }),
+        }
+    }
+
+    /// The probability of "yes" from which this model's yes-or-no answers count as yes
+    /// (its [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold)).
+    ///
+    /// Qwen2.5-Coder-1.5B answers yes too readily. Measured with the single-check prompt on
+    /// 258 labelled checks of the example agents (English and Chinese statements), "yes"
+    /// from 0.5 / 0.6 / 0.7 / 0.8 was right 79.5 / 81.8 / 82.2 / 79.8 % of the time; on
+    /// `examples/eval` the decisions were right 75.1 / 77.3 / 82.3 / 80.1 %. Hence
+    /// [`QWEN_VERDICT_THRESHOLD`]. Other models take the likelier answer.
+    pub fn verdict_threshold(&self) -> f32 {
+        match self {
+            Self::Installed(ModelKind::Qwen) => QWEN_VERDICT_THRESHOLD,
+            _ => 0.5,
         }
     }
 
@@ -125,6 +143,13 @@ fn is_path(name: &str) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn only_the_model_measured_to_lean_towards_yes_raises_its_threshold() {
+        assert_eq!(ChatModelSpec::parse(DEFAULT_CHAT_SPEC).unwrap().verdict_threshold(), QWEN_VERDICT_THRESHOLD);
+        assert_eq!(ChatModelSpec::parse("local:smollm2").unwrap().verdict_threshold(), 0.5);
+        assert_eq!(ChatModelSpec::parse("local:/models/other.gguf").unwrap().verdict_threshold(), 0.5);
+    }
 
     #[test]
     fn parses_chat_specs() {

@@ -81,9 +81,13 @@ pub use middleware::cache::CacheMode;
 pub use middleware::limits::LimitsConfig;
 pub use middleware::retry::RetryPolicy;
 pub use ports::{ChatModel, Embedder, ModelCapabilities, TextStream, single_shot_stream};
-pub use request::{ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind};
+pub use request::{
+    ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind, TokenDecision,
+    TokenOption, odds,
+};
 pub use schema::{
-    generate, generate_with_schema, is_strict_compatible, make_strict, schema_name_for, strict_schema_for,
+    generate, generate_weighed, generate_with_schema, is_strict_compatible, make_strict, schema_name_for,
+    strict_schema_for,
 };
 pub use stack::{ModelStack, ModelStackBuilder, StackConfig, layer, layer_embedder};
 pub use tokens::{count_message_tokens, count_tokens, estimate_tokens};

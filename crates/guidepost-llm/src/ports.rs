@@ -16,7 +16,7 @@ pub type TextStream = BoxStream<'static, Result<StreamEvent, LlmError>>;
 
 /// What a model can be relied on to do. The engine picks its prompt styles from it, never
 /// from a model's name; configuration can override each choice per task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelCapabilities {
     /// Tokens the model reads and writes in one call, when known.
     pub context_window: Option<usize>,
@@ -28,23 +28,46 @@ pub struct ModelCapabilities {
     /// as reliably as a single question. Small models do not: they get one yes/no question
     /// per condition and write the reply without a draft.
     pub follows_compound_instructions: bool,
+    /// For a model that reports how likely each answer was ([`ChatResponse::decisions`]):
+    /// the probability of "yes" from which a yes-or-no question counts as answered yes. 0.5
+    /// takes the likelier answer; a model known to answer yes too readily declares more.
+    pub verdict_threshold: f32,
 }
 
 impl ModelCapabilities {
+    /// The same, with `threshold` as [`verdict_threshold`](Self::verdict_threshold).
+    pub const fn with_verdict_threshold(mut self, threshold: f32) -> Self {
+        self.verdict_threshold = threshold;
+        self
+    }
+
     /// A capable hosted model, as providers that say nothing more are taken to be.
-    pub const CAPABLE: Self =
-        Self { context_window: None, constrained_decoding: false, follows_compound_instructions: true };
+    pub const CAPABLE: Self = Self {
+        context_window: None,
+        constrained_decoding: false,
+        follows_compound_instructions: true,
+        verdict_threshold: 0.5,
+    };
 
     /// A small model decoding under a grammar, with a context of `context_window` tokens.
     pub const fn small_constrained(context_window: Option<usize>) -> Self {
-        Self { context_window, constrained_decoding: true, follows_compound_instructions: false }
+        Self {
+            context_window,
+            constrained_decoding: true,
+            follows_compound_instructions: false,
+            verdict_threshold: 0.5,
+        }
     }
 
     /// A small model behind an API, declared so by its spec (`...#model?small`): it gets
     /// one question per condition and writes replies without a draft. Whether the server holds
     /// answers to their schema is not known, so answers are checked and re-asked as usual.
-    pub const SMALL: Self =
-        Self { context_window: None, constrained_decoding: false, follows_compound_instructions: false };
+    pub const SMALL: Self = Self {
+        context_window: None,
+        constrained_decoding: false,
+        follows_compound_instructions: false,
+        verdict_threshold: 0.5,
+    };
 }
 
 /// A model that answers a conversation with text or with JSON conforming to a schema.

@@ -315,6 +315,59 @@ pub struct ChatResponse {
     pub output: Output,
     /// Tokens, latency and model of the call.
     pub usage: Usage,
+    /// Where the model chose among several tokens, and how likely each was, for providers
+    /// that report it (local models answering under a grammar). Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<TokenDecision>,
+}
+
+impl ChatResponse {
+    /// An answer without token probabilities.
+    pub fn new(output: Output, usage: Usage) -> Self {
+        Self { output, usage, decisions: Vec::new() }
+    }
+
+    /// How likely the model found `first` against `second` where it chose between them: at
+    /// the first decision whose options include either (as a whole token, quotes and spaces
+    /// aside), `p(first) / (p(first) + p(second))`. An option that is not among the
+    /// reported ones counts as 0. `None` when no decision offered either.
+    pub fn odds(&self, first: &str, second: &str) -> Option<f32> {
+        odds(&self.decisions, first, second)
+    }
+}
+
+/// [`ChatResponse::odds`] over `decisions`.
+pub fn odds(decisions: &[TokenDecision], first: &str, second: &str) -> Option<f32> {
+    decisions.iter().find_map(|decision| {
+        let probability = |wanted: &str| {
+            decision
+                .options
+                .iter()
+                .filter(|o| o.token.trim_matches(|c: char| c == '"' || c.is_whitespace()) == wanted)
+                .map(|o| o.probability)
+                .sum::<f32>()
+        };
+        let (a, b) = (probability(first), probability(second));
+        (a + b > 0.0).then(|| a / (a + b))
+    })
+}
+
+/// A point in an answer where the model chose among several tokens.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenDecision {
+    /// The byte offset in the answer's text where the chosen token starts.
+    pub offset: usize,
+    /// The likeliest tokens the model could take there, likeliest first.
+    pub options: Vec<TokenOption>,
+}
+
+/// One token a model could take, and how likely it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenOption {
+    /// The token's text.
+    pub token: String,
+    /// Its probability among the tokens the model could take there (0 to 1).
+    pub probability: f32,
 }
 
 /// One item of a streamed answer.
@@ -330,6 +383,28 @@ pub enum StreamEvent {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn odds_weigh_two_options_at_the_first_decision_offering_them() {
+        let option = |token: &str, probability| TokenOption { token: token.into(), probability };
+        let mut response = ChatResponse::new(Output::Json(serde_json::json!("yes")), Usage::new("m"));
+        assert_eq!(response.odds("yes", "no"), None, "no decisions reported");
+        response.decisions = vec![
+            TokenDecision { offset: 0, options: vec![option("{", 0.9), option(" ", 0.1)] },
+            TokenDecision { offset: 1, options: vec![option("yes", 0.6), option("no", 0.2), option("y", 0.2)] },
+            TokenDecision { offset: 9, options: vec![option("no", 1.0)] },
+        ];
+        let odds = response.odds("yes", "no").unwrap();
+        assert!((odds - 0.75).abs() < 1e-6, "{odds}");
+        assert_eq!(response.odds("\"maybe\"", "never"), None);
+        let json = serde_json::to_string(&response).unwrap();
+        assert_eq!(serde_json::from_str::<ChatResponse>(&json).unwrap(), response);
+        // Recordings made before decisions were reported have no such field, and still load.
+        let mut without = serde_json::to_value(ChatResponse::new(Output::Text("hi".into()), Usage::new("m"))).unwrap();
+        assert!(without.get("decisions").is_none());
+        without.as_object_mut().unwrap().remove("decisions");
+        assert!(serde_json::from_value::<ChatResponse>(without).unwrap().decisions.is_empty());
+    }
 
     #[test]
     fn task_kind_round_trips_as_snake_case_string() {

@@ -177,10 +177,22 @@ pub async fn generate<T: DeserializeOwned + JsonSchema>(
 /// one); `T` must deserialize from answers to `schema`.
 pub async fn generate_with_schema<T: DeserializeOwned>(
     model: &dyn ChatModel,
-    mut req: ChatRequest,
+    req: ChatRequest,
     name: String,
     schema: Value,
 ) -> Result<(T, Usage), LlmError> {
+    generate_weighed(model, req, name, schema).await.map(|(answer, usage, _)| (answer, usage))
+}
+
+/// [`generate_with_schema`], also returning where the model chose among tokens and how
+/// likely each was ([`ChatResponse::decisions`](crate::ChatResponse::decisions); empty
+/// for providers that do not report it).
+pub async fn generate_weighed<T: DeserializeOwned>(
+    model: &dyn ChatModel,
+    mut req: ChatRequest,
+    name: String,
+    schema: Value,
+) -> Result<(T, Usage, Vec<crate::TokenDecision>), LlmError> {
     req.output = OutputFormat::Json { name, schema, strict: true };
     let response = model.complete(req).await?;
     let value = match response.output {
@@ -193,7 +205,7 @@ pub async fn generate_with_schema<T: DeserializeOwned>(
     let answer = value.to_string();
     let typed =
         serde_json::from_value(value).map_err(|e| LlmError::SchemaViolation { errors: vec![e.to_string()], answer })?;
-    Ok((typed, response.usage))
+    Ok((typed, response.usage, response.decisions))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ impl CheckAnswer for ConditionChecks {
     fn verdicts(self) -> Vec<LocalVerdict> {
         self.checks
             .into_iter()
-            .map(|c| LocalVerdict { id: c.id, applies: c.applies, rationale: Some(c.rationale) })
+            .map(|c| LocalVerdict { id: c.id, applies: c.applies, rationale: Some(c.rationale), probability: None })
             .collect()
     }
 }

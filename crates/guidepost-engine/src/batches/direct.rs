@@ -32,7 +32,7 @@ pub fn verdicts(answer: BTreeMap<String, bool>) -> Vec<LocalVerdict> {
         .filter_map(|(key, applies)| {
             let id = key_number(&key)?.to_string();
             let order = id.parse::<usize>().ok()?;
-            Some((order, LocalVerdict { id, applies, rationale: None }))
+            Some((order, LocalVerdict { id, applies, rationale: None, probability: None }))
         })
         .collect();
     verdicts.sort_by_key(|(order, _)| *order);

@@ -16,6 +16,9 @@ pub struct LowCriticalityChecks {
 
 impl CheckAnswer for LowCriticalityChecks {
     fn verdicts(self) -> Vec<LocalVerdict> {
-        self.applies.into_iter().map(|id| LocalVerdict { id, applies: true, rationale: None }).collect()
+        self.applies
+            .into_iter()
+            .map(|id| LocalVerdict { id, applies: true, rationale: None, probability: None })
+            .collect()
     }
 }

@@ -11,7 +11,7 @@ pub mod single;
 
 use std::collections::{BTreeMap, HashMap};
 
-use guidepost_llm::{ChatModel, ChatRequest, TaskKind, Usage};
+use guidepost_llm::{ChatModel, ChatRequest, TaskKind, TokenDecision, Usage};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -23,7 +23,7 @@ use crate::error::BatchError;
 use crate::prompt::{ConversationView, PromptItem, RenderedPrompt, render};
 
 /// A verdict on one item of a batch, by local id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocalVerdict {
     /// The local id the prompt used.
     pub id: String,
@@ -31,6 +31,8 @@ pub struct LocalVerdict {
     pub applies: bool,
     /// Why, when the schema asks for it.
     pub rationale: Option<String>,
+    /// How likely the model found "yes", when it reports it (single checks).
+    pub probability: Option<f32>,
 }
 
 /// An answer schema that yields per-item verdicts.
@@ -40,7 +42,7 @@ pub trait CheckAnswer: DeserializeOwned + JsonSchema {
 }
 
 /// A verdict mapped back to its guideline.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GuidelineVerdict {
     /// Guideline id.
     pub guideline_id: String,
@@ -48,6 +50,8 @@ pub struct GuidelineVerdict {
     pub applies: bool,
     /// Why.
     pub rationale: Option<String>,
+    /// How likely the model found "yes", when it reports it.
+    pub probability: Option<f32>,
 }
 
 /// The outcome of one model call.
@@ -79,16 +83,35 @@ pub async fn call_with_schema<T: DeserializeOwned>(
     task: TaskKind,
     prompt: Result<RenderedPrompt, BatchError>,
     temperature: f32,
-    (name, schema): (String, serde_json::Value),
+    schema: (String, serde_json::Value),
 ) -> CallOutcome<T> {
+    let outcome = call_weighed(model, task, prompt, temperature, schema).await;
+    CallOutcome {
+        answer: outcome.answer.map(|(answer, _)| answer),
+        usage: outcome.usage,
+        estimated_tokens: outcome.estimated_tokens,
+    }
+}
+
+/// [`call_with_schema`], with the answer's token decisions (how likely each option was,
+/// where the model reports it).
+pub async fn call_weighed<T: DeserializeOwned>(
+    model: &dyn ChatModel,
+    task: TaskKind,
+    prompt: Result<RenderedPrompt, BatchError>,
+    temperature: f32,
+    (name, schema): (String, serde_json::Value),
+) -> CallOutcome<(T, Vec<TokenDecision>)> {
     let prompt = match prompt {
         Ok(p) => p,
         Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
     };
     let estimated_tokens = prompt.estimated_tokens();
     let req = ChatRequest::new(task).system(prompt.system).user(prompt.user).temperature(temperature);
-    match guidepost_llm::generate_with_schema::<T>(model, req, name, schema).await {
-        Ok((answer, usage)) => CallOutcome { answer: Ok(answer), usage: Some(usage), estimated_tokens },
+    match guidepost_llm::generate_weighed::<T>(model, req, name, schema).await {
+        Ok((answer, usage, decisions)) => {
+            CallOutcome { answer: Ok((answer, decisions)), usage: Some(usage), estimated_tokens }
+        }
         Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
     }
 }
@@ -180,6 +203,8 @@ pub fn render_direct(
 
 /// Runs one guideline-check batch of `category` and maps verdicts back to guideline ids.
 /// Unknown local ids in the answer are ignored; items without a verdict are absent.
+/// `threshold` overrides the model's [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold)
+/// for single checks.
 pub async fn evaluate_checks(
     model: &dyn ChatModel,
     category: Category,
@@ -187,19 +212,17 @@ pub async fn evaluate_checks(
     conversation: &ConversationView,
     temperature: f32,
     style: VerdictStyle,
+    threshold: Option<f32>,
 ) -> CallOutcome<Vec<GuidelineVerdict>> {
     let task = TaskKind::Matching;
     let checks = !matches!(category, Category::Disambiguation | Category::JourneyNodeSelection);
     let (outcome, map) =
         if style == VerdictStyle::Single && checks && category != Category::PreviouslyAppliedCustomerDependent {
-            let (mut list, map) = local_items(items);
-            if category == Category::PreviouslyApplied {
-                // Followed before: it applies again only when the condition arises anew.
-                for item in &mut list {
-                    item.condition = format!("In the customer's latest message, not only earlier: {}", item.condition);
-                }
-            }
-            (single::evaluate(model, TaskKind::Matching, &list, conversation, temperature).await, map)
+            let (list, map) = local_items(items);
+            // Followed before: it applies again only when the condition arises anew.
+            let asked = if category == Category::PreviouslyApplied { single::Asked::Anew } else { single::Asked::Now };
+            let ask = single::Ask { task: TaskKind::Matching, asked, temperature, threshold };
+            (single::evaluate(model, &ask, &list, conversation).await, map)
         } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
             let (prompt, schema, map) = render_direct(category, items, conversation);
             let schema = (direct::SCHEMA_NAME.to_string(), schema);
@@ -221,6 +244,7 @@ pub async fn evaluate_checks(
                     guideline_id,
                     applies: v.applies,
                     rationale: v.rationale,
+                    probability: v.probability,
                 })
             })
             .collect()

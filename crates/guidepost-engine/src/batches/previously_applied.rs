@@ -37,7 +37,12 @@ impl CheckAnswer for ReapplyChecks {
     fn verdicts(self) -> Vec<LocalVerdict> {
         self.checks
             .into_iter()
-            .map(|c| LocalVerdict { id: c.id, applies: c.should_apply, rationale: Some(c.rationale) })
+            .map(|c| LocalVerdict {
+                id: c.id,
+                applies: c.should_apply,
+                rationale: Some(c.rationale),
+                probability: None,
+            })
             .collect()
     }
 }

@@ -63,6 +63,9 @@ pub struct JourneySelector {
     pub max_steps: usize,
     /// Sampling temperature of selection calls.
     pub temperature: f32,
+    /// The probability of "yes" from which a transition holds, overriding the model's
+    /// declared [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
+    pub verdict_threshold: Option<f32>,
 }
 
 impl JourneySelector {
@@ -150,9 +153,14 @@ impl JourneySelector {
     /// engine walks the journey itself, asking about each conditional transition out of
     /// where the customer stands (one yes-or-no question each) and following the first that
     /// holds, on through forks and through questions the customer already answered, until
-    /// a tool step or a step where the agent must speak. A customer who corrects an earlier
-    /// answer, and a start where no transition holds, are left to the full selection
-    /// ([`Self::select_with_model`]), which sees the whole journey.
+    /// a tool step or a step where the agent must speak. Among transitions that hold, the one
+    /// the model found likeliest is taken (when it reports how likely). A customer who
+    /// corrects an earlier answer is left to the full selection ([`Self::select_with_model`]),
+    /// which sees the whole journey; so is a start (or a fork, or a tool step whose tool ran)
+    /// where no transition holds. Where the journey rests (and where it cannot stay) a
+    /// transition the model found likelier than not is taken even short of its threshold:
+    /// the customer most likely answers the question just asked. Going on past a step the
+    /// move only reached takes the threshold.
     pub async fn select_stepwise(
         &self,
         model: &dyn ChatModel,
@@ -165,7 +173,7 @@ impl JourneySelector {
         let mut estimated_tokens = 0;
         let mut notes: Vec<String> = Vec::new();
         let ask = async |conditions: &[&str], usage: &mut Option<Usage>, estimated: &mut usize| {
-            self.ask_conditions(model, conditions, conversation, usage, estimated).await
+            self.ask_conditions(model, conditions, conversation, usage, estimated, self.verdict_threshold).await
         };
         let answered_before = path
             .states()
@@ -173,14 +181,29 @@ impl JourneySelector {
             .rev()
             .skip(1)
             .any(|s| graph.node(s).is_some_and(crate::journeys::graph::JourneyNode::is_customer_dependent));
+        let latest = conversation.history.iter().rev().find(|m| m.speaker == crate::prompt::CUSTOMER_SPEAKER);
+        let mut corrected = false;
         if !starting && answered_before {
-            match ask(&[CORRECTION], &mut usage, &mut estimated_tokens).await {
-                Ok(holds) if holds.first() == Some(&true) => {
-                    return self.full_selection(model, graph, path, starting, conversation, usage).await;
+            if latest.is_some_and(|m| crate::catalog::has_correction_cue(&m.text)) {
+                notes.push("a correction cue in the latest message".into());
+                corrected = true;
+            } else {
+                // The correction question only opens a fuller decision on whether and where
+                // to go back: it takes the likelier answer, so that a correction the model is
+                // unsure of is still looked at.
+                let gate = Some(GATE_THRESHOLD);
+                let asked = self
+                    .ask_conditions(model, &[CORRECTION], conversation, &mut usage, &mut estimated_tokens, gate)
+                    .await;
+                match asked {
+                    Ok(verdicts) if verdicts.first().is_some_and(|v| v.holds) => corrected = true,
+                    Ok(_) => notes.push("no correction".into()),
+                    Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
                 }
-                Ok(_) => notes.push("no correction".into()),
-                Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
             }
+        }
+        if corrected {
+            return self.full_selection(model, graph, path, starting, conversation, usage).await;
         }
         let mut steps: Vec<String> = Vec::new();
         let mut at = path.current().to_string();
@@ -205,12 +228,19 @@ impl JourneySelector {
             } else {
                 let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
                 match ask(&conditions, &mut usage, &mut estimated_tokens).await {
-                    Ok(holds) => {
-                        let chosen = conditional.iter().zip(&holds).find(|(_, h)| **h).map(|(e, _)| *e);
-                        notes.extend(conditional.iter().zip(&holds).map(|(e, h)| {
-                            format!("{}: {}", e.condition.as_deref().unwrap_or_default(), if *h { "yes" } else { "no" })
-                        }));
-                        chosen.or(otherwise.filter(|_| node.kind != NodeKind::Chat))
+                    Ok(verdicts) => {
+                        notes.extend(conditional.iter().zip(&verdicts).map(|(e, v)| v.note(e)));
+                        // Where the journey rests, the customer most likely answers what
+                        // was just asked, and a journey that has just started, or stands on a
+                        // fork or a tool step whose tool ran, cannot stay: there an exit the
+                        // model found likelier than not is taken. Going on past a step the move
+                        // only reached (an answer given before it was asked) takes an exit
+                        // that reaches the threshold.
+                        let first_step = !entered || matches!(node.kind, NodeKind::Fork | NodeKind::Tool);
+                        let chosen = choose_exit(&conditional, &verdicts, false);
+                        chosen
+                            .or(otherwise.filter(|_| node.kind != NodeKind::Chat))
+                            .or_else(|| choose_exit(&conditional, &verdicts, first_step))
                     }
                     Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
                 }
@@ -306,7 +336,8 @@ impl JourneySelector {
         conversation: &ConversationView,
         usage: &mut Option<Usage>,
         estimated: &mut usize,
-    ) -> Result<Vec<bool>, BatchError> {
+        threshold: Option<f32>,
+    ) -> Result<Vec<ExitVerdict>, BatchError> {
         let items: Vec<PromptItem> = conditions
             .iter()
             .enumerate()
@@ -318,12 +349,16 @@ impl JourneySelector {
                 waits: false,
             })
             .collect();
-        let outcome = single::evaluate(model, TaskKind::JourneySelection, &items, conversation, self.temperature).await;
+        let asked = single::Asked::Now;
+        let ask = single::Ask { task: TaskKind::JourneySelection, asked, temperature: self.temperature, threshold };
+        let outcome = single::evaluate(model, &ask, &items, conversation).await;
         *estimated += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
             Usage::sum_into(usage, u);
         }
-        outcome.answer.map(|verdicts| verdicts.into_iter().map(|v| v.applies).collect())
+        outcome.answer.map(|verdicts| {
+            verdicts.into_iter().map(|v| ExitVerdict { holds: v.applies, probability: v.probability }).collect()
+        })
     }
 
     /// A fork is never a resting place: a move that ends on a fork with more than one way out
@@ -354,10 +389,16 @@ impl JourneySelector {
         if !conditional.is_empty() {
             let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
             let (mut usage, mut estimated) = (selection.usage.take(), selection.estimated_tokens);
-            let answer = self.ask_conditions(model, &conditions, conversation, &mut usage, &mut estimated).await;
+            let threshold = self.verdict_threshold;
+            let answer =
+                self.ask_conditions(model, &conditions, conversation, &mut usage, &mut estimated, threshold).await;
             (selection.usage, selection.estimated_tokens) = (usage, estimated);
             match answer {
-                Ok(holds) => chosen = conditional.iter().zip(&holds).find(|(_, h)| **h).map(|(e, _)| *e),
+                Ok(verdicts) => {
+                    chosen = choose_exit(&conditional, &verdicts, false)
+                        .or_else(|| fork.edges.iter().find(|e| e.condition.is_none()))
+                        .or_else(|| choose_exit(&conditional, &verdicts, true));
+                }
                 Err(error) => selection.error = Some(error),
             }
         }
@@ -376,6 +417,65 @@ impl JourneySelector {
             ),
         };
     }
+}
+
+/// The threshold of a question that only decides whether a fuller decision is made (the
+/// likelier answer): missing a correction costs more than a needless full selection.
+pub(crate) const GATE_THRESHOLD: f32 = 0.5;
+
+/// The answer on one transition's condition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ExitVerdict {
+    /// Whether the condition holds.
+    holds: bool,
+    /// How likely the model found "yes", when it reports it.
+    probability: Option<f32>,
+}
+
+impl ExitVerdict {
+    /// `condition: yes (p 0.82)`, for the selection's rationale.
+    fn note(&self, edge: &JourneyEdge) -> String {
+        let condition = edge.condition.as_deref().unwrap_or_default();
+        let answer = if self.holds { "yes" } else { "no" };
+        match self.probability {
+            Some(p) => format!("{condition}: {answer} (p {p:.2})"),
+            None => format!("{condition}: {answer}"),
+        }
+    }
+}
+
+/// The exit to take among `exits` (each with its verdict). Among those that hold, the one
+/// the model found likeliest (the first, without probabilities). When none holds and
+/// `likelier_than_not` (the step where the journey rests, whose question the customer most
+/// likely answers, or one it cannot stay on), the likeliest of all, if the model reported how
+/// likely each was and found it likelier than not (short of its threshold); otherwise none,
+/// and the caller falls back as without probabilities.
+fn choose_exit<'e>(
+    exits: &[&'e JourneyEdge],
+    verdicts: &[ExitVerdict],
+    likelier_than_not: bool,
+) -> Option<&'e JourneyEdge> {
+    let likeliest = |candidates: Vec<(&'e JourneyEdge, &ExitVerdict)>| {
+        if candidates.iter().all(|(_, v)| v.probability.is_some()) {
+            candidates
+                .into_iter()
+                .max_by(|a, b| a.1.probability.unwrap_or(0.0).total_cmp(&b.1.probability.unwrap_or(0.0)))
+                .map(|(e, _)| e)
+        } else {
+            candidates.first().map(|(e, _)| *e)
+        }
+    };
+    let pairs: Vec<(&'e JourneyEdge, &ExitVerdict)> = exits.iter().copied().zip(verdicts).collect();
+    let holding: Vec<_> = pairs.iter().filter(|(_, v)| v.holds).copied().collect();
+    if !holding.is_empty() {
+        return likeliest(holding);
+    }
+    if likelier_than_not && !pairs.is_empty() && pairs.iter().all(|(_, v)| v.probability.is_some()) {
+        let best = likeliest(pairs.clone())?;
+        let p = pairs.iter().find(|(e, _)| std::ptr::eq(*e, best)).and_then(|(_, v)| v.probability);
+        return p.is_some_and(|p| p >= 0.5).then_some(best);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -416,7 +516,7 @@ tools:
         JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
     }
 
-    const SELECTOR: JourneySelector = JourneySelector { max_steps: 4, temperature: 0.0 };
+    const SELECTOR: JourneySelector = JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None };
 
     #[test]
     fn root_with_one_transition_needs_no_model() {
@@ -477,5 +577,28 @@ tools:
         assert_eq!(fast_path, FastPath::Unconditional);
         assert_eq!(change.decision, JourneyDecision::Completed);
         assert!(change.path.is_none());
+    }
+
+    #[test]
+    fn the_likeliest_exit_is_chosen_and_one_is_forced_only_where_the_journey_cannot_stay() {
+        let edge = |to: &str| JourneyEdge {
+            id: to.into(),
+            to: to.into(),
+            condition: Some(format!("to {to}")),
+            guideline_id: format!("journey_node:{to}"),
+        };
+        let (a, b) = (edge("a"), edge("b"));
+        let exits = [&a, &b];
+        let v = |holds, p: Option<f32>| ExitVerdict { holds, probability: p };
+        let to = |e: Option<&JourneyEdge>| e.map(|e| e.to.clone());
+        // Among those that hold, the likeliest; without probabilities, the first.
+        assert_eq!(to(choose_exit(&exits, &[v(true, Some(0.8)), v(true, Some(0.9))], false)), Some("b".into()));
+        assert_eq!(to(choose_exit(&exits, &[v(true, None), v(true, None)], false)), Some("a".into()));
+        // None holds: nothing, unless likelier than not is enough and the odds are known.
+        let short = [v(false, Some(0.4)), v(false, Some(0.6))];
+        assert_eq!(to(choose_exit(&exits, &short, false)), None);
+        assert_eq!(to(choose_exit(&exits, &short, true)), Some("b".into()));
+        assert_eq!(to(choose_exit(&exits, &[v(false, None), v(false, None)], true)), None);
+        assert_eq!(to(choose_exit(&exits, &[v(false, Some(0.3)), v(false, Some(0.4))], true)), None, "both unlikely");
     }
 }

@@ -92,21 +92,29 @@ pub(crate) fn answered_before(graph: &JourneyGraph, path: &JourneyPath) -> bool 
     path.states().iter().rev().skip(1).any(|s| graph.node(s).is_some_and(JourneyNode::is_customer_dependent))
 }
 
-/// Verdicts of the step checks of a pass, by item id.
+/// Verdicts of the step checks of a pass, by item id: whether each holds, and how likely
+/// the model found "yes" when it reports it.
 #[derive(Debug, Default)]
 pub(crate) struct StepVerdicts {
-    verdicts: HashMap<String, bool>,
+    verdicts: HashMap<String, (bool, Option<f32>)>,
 }
 
 impl StepVerdicts {
     /// Notes a verdict.
-    pub fn insert(&mut self, item: &str, holds: bool) {
-        self.verdicts.insert(item.to_string(), holds);
+    pub fn insert(&mut self, item: &str, holds: bool, probability: Option<f32>) {
+        self.verdicts.insert(item.to_string(), (holds, probability));
     }
 
     /// The verdict on `item`, if it was checked and answered.
     pub fn get(&self, item: &str) -> Option<bool> {
-        self.verdicts.get(item).copied()
+        self.verdicts.get(item).map(|(holds, _)| *holds)
+    }
+
+    /// The verdict on a question that only opens a fuller decision (a correction sends the
+    /// journey to a selection that sees it whole): the likelier answer where the model said
+    /// how likely, else the verdict.
+    pub fn gate(&self, item: &str) -> Option<bool> {
+        self.verdicts.get(item).map(|(holds, p)| p.map_or(*holds, |p| p >= crate::journeys::selection::GATE_THRESHOLD))
     }
 }
 

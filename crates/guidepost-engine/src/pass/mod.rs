@@ -117,7 +117,11 @@ struct State<'a> {
 
 impl<'a> Pass<'a> {
     fn selector(&self) -> JourneySelector {
-        JourneySelector { max_steps: self.config.max_advance_steps, temperature: self.config.temperature }
+        JourneySelector {
+            max_steps: self.config.max_advance_steps,
+            temperature: self.config.temperature,
+            verdict_threshold: self.config.verdict_threshold,
+        }
     }
 
     async fn run_task(&self, task: &Task<'a>, conversation: &ConversationView) -> TaskResult {
@@ -125,7 +129,10 @@ impl<'a> Pass<'a> {
         match task {
             Task::Checks { category, items } => {
                 let style = self.config.verdicts.for_model(&self.model.capabilities());
-                TaskResult::Checks(batches::evaluate_checks(self.model, *category, items, conversation, t, style).await)
+                let threshold = self.config.verdict_threshold;
+                TaskResult::Checks(
+                    batches::evaluate_checks(self.model, *category, items, conversation, t, style, threshold).await,
+                )
             }
             Task::Disambiguation { head, targets } => {
                 TaskResult::Disambiguation(disambiguation::evaluate(self.model, head, targets, conversation, t).await)
@@ -207,7 +214,7 @@ impl<'a> Pass<'a> {
                     for g in items {
                         if matches!(g.origin, GuidelineOrigin::Transition { .. } | GuidelineOrigin::Correction) {
                             if let Some(v) = verdicts.get(g.id.as_str()) {
-                                state.steps.insert(&g.id, v.applies);
+                                state.steps.insert(&g.id, v.applies, v.probability);
                             }
                             continue;
                         }
@@ -495,7 +502,9 @@ impl<'a> Pass<'a> {
             raw.iter().any(|m| matches!(&m.kind, MatchKind::JourneyCondition { journey } if journey == j))
         };
         let mut second: Vec<Task<'a>> = Vec::new();
-        if state.steps.get(self.agent.correction_item().id.as_str()) == Some(true) {
+        let corrected = state.steps.gate(self.agent.correction_item().id.as_str()) == Some(true)
+            || (!state.correctable.is_empty() && crate::catalog::has_correction_cue(&ctx.last_customer_message()));
+        if corrected {
             // The customer corrected an earlier answer: the journeys that would have moved on
             // without reading it get a selection that sees the whole journey.
             for journey in std::mem::take(&mut state.correctable) {

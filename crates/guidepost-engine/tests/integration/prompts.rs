@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use guidepost_core::{EventSource, JourneyPath, ToolId};
-use guidepost_engine::batches::{disambiguation, journey_selection, local_items, render_checks, render_direct};
+use guidepost_engine::batches::{disambiguation, journey_selection, local_items, render_checks, render_direct, single};
 use guidepost_engine::context::events::message;
 use guidepost_engine::prompt::{ConversationView, RenderedPrompt};
 use guidepost_engine::{Category, CompiledAgent, MatchingContext, StagedToolResult};
@@ -145,12 +145,29 @@ fn direct_reapply_prompt() {
 fn single_check_prompt() {
     let (agent, conversation) = fixture();
     let (items, _) = local_items(&[agent.guideline("refund").unwrap()]);
-    let prompt = guidepost_engine::batches::single::render_single(&items[0], &conversation).unwrap();
-    insta::assert_snapshot!(format!(
-        "{}\n\n===== answer schema =====\n\n{}",
-        show(&prompt),
-        guidepost_engine::batches::single::answer_schema()
-    ));
+    let prompt = single::render_single(&items[0], &conversation, single::Asked::Now).unwrap();
+    insta::assert_snapshot!(format!("{}\n\n===== answer schema =====\n\n{}", show(&prompt), single::answer_schema()));
+}
+
+#[test]
+fn single_check_prompt_in_chinese_about_the_latest_message() {
+    // A statement in Chinese is asked under Chinese instructions; a guideline followed
+    // before is asked about the latest message alone.
+    let (agent, conversation) = fixture();
+    let (mut items, _) = local_items(&[agent.guideline("refund").unwrap()]);
+    items[0].condition = "顾客想要退款".into();
+    let prompt = single::render_single(&items[0], &conversation, single::Asked::Anew).unwrap();
+    assert!(prompt.user.contains("在顾客最新的消息里（不只是之前）：顾客想要退款"), "{}", prompt.user);
+    insta::assert_snapshot!(show(&prompt));
+}
+
+#[test]
+fn chinese_is_told_apart_from_japanese_and_korean() {
+    assert!(single::writes_chinese("用户想知道天气"));
+    assert!(!single::writes_chinese("お客様は天気を知りたい"), "kana: Japanese");
+    assert!(!single::writes_chinese("고객이 날씨를 묻는다"));
+    assert!(!single::writes_chinese("The customer asks about 北京"), "a Chinese name in an English statement");
+    assert!(single::writes_chinese("用户问了 Beijing 的天气"), "an English name in a Chinese statement");
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn knows_details(condition: &str, msg: &str) -> bool {
         c if c.starts_with("The customer wants to book a taxi") => msg.contains("taxi"),
         c if c.contains("gave the pickup address") => msg.contains("street"),
         c if c.contains("gave the destination") => msg.contains("airport"),
-        c if c.contains("gave the pickup time") => msg.contains("pm"),
+        c if c.contains("what time to pick them up") => msg.contains("pm"),
         c if c.contains("confirms the details") => msg.starts_with("yes"),
         c if c.contains("corrects something they said earlier") => msg.contains("actually"),
         _ => false,
@@ -350,4 +350,98 @@ async fn a_customer_who_drops_the_request_leaves_the_journey_and_one_who_digress
     let o = matcher.match_turn(&at_pickup().customer("Do your drivers take cards?")).await.unwrap();
     assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Stayed);
     assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup"])));
+}
+
+#[tokio::test]
+async fn a_correction_the_small_model_is_unsure_of_still_opens_the_full_selection() {
+    // A small model that reports its odds, and holds "yes" from 0.7: it finds the correction
+    // likelier than not (0.55) yet short of its threshold. The correction question only opens
+    // the selection that sees the whole journey, so the likelier answer counts.
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|req| {
+                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
+                Ok(match statement {
+                    s if s.contains("corrects something they said earlier") => 0.55,
+                    s if knows_details(s, &last_customer(req)) => 0.9,
+                    _ => 0.2,
+                })
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),
+    );
+    let mut session = Session::new();
+    session.state.journey_paths.insert(
+        "book_taxi".into(),
+        guidepost_core::JourneyPath::from_states(states(&["initial", "pickup", "dropoff", "time", "confirm"])).unwrap(),
+    );
+    let matcher = matcher(example("taxi"), model.clone());
+    let o = matcher.match_turn(&session.customer("Hmm, the pickup should be 5 Oak Street")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
+    assert_eq!(model.requests().iter().filter(|r| schema_is("JourneySelectionAnswer")(r)).count(), 1);
+}
+
+#[tokio::test]
+async fn an_answer_to_the_question_asked_moves_on_where_one_to_a_later_question_needs_the_threshold() {
+    // At `pickup`, the model finds both "gave the pickup address" and "gave the destination"
+    // likelier than not (0.6) but short of its 0.7: the question just asked is answered, the
+    // next one is not taken as answered too.
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|req| {
+                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
+                Ok(if statement.contains("pickup address") || statement.contains("destination") { 0.6 } else { 0.1 })
+            }),
+    );
+    let mut session = Session::new();
+    session
+        .state
+        .journey_paths
+        .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(&["initial", "pickup"])).unwrap());
+    let matcher = matcher(example("taxi"), model);
+    let o = matcher.match_turn(&session.customer("12 Baker Street")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
+}
+
+#[tokio::test]
+async fn a_message_that_takes_back_an_answer_goes_to_the_full_selection_whatever_the_question_says() {
+    // The model finds no correction (0.2), but "actually" is how customers take things back:
+    // the selection that sees the whole journey decides, and goes back to the pickup.
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|req| {
+                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
+                Ok(if knows_details(statement, &last_customer(req)) && !statement.contains("corrects") {
+                    0.9
+                } else {
+                    0.2
+                })
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),
+    );
+    let at_confirm = || {
+        let mut session = Session::new();
+        session.state.journey_paths.insert(
+            "book_taxi".into(),
+            guidepost_core::JourneyPath::from_states(states(&["initial", "pickup", "dropoff", "time", "confirm"]))
+                .unwrap(),
+        );
+        session
+    };
+    let matcher = matcher(example("taxi"), model.clone());
+    let o = matcher.match_turn(&at_confirm().customer("Sorry, the pickup is actually 5 Oak Street")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
+    let full = || model.requests().iter().filter(|r| schema_is("JourneySelectionAnswer")(r)).count();
+    assert_eq!(full(), 1);
+    // Without such a word, the question's "no" stands.
+    let o = matcher.match_turn(&at_confirm().customer("Will the driver help with my luggage?")).await.unwrap();
+    assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Stayed);
+    assert_eq!(full(), 1, "no full selection");
 }

@@ -55,8 +55,7 @@ fn direct(req: &ChatRequest, rules: &[(&str, &str)]) -> Value {
 /// The statement a single check asks about.
 fn statement(req: &ChatRequest) -> String {
     let user = &req.messages[1].content;
-    let (_, rest) = user.rsplit_once("Statement:\n- ").expect("a single check names its statement");
-    rest.trim_end().trim_end_matches(':').to_string()
+    guidepost_engine::batches::single::statement_of(user).expect("a single check names its statement").to_string()
 }
 
 /// A single-check answer under the same rules as [`direct`].

@@ -217,8 +217,7 @@ async fn unknown_city_then_a_supported_one() {
 /// The statement a single check asks about.
 fn statement(req: &guidepost_llm::ChatRequest) -> String {
     let user = user(req);
-    let (_, rest) = user.rsplit_once("Statement:\n- ").expect("a single check names its statement");
-    rest.trim_end().trim_end_matches(':').to_string()
+    guidepost_engine::batches::single::statement_of(user).expect("a single check names its statement").to_string()
 }
 
 /// A small local model: one yes-or-no question per condition or transition, nothing else
@@ -303,4 +302,100 @@ async fn journey_steps_follow_their_own_verdict_style_when_configured() {
     let journey_calls: Vec<_> = model.requests().into_iter().filter(|r| r.task == TaskKind::JourneySelection).collect();
     assert!(!journey_calls.is_empty() && journey_calls.iter().all(|r| schema_is("Verdict")(r)), "{journey_calls:#?}");
     assert!(model.requests().iter().any(|r| schema_is("ConditionChecks")(r)), "the checks keep the model's style");
+}
+
+/// A small model that reports how likely "yes" was (as local models under a grammar do),
+/// leaning towards yes: `p` gives the probability by statement.
+fn leaning_weather_model(p: fn(&str) -> f32) -> Arc<ScriptedModel> {
+    let capabilities = guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7);
+    Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(capabilities)
+            .when(schema_is("Verdict"))
+            .reply_odds(move |req| Ok(p(&statement(req)))),
+    )
+}
+
+#[tokio::test]
+async fn a_yes_counts_from_the_models_threshold_and_a_starting_journey_takes_its_likeliest_way_in() {
+    fn p(statement: &str) -> f32 {
+        match statement {
+            "用户想知道天气" => 0.9,
+            "用户在向助手打招呼" => 0.65,
+            "用户说了要查哪个城市" => 0.55,
+            "用户还没说要查哪个城市" => 0.62,
+            _ => 0.1,
+        }
+    }
+    let model = leaning_weather_model(p);
+    let matcher = matcher(example("weather"), model.clone());
+    let mut session = Session::new();
+    let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
+    // "yes" was the likelier answer on the greeting (0.65), but short of the model's 0.7.
+    assert!(!first.matched("greet"));
+    let greet = first.record.candidate("greet").unwrap();
+    assert_eq!(greet.rationale.as_deref(), Some("p(yes) 0.65, yes from 0.70"));
+    // Neither way in reached 0.7, yet a journey that starts must go somewhere: the likelier
+    // one, with no full journey selection.
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])));
+    assert!(model.requests().iter().all(|r| !schema_is("JourneySelectionAnswer")(r)));
+    let journey = first.record.journey("weather_lookup").unwrap();
+    assert!(journey.rationale.contains("用户还没说要查哪个城市: no (p 0.62)"), "{}", journey.rationale);
+
+    // The configuration's threshold wins over the model's.
+    let config = MatcherConfig { verdict_threshold: Some(0.6), ..MatcherConfig::default() };
+    let matcher = matcher_with(example("weather"), leaning_weather_model(p), None, config);
+    let mut session = Session::new();
+    let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
+    assert!(first.matched("greet"));
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])), "0.62 holds from 0.6");
+}
+
+#[tokio::test]
+async fn among_exits_that_hold_the_likeliest_is_taken() {
+    // Both ways in hold, the first only just: the model found "no city yet" far likelier.
+    fn p(statement: &str) -> f32 {
+        match statement {
+            "用户想知道天气" => 0.9,
+            "用户说了要查哪个城市" => 0.72,
+            "用户还没说要查哪个城市" => 0.93,
+            _ => 0.1,
+        }
+    }
+    let matcher = matcher(example("weather"), leaning_weather_model(p));
+    let mut session = Session::new();
+    let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])));
+}
+
+#[tokio::test]
+async fn where_the_journey_rests_an_answer_likelier_than_not_moves_it() {
+    // The question just asked ("another city?") is most likely what the customer answers:
+    // 0.6 is short of the model's 0.7, yet the journey moves on.
+    fn p(statement: &str) -> f32 {
+        match statement {
+            "用户问了某个城市的天气" => 0.6,
+            _ => 0.1,
+        }
+    }
+    let at_ask_continue = || {
+        let mut session = Session::new();
+        let path = ["initial", "get_weather", "show_result", "ask_continue"];
+        session
+            .state
+            .journey_paths
+            .insert("weather_lookup".into(), guidepost_core::JourneyPath::from_states(states(&path)).unwrap());
+        session
+    };
+    let matcher = matcher(example("weather"), leaning_weather_model(p));
+    let o = matcher.match_turn(&at_ask_continue().customer("那深圳呢？")).await.unwrap();
+    assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather"])));
+
+    // Unlikely (0.3): the customer said something else, and the journey waits.
+    fn unlikely(statement: &str) -> f32 {
+        if statement == "用户问了某个城市的天气" { 0.3 } else { 0.1 }
+    }
+    let matcher = matcher_with(example("weather"), leaning_weather_model(unlikely), None, MatcherConfig::default());
+    let o = matcher.match_turn(&at_ask_continue().customer("你们是怎么预报的？")).await.unwrap();
+    assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result", "ask_continue"])));
 }

@@ -101,10 +101,7 @@ impl<M: ChatModel> RecordReplay<M> {
             task: req.task.clone(),
             model,
             request,
-            response: ChatResponse {
-                output: crate::request::Output::Text(String::new()),
-                usage: crate::usage::Usage::default(),
-            },
+            response: ChatResponse::new(crate::request::Output::Text(String::new()), crate::usage::Usage::default()),
         };
         Ok((None, placeholder))
     }

@@ -206,7 +206,7 @@ impl ChatModel for AnthropicChat {
         }
         usage.latency = started.elapsed();
         let output = finish(&req, text, tool_input, truncated)?;
-        Ok(ChatResponse { output, usage })
+        Ok(ChatResponse::new(output, usage))
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
@@ -317,7 +317,7 @@ impl AnthropicChat {
                 None
             };
             match finish(&req, text, tool_input, truncated) {
-                Ok(output) => yield Ok(StreamEvent::Done(ChatResponse { output, usage })),
+                Ok(output) => yield Ok(StreamEvent::Done(ChatResponse::new(output, usage))),
                 Err(error) => yield Err(error),
             }
         };

@@ -20,7 +20,7 @@ use super::http::{
 };
 use crate::error::{LlmError, excerpt};
 use crate::ports::{ChatModel, Embedder, TextStream};
-use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent};
+use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TokenDecision, TokenOption};
 use crate::schema::is_strict_compatible;
 use crate::tokens::{count_message_tokens, count_tokens};
 use crate::usage::Usage;
@@ -51,6 +51,7 @@ pub struct OpenAiChat {
     mode: StructuredMode,
     max_tokens_field: &'static str,
     json_schema_rejected: AtomicBool,
+    logprobs_rejected: AtomicBool,
     capabilities: crate::ModelCapabilities,
 }
 
@@ -79,6 +80,7 @@ impl OpenAiChat {
             mode: StructuredMode::Auto,
             max_tokens_field: "max_tokens",
             json_schema_rejected: AtomicBool::new(false),
+            logprobs_rejected: AtomicBool::new(false),
             capabilities: crate::ModelCapabilities::CAPABLE,
         }
     }
@@ -114,6 +116,17 @@ impl OpenAiChat {
             StructuredMode::JsonSchema => false,
             StructuredMode::Auto => self.json_schema_rejected.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether to ask for the answer's token log-probabilities: for structured answers of a
+    /// model declared small, which get one yes-or-no question per condition and are held to
+    /// their [`verdict_threshold`](crate::ModelCapabilities::verdict_threshold); unless the
+    /// server rejected them before.
+    fn wants_logprobs(&self, req: &ChatRequest, stream: bool) -> bool {
+        !stream
+            && !self.capabilities.follows_compound_instructions
+            && matches!(req.output, OutputFormat::Json { .. })
+            && !self.logprobs_rejected.load(Ordering::Relaxed)
     }
 
     /// The request body (public for inspection in tests and traces).
@@ -156,6 +169,10 @@ impl OpenAiChat {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
         }
+        if self.wants_logprobs(req, stream) {
+            body["logprobs"] = json!(true);
+            body["top_logprobs"] = json!(LOGPROB_OPTIONS);
+        }
         body
     }
 
@@ -187,6 +204,13 @@ impl OpenAiChat {
                 self.json_schema_rejected.store(true, Ordering::Relaxed);
                 send(self.post(&self.body(req, stream, true))).await
             }
+            Err(LlmError::Http { status: 400 | 422, body, .. })
+                if self.wants_logprobs(req, stream) && body.contains("logprobs") =>
+            {
+                tracing::warn!(model = %self.id, "server rejected logprobs; asking without them from now on");
+                self.logprobs_rejected.store(true, Ordering::Relaxed);
+                send(self.post(&self.body(req, stream, json_object))).await
+            }
             other => other,
         }
     }
@@ -199,6 +223,35 @@ impl OpenAiChat {
         usage.latency = started.elapsed();
         usage
     }
+}
+
+/// Alternatives asked for at each token of a small model's structured answer.
+const LOGPROB_OPTIONS: u32 = 5;
+
+/// The points of an answer where the server reports more than one likely token
+/// (`logprobs.content[].top_logprobs`), offsets counted in the answer's text.
+fn decisions(tokens: &[Value]) -> Vec<TokenDecision> {
+    let mut offset = 0;
+    let mut out = Vec::new();
+    for token in tokens {
+        let start = offset;
+        offset += token.get("token").and_then(Value::as_str).map_or(0, str::len);
+        let options: Vec<TokenOption> = token
+            .get("top_logprobs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                let text = t.get("token")?.as_str()?;
+                let logprob = t.get("logprob")?.as_f64()?;
+                Some(TokenOption { token: text.to_string(), probability: logprob.exp() as f32 })
+            })
+            .collect();
+        if options.len() > 1 {
+            out.push(TokenDecision { offset: start, options });
+        }
+    }
+    out
 }
 
 fn schema_instruction(schema: &Value) -> String {
@@ -247,8 +300,12 @@ impl ChatModel for OpenAiChat {
             }
         };
         let truncated = choice.get("finish_reason").and_then(Value::as_str) == Some("length");
+        let decisions =
+            choice.pointer("/logprobs/content").and_then(Value::as_array).map_or_else(Vec::new, |t| decisions(t));
         let output = output_for(&req, content, truncated)?;
-        Ok(ChatResponse { output, usage: self.usage(&value, started) })
+        let mut response = ChatResponse::new(output, self.usage(&value, started));
+        response.decisions = decisions;
+        Ok(response)
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
@@ -341,7 +398,7 @@ impl OpenAiChat {
             }
             usage.latency = started.elapsed();
             match output_for(&req, text, truncated) {
-                Ok(output) => yield Ok(StreamEvent::Done(ChatResponse { output, usage })),
+                Ok(output) => yield Ok(StreamEvent::Done(ChatResponse::new(output, usage))),
                 Err(error) => yield Err(error),
             }
         };

@@ -38,7 +38,9 @@ use serde_json::Value;
 
 use crate::error::{LlmError, tail_excerpt};
 use crate::ports::{ChatModel, TextStream};
-use crate::request::{ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind};
+use crate::request::{
+    ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind, TokenDecision, TokenOption,
+};
 use crate::tokens::estimate_tokens;
 use crate::usage::Usage;
 
@@ -50,8 +52,11 @@ type ComputeText = Arc<dyn Fn(&ChatRequest) -> Result<String, LlmError> + Send +
 enum Answer {
     Json(ComputeJson),
     Text(ComputeText),
+    Odds(ComputeOdds),
     Fail(LlmError),
 }
+
+type ComputeOdds = Arc<dyn Fn(&ChatRequest) -> Result<f32, LlmError> + Send + Sync>;
 
 struct Rule {
     task: Option<TaskKind>,
@@ -185,7 +190,7 @@ impl ScriptedModel {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 
-    fn answer(&self, req: &ChatRequest) -> Result<Output, LlmError> {
+    fn answer(&self, req: &ChatRequest) -> Result<(Output, Vec<TokenDecision>), LlmError> {
         let calls = {
             let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
             seen.push(req.clone());
@@ -199,7 +204,16 @@ impl ScriptedModel {
             }
         })?;
         let is_json = matches!(req.output, OutputFormat::Json { .. });
-        match &rule.answer {
+        if let Answer::Odds(compute) = &rule.answer {
+            let yes = compute(req)?.clamp(0.0, 1.0);
+            let answer = if yes >= 0.5 { "yes" } else { "no" };
+            let option = |token: &str, probability| TokenOption { token: token.into(), probability };
+            let decision = TokenDecision { offset: 1, options: vec![option("yes", yes), option("no", 1.0 - yes)] };
+            let output = if is_json { Output::Json(Value::from(answer)) } else { Output::Text(answer.into()) };
+            return Ok((output, vec![decision]));
+        }
+        let output = match &rule.answer {
+            Answer::Odds(_) => unreachable!("answered above"),
             Answer::Fail(error) => Err(error.clone()),
             Answer::Json(compute) => {
                 let value = compute(req)?;
@@ -223,7 +237,8 @@ impl ScriptedModel {
                     Ok(Output::Text(text))
                 }
             }
-        }
+        }?;
+        Ok((output, Vec::new()))
     }
 
     fn usage(&self, req: &ChatRequest, output: &Output) -> Usage {
@@ -246,9 +261,11 @@ impl ChatModel for ScriptedModel {
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
-        let output = self.answer(&req)?;
+        let (output, decisions) = self.answer(&req)?;
         let usage = self.usage(&req, &output);
-        Ok(ChatResponse { output, usage })
+        let mut response = ChatResponse::new(output, usage);
+        response.decisions = decisions;
+        Ok(response)
     }
 
     /// Streams the answer word by word (whitespace kept), then `Done`.
@@ -327,6 +344,16 @@ impl RuleBuilder {
         compute: impl Fn(&ChatRequest) -> Result<String, LlmError> + Send + Sync + 'static,
     ) -> ScriptedModel {
         self.finish(Answer::Text(Arc::new(compute)))
+    }
+
+    /// Answers a yes-or-no question, reporting how likely "yes" was as `compute` says (and
+    /// "no" as the rest), as a local model under a grammar reports it: the answer is the
+    /// likelier of the two.
+    pub fn reply_odds(
+        self,
+        compute: impl Fn(&ChatRequest) -> Result<f32, LlmError> + Send + Sync + 'static,
+    ) -> ScriptedModel {
+        self.finish(Answer::Odds(Arc::new(compute)))
     }
 
     /// Fails with `error` (to test error handling above the model).

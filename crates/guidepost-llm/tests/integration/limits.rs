@@ -33,7 +33,7 @@ impl ChatModel for SlowModel {
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(self.delay).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        Ok(ChatResponse { output: Output::Text("ok".into()), usage: Usage::new("slow") })
+        Ok(ChatResponse::new(Output::Text("ok".into()), Usage::new("slow")))
     }
 }
 

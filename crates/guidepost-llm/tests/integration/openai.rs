@@ -272,3 +272,78 @@ async fn embeddings_with_a_missing_vector_are_rejected() {
     let err = embedder.embed(&["a".into(), "b".into()]).await.unwrap_err();
     assert!(err.to_string().contains("1 vectors for 2 texts"), "{err}");
 }
+
+/// A yes-or-no answer as a compatible server reports it with `logprobs`: the quote, then
+/// `yes` at 0.6 beside `no` at 0.4, then the closing quote.
+fn answer_with_logprobs() -> serde_json::Value {
+    let mut answer = openai_answer(r#""yes""#);
+    let ln = |p: f64| p.ln();
+    answer["choices"][0]["logprobs"] = json!({"content": [
+        {"token": "\"", "logprob": 0.0, "top_logprobs": [{"token": "\"", "logprob": 0.0}]},
+        {"token": "yes", "logprob": ln(0.6), "top_logprobs": [
+            {"token": "yes", "logprob": ln(0.6)}, {"token": "no", "logprob": ln(0.4)}
+        ]},
+        {"token": "\"", "logprob": 0.0, "top_logprobs": [{"token": "\"", "logprob": 0.0}]}
+    ]});
+    answer
+}
+
+fn verdict_request() -> ChatRequest {
+    ChatRequest::new(TaskKind::Matching)
+        .user("Statement: the customer greets the agent")
+        .json_output("Verdict", json!({"type": "string", "enum": ["yes", "no"]}))
+}
+
+#[tokio::test]
+async fn a_small_model_is_asked_for_log_probabilities_and_reports_its_odds() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"logprobs": true, "top_logprobs": 5})))
+        .respond_with(ResponseTemplate::new(200).set_body_json(answer_with_logprobs()))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let small = OpenAiChat::compatible(&format!("{}/v1", server.uri()), "qwen2.5:1.5b")
+        .with_capabilities(guidepost_llm::ModelCapabilities::SMALL);
+    let answer = small.complete(verdict_request()).await.unwrap();
+    assert_eq!(answer.output, Output::Json(json!("yes")));
+    assert_eq!(answer.decisions.len(), 1, "only the token with alternatives: {:?}", answer.decisions);
+    assert_eq!(answer.decisions[0].offset, 1);
+    let odds = answer.odds("yes", "no").unwrap();
+    assert!((odds - 0.6).abs() < 1e-4, "{odds}");
+
+    // A capable model is not asked: its checks give reasons, not odds.
+    let capable_server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(r#""yes""#)))
+        .mount(&capable_server)
+        .await;
+    let capable = OpenAiChat::compatible(&format!("{}/v1", capable_server.uri()), "big");
+    capable.complete(verdict_request()).await.unwrap();
+    assert!(bodies(&capable_server).await[0].get("logprobs").is_none());
+}
+
+#[tokio::test]
+async fn a_server_that_rejects_log_probabilities_is_asked_without_them_from_then_on() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_partial_json(json!({"logprobs": true})))
+        .respond_with(ResponseTemplate::new(400).set_body_json(json!({
+            "error": {"message": "logprobs is not supported", "type": "invalid_request_error"}
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(openai_answer(r#""no""#)))
+        .mount(&server)
+        .await;
+    let small = OpenAiChat::compatible(&format!("{}/v1", server.uri()), "tiny")
+        .with_capabilities(guidepost_llm::ModelCapabilities::SMALL);
+    let first = small.complete(verdict_request()).await.unwrap();
+    assert_eq!(first.output, Output::Json(json!("no")));
+    assert!(first.decisions.is_empty());
+    small.complete(verdict_request()).await.unwrap();
+    let sent = bodies(&server).await;
+    assert_eq!(sent.len(), 3, "one rejected call, then two without logprobs");
+    assert!(sent[1].get("logprobs").is_none() && sent[2].get("logprobs").is_none());
+}

@@ -148,8 +148,7 @@ async fn each_task_goes_to_its_own_model() {
             .when_task(TaskKind::JourneySelection)
             .reply_with(|req| {
                 let text = prompt(req);
-                let statement =
-                    text.rsplit_once("Statement:\n- ").map_or("", |(_, s)| s.trim_end().trim_end_matches(':'));
+                let statement = guidepost_engine::batches::single::statement_of(&text).unwrap_or("");
                 let failed = text.contains("暂时没有该城市的天气数据");
                 let holds = match statement {
                     "用户说了要查哪个城市" => true,

@@ -226,7 +226,7 @@ fn knows_details(condition: &str, msg: &str) -> bool {
         c if c.starts_with("The customer wants to book a taxi") => msg.contains("taxi"),
         c if c.contains("gave the pickup address") => msg.contains("street"),
         c if c.contains("gave the destination") => msg.contains("airport"),
-        c if c.contains("what time to pick them up") => msg.contains("pm"),
+        c if c.contains("gave the pickup time") => msg.contains("pm"),
         c if c.contains("confirms the details") => msg.starts_with("yes"),
         c if c.contains("corrects something they said earlier") => msg.contains("actually"),
         _ => false,

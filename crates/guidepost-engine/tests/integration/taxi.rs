@@ -354,30 +354,19 @@ async fn a_customer_who_drops_the_request_leaves_the_journey_and_one_who_digress
 
 #[tokio::test]
 async fn a_correction_the_small_model_is_unsure_of_still_opens_the_full_selection() {
-    // A small model that reports its odds, and holds "yes" from 0.7: it finds the correction
-    // likelier than not (0.55) yet short of its threshold. The correction question only opens
-    // the selection that sees the whole journey, so the likelier answer counts.
-    let model = Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(|req| {
-                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
-                Ok(match statement {
-                    s if s.contains("corrects something they said earlier") => 0.55,
-                    s if knows_details(s, &last_customer(req)) => 0.9,
-                    _ => 0.2,
-                })
-            })
-            .when(schema_is("JourneySelectionAnswer"))
-            .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),
-    );
-    let mut session = Session::new();
-    session.state.journey_paths.insert(
-        "book_taxi".into(),
-        guidepost_core::JourneyPath::from_states(states(&["initial", "pickup", "dropoff", "time", "confirm"])).unwrap(),
-    );
+    // The model finds the correction likelier than not (0.55) yet short of its 0.7. The
+    // correction question only opens the selection that sees the whole journey, so the
+    // likelier answer counts.
+    fn p(statement: &str, message: &str) -> f32 {
+        match statement {
+            s if s.contains("corrects something they said earlier") => 0.55,
+            s if knows_details(s, message) => 0.9,
+            _ => 0.2,
+        }
+    }
+    let model = leaning_taxi_model(p);
     let matcher = matcher(example("taxi"), model.clone());
+    let mut session = taxi_at(&["initial", "pickup", "dropoff", "time", "confirm"]);
     let o = matcher.match_turn(&session.customer("Hmm, the pickup should be 5 Oak Street")).await.unwrap();
     assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
     assert_eq!(model.requests().iter().filter(|r| schema_is("JourneySelectionAnswer")(r)).count(), 1);
@@ -388,22 +377,11 @@ async fn an_answer_to_the_question_asked_moves_on_where_one_to_a_later_question_
     // At `pickup`, the model finds both "gave the pickup address" and "gave the destination"
     // likelier than not (0.6) but short of its 0.7: the question just asked is answered, the
     // next one is not taken as answered too.
-    let model = Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(|req| {
-                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
-                Ok(if statement.contains("pickup address") || statement.contains("destination") { 0.6 } else { 0.1 })
-            }),
-    );
-    let mut session = Session::new();
-    session
-        .state
-        .journey_paths
-        .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(&["initial", "pickup"])).unwrap());
-    let matcher = matcher(example("taxi"), model);
-    let o = matcher.match_turn(&session.customer("12 Baker Street")).await.unwrap();
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement.contains("pickup address") || statement.contains("destination") { 0.6 } else { 0.1 }
+    }
+    let matcher = matcher(example("taxi"), leaning_taxi_model(p));
+    let o = matcher.match_turn(&taxi_at(&["initial", "pickup"]).customer("12 Baker Street")).await.unwrap();
     assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
 }
 
@@ -411,31 +389,12 @@ async fn an_answer_to_the_question_asked_moves_on_where_one_to_a_later_question_
 async fn a_message_that_takes_back_an_answer_goes_to_the_full_selection_whatever_the_question_says() {
     // The model finds no correction (0.2), but "actually" is how customers take things back:
     // the selection that sees the whole journey decides, and goes back to the pickup.
-    let model = Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(|req| {
-                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
-                Ok(if knows_details(statement, &last_customer(req)) && !statement.contains("corrects") {
-                    0.9
-                } else {
-                    0.2
-                })
-            })
-            .when(schema_is("JourneySelectionAnswer"))
-            .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),
-    );
-    let at_confirm = || {
-        let mut session = Session::new();
-        session.state.journey_paths.insert(
-            "book_taxi".into(),
-            guidepost_core::JourneyPath::from_states(states(&["initial", "pickup", "dropoff", "time", "confirm"]))
-                .unwrap(),
-        );
-        session
-    };
+    fn p(statement: &str, message: &str) -> f32 {
+        if knows_details(statement, message) && !statement.contains("corrects") { 0.9 } else { 0.2 }
+    }
+    let model = leaning_taxi_model(p);
     let matcher = matcher(example("taxi"), model.clone());
+    let at_confirm = || taxi_at(&["initial", "pickup", "dropoff", "time", "confirm"]);
     let o = matcher.match_turn(&at_confirm().customer("Sorry, the pickup is actually 5 Oak Street")).await.unwrap();
     assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Backtracked { to: "pickup".into() });
     let full = || model.requests().iter().filter(|r| schema_is("JourneySelectionAnswer")(r)).count();
@@ -444,4 +403,31 @@ async fn a_message_that_takes_back_an_answer_goes_to_the_full_selection_whatever
     let o = matcher.match_turn(&at_confirm().customer("Will the driver help with my luggage?")).await.unwrap();
     assert_eq!(o.record.journey("book_taxi").unwrap().decision, JourneyDecision::Stayed);
     assert_eq!(full(), 1, "no full selection");
+}
+
+/// A small model that reports its odds and holds "yes" from 0.7: `p` gives p(yes) from the
+/// statement and the latest customer message; a full journey selection goes back to the
+/// pickup.
+fn leaning_taxi_model(p: fn(&str, &str) -> f32) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(move |req| {
+                let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
+                Ok(p(statement, &last_customer(req)))
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),
+    )
+}
+
+/// A session whose taxi journey stands at `states`' last state.
+fn taxi_at(path: &[&str]) -> Session {
+    let mut session = Session::new();
+    session
+        .state
+        .journey_paths
+        .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(path)).unwrap());
+    session
 }

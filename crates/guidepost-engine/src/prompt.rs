@@ -102,6 +102,11 @@ pub struct ConversationView {
 }
 
 impl ConversationView {
+    /// The customer's latest message among those shown.
+    pub fn latest_customer_message(&self) -> Option<&str> {
+        self.history.iter().rev().find(|m| m.speaker == CUSTOMER_SPEAKER).map(|m| m.text.as_str())
+    }
+
     /// Builds the view of `ctx`, keeping the last `window` messages, with the tool calls of
     /// earlier turns among them where they were made.
     pub fn build(definition: &AgentDefinition, ctx: &MatchingContext, window: usize) -> Self {

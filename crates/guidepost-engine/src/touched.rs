@@ -254,15 +254,17 @@ pub(crate) fn terms(text: &str) -> BTreeSet<String> {
 /// Whether `c` belongs to a script written without spaces between words (CJK, kana,
 /// Thai and similar), where words are matched by character pairs.
 fn unspaced(c: char) -> bool {
-    matches!(c as u32,
-        0x0E00..=0x0EFF      // Thai, Lao
-        | 0x1000..=0x109F    // Myanmar
-        | 0x1780..=0x17FF    // Khmer
-        | 0x3040..=0x30FF    // Hiragana, Katakana
-        | 0x3400..=0x4DBF    // CJK extension A
-        | 0x4E00..=0x9FFF    // CJK unified ideographs
-        | 0xF900..=0xFAFF    // CJK compatibility ideographs
-        | 0x20000..=0x2FA1F) // CJK extensions B and later
+    is_han(c)
+        || matches!(c as u32,
+            0x0E00..=0x0EFF      // Thai, Lao
+            | 0x1000..=0x109F    // Myanmar
+            | 0x1780..=0x17FF    // Khmer
+            | 0x3040..=0x30FF) // Hiragana, Katakana
+}
+
+/// Whether `c` is a Han character (CJK unified and compatibility ideographs, extensions).
+pub(crate) fn is_han(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F)
 }
 
 /// A light stem: common inflections and derivations removed, a doubled final consonant

@@ -71,22 +71,33 @@ pub const DECISION_OPTIONS: usize = 4;
 /// The likeliest allowed tokens, with probabilities renormalized over the allowed set
 /// (`None` when fewer than two are allowed).
 fn decision(logits: &[f32], mask: &SimpleVob, offset: usize) -> Option<Decision> {
-    let mut allowed: Vec<(u32, f32)> = Vec::new();
+    // One pass, no allocation: inside a JSON string the grammar allows most of the
+    // vocabulary, and this runs at every generated token. The softmax total is kept relative
+    // to the running maximum.
+    let mut top: Vec<(u32, f32)> = Vec::with_capacity(DECISION_OPTIONS + 1);
+    let (mut allowed, mut max, mut total) = (0usize, f32::NEG_INFINITY, 0f32);
     mask.iter_set_entries(|i| {
-        if let (Some(&logit), Ok(id)) = (logits.get(i), u32::try_from(i))
-            && logit.is_finite()
-        {
-            allowed.push((id, logit));
+        let (Some(&logit), Ok(id)) = (logits.get(i), u32::try_from(i)) else { return };
+        if !logit.is_finite() {
+            return;
+        }
+        allowed += 1;
+        if logit > max {
+            total = total * (max - logit).exp() + 1.0;
+            max = logit;
+        } else {
+            total += (logit - max).exp();
+        }
+        if top.len() < DECISION_OPTIONS || top.last().is_some_and(|(_, l)| logit > *l) {
+            let at = top.iter().position(|(_, l)| logit > *l).unwrap_or(top.len());
+            top.insert(at, (id, logit));
+            top.truncate(DECISION_OPTIONS);
         }
     });
-    if allowed.len() < 2 {
+    if allowed < 2 {
         return None;
     }
-    let max = allowed.iter().map(|(_, l)| *l).fold(f32::NEG_INFINITY, f32::max);
-    let total: f32 = allowed.iter().map(|(_, l)| (l - max).exp()).sum();
-    allowed.sort_by(|a, b| b.1.total_cmp(&a.1));
-    allowed.truncate(DECISION_OPTIONS);
-    let options = allowed.into_iter().map(|(id, l)| (id, (l - max).exp() / total)).collect();
+    let options = top.into_iter().map(|(id, l)| (id, (l - max).exp() / total)).collect();
     Some(Decision { offset, options })
 }
 

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{CallOutcome, LocalVerdict, call_weighed};
 use crate::error::BatchError;
-use crate::prompt::{CUSTOMER_SPEAKER, ConversationView, PromptItem, RenderedPrompt, render};
+use crate::prompt::{ConversationView, PromptItem, RenderedPrompt, render};
 use guidepost_llm::{ChatModel, TaskKind, TokenDecision, Usage};
 
 /// The schema name of a single-check answer.
@@ -57,7 +57,7 @@ pub fn render_single(
     conversation: &ConversationView,
     asked: Asked,
 ) -> Result<RenderedPrompt, BatchError> {
-    let latest = conversation.history.iter().rev().find(|m| m.speaker == CUSTOMER_SPEAKER).map(|m| m.text.as_str());
+    let latest = conversation.latest_customer_message();
     let chinese = writes_chinese(&item.condition);
     render("single.j2", &SingleContext { conversation, item, latest, chinese, anew: asked == Asked::Anew })
 }
@@ -74,7 +74,7 @@ pub fn statement_of(user: &str) -> Option<&str> {
 /// no kana or hangul (Japanese and Korean use Han characters too). A Chinese name in an
 /// English sentence leaves it English.
 pub fn writes_chinese(text: &str) -> bool {
-    let han = |c: char| matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FA1F);
+    let han = crate::touched::is_han;
     let kana_or_hangul = |c: char| matches!(c as u32, 0x3040..=0x30FF | 0x1100..=0x11FF | 0xAC00..=0xD7AF);
     if text.chars().any(kana_or_hangul) {
         return false;

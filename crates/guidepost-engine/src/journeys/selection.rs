@@ -181,10 +181,10 @@ impl JourneySelector {
             .rev()
             .skip(1)
             .any(|s| graph.node(s).is_some_and(crate::journeys::graph::JourneyNode::is_customer_dependent));
-        let latest = conversation.history.iter().rev().find(|m| m.speaker == crate::prompt::CUSTOMER_SPEAKER);
+        let latest = conversation.latest_customer_message();
         let mut corrected = false;
         if !starting && answered_before {
-            if latest.is_some_and(|m| crate::catalog::has_correction_cue(&m.text)) {
+            if latest.is_some_and(crate::catalog::has_correction_cue) {
                 notes.push("a correction cue in the latest message".into());
                 corrected = true;
             } else {
@@ -455,27 +455,15 @@ fn choose_exit<'e>(
     verdicts: &[ExitVerdict],
     likelier_than_not: bool,
 ) -> Option<&'e JourneyEdge> {
-    let likeliest = |candidates: Vec<(&'e JourneyEdge, &ExitVerdict)>| {
-        if candidates.iter().all(|(_, v)| v.probability.is_some()) {
-            candidates
-                .into_iter()
-                .max_by(|a, b| a.1.probability.unwrap_or(0.0).total_cmp(&b.1.probability.unwrap_or(0.0)))
-                .map(|(e, _)| e)
-        } else {
-            candidates.first().map(|(e, _)| *e)
-        }
-    };
-    let pairs: Vec<(&'e JourneyEdge, &ExitVerdict)> = exits.iter().copied().zip(verdicts).collect();
-    let holding: Vec<_> = pairs.iter().filter(|(_, v)| v.holds).copied().collect();
-    if !holding.is_empty() {
-        return likeliest(holding);
+    let weighed = verdicts.iter().all(|v| v.probability.is_some());
+    let p = |v: &ExitVerdict| v.probability.unwrap_or(0.0);
+    let pairs = || exits.iter().copied().zip(verdicts);
+    let holding = pairs().filter(|(_, v)| v.holds);
+    let chosen = if weighed { holding.max_by(|a, b| p(a.1).total_cmp(&p(b.1))) } else { holding.into_iter().next() };
+    if chosen.is_some() || !likelier_than_not || !weighed {
+        return chosen.map(|(e, _)| e);
     }
-    if likelier_than_not && !pairs.is_empty() && pairs.iter().all(|(_, v)| v.probability.is_some()) {
-        let best = likeliest(pairs.clone())?;
-        let p = pairs.iter().find(|(e, _)| std::ptr::eq(*e, best)).and_then(|(_, v)| v.probability);
-        return p.is_some_and(|p| p >= 0.5).then_some(best);
-    }
-    None
+    pairs().max_by(|a, b| p(a.1).total_cmp(&p(b.1))).filter(|(_, v)| p(v) >= GATE_THRESHOLD).map(|(e, _)| e)
 }
 
 #[cfg(test)]

@@ -96,3 +96,4 @@ pub use journeys::selection::JourneySelector;
 pub use matcher::{GuidelineMatcher, MatchingOutcome};
 pub use record::{GuidelineMatch, MatchKind, MatchingRecord};
 pub use resolver::RelationalResolver;
+pub use touched::unspaced as writes_without_spaces;

@@ -253,7 +253,7 @@ pub(crate) fn terms(text: &str) -> BTreeSet<String> {
 
 /// Whether `c` belongs to a script written without spaces between words (CJK, kana,
 /// Thai and similar), where words are matched by character pairs.
-fn unspaced(c: char) -> bool {
+pub fn unspaced(c: char) -> bool {
     is_han(c)
         || matches!(c as u32,
             0x0E00..=0x0EFF      // Thai, Lao

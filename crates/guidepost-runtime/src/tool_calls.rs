@@ -2,9 +2,9 @@
 //! conversation.
 //!
 //! Tools that overlap (an `overlap` relationship, or `overlap: always`) are decided
-//! together in one structured call; every other tool in its own. A tool with no
-//! parameters the customer must give, that is not consequential, runs without any model
-//! call. Arguments are validated against the tool's parameters before anything runs:
+//! together in one structured call; every other tool in its own. A tool that is not
+//! consequential and whose arguments the conversation could not set (see
+//! [`needs_inference`]) runs with its defaults, without any model call. Arguments are validated against the tool's parameters before anything runs:
 //! what is missing or invalid becomes an insight, so the agent asks the customer for it.
 
 use std::collections::{BTreeSet, HashMap};
@@ -121,8 +121,45 @@ fn batches(definition: &AgentDefinition, tools: &[Tool]) -> Vec<Vec<Tool>> {
     out
 }
 
-fn needs_customer_input(tool: &Tool) -> bool {
-    tool.parameters.iter().any(|p| p.required && !p.hidden && p.default.is_none())
+/// Whether the conversation could set one of the tool's arguments, so that only a model can
+/// tell them: a required parameter without a default, a free one the customer could have
+/// given (an optional note, a date that defaults to today), or a choice among fixed values
+/// of which the customer named one other than the default ("my savings account" where the
+/// account defaults to checking). Otherwise the tool runs with its defaults, without asking.
+fn needs_inference(tool: &Tool, history: &[(String, String)]) -> bool {
+    tool.parameters.iter().filter(|p| !p.hidden).any(|p| {
+        if p.required && p.default.is_none() {
+            return true;
+        }
+        if p.allowed.is_empty() {
+            return true;
+        }
+        p.allowed.iter().filter(|v| Some(*v) != p.default.as_ref()).any(|v| named_by_customer(v, history))
+    })
+}
+
+/// Whether the customer's messages name a fixed value as a word ("savings", "express
+/// shipping"), with or without a plural "s", underscores and hyphens read as spaces.
+fn named_by_customer(value: &Value, history: &[(String, String)]) -> bool {
+    let Some(value) = value.as_str() else { return said_by_customer(value, history) };
+    let words = |t: &str| -> Vec<String> {
+        t.to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(|w| w.strip_suffix('s').filter(|s| s.len() > 2).unwrap_or(w).to_string())
+            .collect()
+    };
+    let wanted = words(value);
+    if wanted.is_empty() {
+        return false;
+    }
+    if value.chars().any(guidepost_engine::writes_without_spaces) {
+        return said_by_customer(&json!(value), history);
+    }
+    history
+        .iter()
+        .filter(|(who, _)| who == "customer")
+        .any(|(_, text)| words(text).windows(wanted.len()).any(|w| w == wanted.as_slice()))
 }
 
 fn json_type(p: &ToolParameter) -> Value {
@@ -147,12 +184,22 @@ fn json_type(p: &ToolParameter) -> Value {
 }
 
 /// The answer schema for a batch: per tool a rationale, a decision and calls whose
-/// arguments are the tools' parameters (all present, `null` when not given).
-fn schema(tools: &[Tool]) -> Value {
+/// arguments are the tools' parameters (all present, `null` when not given). A parameter
+/// named in `copied` may only take one of the given values (or `null`): passages of the
+/// customer's messages, for a value the model was asked to copy and did not.
+fn schema(tools: &[Tool], copied: &HashMap<String, Vec<String>>) -> Value {
     let mut properties = Map::new();
     for tool in tools {
         for p in tool.parameters.iter().filter(|p| !p.hidden) {
-            properties.entry(p.name.clone()).or_insert_with(|| json_type(p));
+            let kind = match copied.get(&p.name) {
+                Some(values) => {
+                    let mut values: Vec<Value> = values.iter().map(|v| json!(v)).collect();
+                    values.push(Value::Null);
+                    json!({"enum": values})
+                }
+                None => json_type(p),
+            };
+            properties.entry(p.name.clone()).or_insert(kind);
         }
     }
     let required: Vec<&String> = properties.keys().collect();
@@ -217,9 +264,89 @@ fn said_by_customer(value: &Value, history: &[(String, String)]) -> bool {
     !wanted.is_empty() && history.iter().any(|(who, text)| who == "customer" && normalize(text).contains(&wanted))
 }
 
-/// The customer-only arguments of an answer that the customer did not write
-/// (`location = "北京"`).
-fn foreign_values(batch: &[Tool], response: &guidepost_llm::ChatResponse, history: &[(String, String)]) -> Vec<String> {
+/// The most passages [`customer_passages`] offers: enough for a few messages, well inside
+/// what hosted providers accept in one enum.
+const MAX_PASSAGES: usize = 200;
+
+/// The longest passage [`customer_passages`] offers, in words (or Han characters).
+const PASSAGE_WORDS: usize = 6;
+
+/// Every passage of the customer's recent messages a value could be copied from: runs of up
+/// to [`PASSAGE_WORDS`] words within a clause (a Han character counts as a word, so
+/// "那成都呢" offers 成都), the latest message first, at most [`MAX_PASSAGES`].
+fn customer_passages(history: &[(String, String)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let recent = history.iter().rev().filter(|(who, _)| who == "customer").take(3);
+    for (_, text) in recent {
+        for clause in text.split(|c: char| {
+            matches!(c, ',' | '.' | '!' | '?' | ';' | ':' | '"' | '(' | ')' | '\n')
+                || matches!(c, '，' | '。' | '！' | '？' | '；' | '：' | '、' | '“' | '”' | '（' | '）' | '「' | '」')
+        }) {
+            // Word boundaries as byte ranges, so a passage keeps the customer's own spacing.
+            let mut words: Vec<(usize, usize)> = Vec::new();
+            let mut start: Option<usize> = None;
+            for (i, c) in clause.char_indices() {
+                let unspaced = guidepost_engine::writes_without_spaces(c);
+                if c.is_whitespace() || unspaced {
+                    if let Some(s) = start.take() {
+                        words.push((s, i));
+                    }
+                    if unspaced {
+                        words.push((i, i + c.len_utf8()));
+                    }
+                } else if start.is_none() {
+                    start = Some(i);
+                }
+            }
+            if let Some(s) = start {
+                words.push((s, clause.len()));
+            }
+            for first in 0..words.len() {
+                for last in first..words.len().min(first + PASSAGE_WORDS) {
+                    let passage = &clause[words[first].0..words[last].1];
+                    if !out.iter().any(|p| p == passage) {
+                        out.push(passage.to_string());
+                    }
+                    if out.len() == MAX_PASSAGES {
+                        return out;
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The writing systems the letters of `texts` belong to: Latin (and any alphabet not named
+/// below), Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai, Han, kana, hangul. Digits and
+/// punctuation belong to none.
+fn scripts<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<u8> {
+    let mut out = BTreeSet::new();
+    for c in texts.flat_map(str::chars).filter(|c| c.is_alphabetic()) {
+        let script = match c as u32 {
+            0x0370..=0x03FF => 1,
+            0x0400..=0x052F => 2,
+            0x0590..=0x05FF => 3,
+            0x0600..=0x06FF => 4,
+            0x0900..=0x097F => 5,
+            0x0E00..=0x0E7F => 6,
+            0x3040..=0x30FF => 7,
+            0x1100..=0x11FF | 0xAC00..=0xD7AF => 8,
+            _ if guidepost_engine::writes_without_spaces(c) => 9,
+            _ => 0,
+        };
+        out.insert(script);
+    }
+    out
+}
+
+/// The customer-only arguments of an answer that the customer did not write, as
+/// (parameter, value) (`location`, `"北京"`).
+fn foreign_values(
+    batch: &[Tool],
+    response: &guidepost_llm::ChatResponse,
+    history: &[(String, String)],
+) -> Vec<(String, Value)> {
     let Some(answer) = response.output.as_json().and_then(|v| serde_json::from_value::<Answer>(v.clone()).ok()) else {
         return Vec::new();
     };
@@ -228,10 +355,10 @@ fn foreign_values(batch: &[Tool], response: &guidepost_llm::ChatResponse, histor
         let Some(tool) = batch.iter().find(|t| t.id.name == entry.tool) else { continue };
         for call in &entry.calls {
             for p in tool.parameters.iter().filter(|p| p.source == ParameterSource::Customer) {
-                if let Some(value) = call.arguments.get(&p.name).filter(|v| !v.is_null())
+                if let Some(value) = call.arguments.get(&p.name).filter(|v| !is_no_value(v))
                     && !said_by_customer(value, history)
                 {
-                    out.push(format!("{} = {value}", p.name));
+                    out.push((p.name.clone(), value.clone()));
                 }
             }
         }
@@ -312,7 +439,7 @@ pub async fn infer(model: &dyn ChatModel, input: InferenceInput<'_>) -> Inferenc
             decide_with_model(model, &batch, &input, &mut out).await;
             continue;
         };
-        if !single.consequential && !needs_customer_input(single) {
+        if !single.consequential && !needs_inference(single, input.history) {
             // Nothing to infer: run it with its defaults, unless it already ran.
             let decision = admit(single, Map::new(), &input, &mut out);
             out.insights.decisions.push((single.id.clone(), decision));
@@ -370,6 +497,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
     });
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();
     let mut asked_again = false;
+    let mut copied: HashMap<String, Vec<String>> = HashMap::new();
     let response = loop {
         let prompt = match render("tool_calls.j2", TEMPLATE, context.clone()) {
             Ok(prompt) => prompt,
@@ -377,7 +505,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         };
         let request = ChatRequest::new(TaskKind::ToolInference)
             .user(prompt)
-            .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch), strict: true })
+            .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch, &copied), strict: true })
             .temperature(0.0);
         let response = match model.complete(request).await {
             Ok(r) => r,
@@ -390,10 +518,31 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             break Ok(response);
         }
         out.usage.push(response.usage.clone());
+        let named: Vec<String> = foreign.iter().map(|(name, value)| format!("{name} = {value}")).collect();
         context["retry_note"] = json!(format!(
             "Your previous answer gave {}, which the customer did not write. A parameter marked \"from the customer only\" takes the customer's own words exactly as written, never a translation or a guess; leave it null if the customer did not give it.",
-            foreign.join(", ")
+            named.join(", ")
         ));
+        // A value in a script the customer never wrote in is a translation of something
+        // they did write: asked again, it can only be copied, so a small model that
+        // translates whatever it is told still picks the customer's own word for it (or
+        // null). A value in the customer's own script was made up or reworded, not
+        // translated; restricted to passages, it would become whichever words fit worst
+        // ("能帮" as a city), so it is asked for again freely and refused if it comes back.
+        let written = scripts(input.history.iter().filter(|(who, _)| who == "customer").map(|(_, text)| text.as_str()));
+        let translated = |value: &Value| {
+            let used = scripts(value.as_str().into_iter());
+            !used.is_empty() && used.is_disjoint(&written)
+        };
+        let strings = |name: &str| {
+            batch
+                .iter()
+                .flat_map(|t| &t.parameters)
+                .any(|p| p.name == name && p.allowed.is_empty() && matches!(p.kind, ParameterType::String))
+        };
+        for (name, _) in foreign.iter().filter(|(name, value)| strings(name) && translated(value)) {
+            copied.insert(name.clone(), customer_passages(input.history));
+        }
         asked_again = true;
     };
     let response = match response {
@@ -498,13 +647,90 @@ mod tests {
     #[test]
     fn schema_lists_every_parameter_as_nullable() {
         let p = guidepost_tools::native::parameter("city", ParameterType::String);
-        let s = schema(&[tool("weather", vec![p], Overlap::Auto)]);
+        let s = schema(&[tool("weather", vec![p], Overlap::Auto)], &HashMap::new());
         assert_eq!(
             s["properties"]["tools"]["items"]["properties"]["calls"]["items"]["properties"]["arguments"]["properties"]
                 ["city"]["type"],
             json!(["string", "null"])
         );
         assert_eq!(s["properties"]["tools"]["items"]["properties"]["tool"]["enum"], json!(["weather"]));
+    }
+
+    #[test]
+    fn passages_are_runs_of_the_customers_words_within_a_clause() {
+        let history = vec![
+            ("customer".to_string(), "What's the weather in  New York today?".to_string()),
+            ("agent".to_string(), "Which city?".to_string()),
+            ("customer".to_string(), "那成都呢？Or Paris, maybe".to_string()),
+        ];
+        let passages = customer_passages(&history);
+        for wanted in ["成都", "那成都呢", "Or Paris", "Paris", "maybe", "New York", "in  New York today", "What's"]
+        {
+            assert!(passages.iter().any(|p| p == wanted), "{wanted} in {passages:?}");
+        }
+        assert!(
+            passages.iter().position(|p| p == "成都") < passages.iter().position(|p| p == "New York"),
+            "latest first"
+        );
+        for unwanted in ["Which city", "Paris, maybe", "呢？Or", "What's the weather in  New York today"] {
+            assert!(!passages.iter().any(|p| p == unwanted), "{unwanted} in {passages:?}");
+        }
+        let long = vec![("customer".to_string(), "word ".repeat(500))];
+        assert_eq!(customer_passages(&long).len(), PASSAGE_WORDS, "repeats are offered once");
+        let varied = vec![("customer".to_string(), (0..500).map(|i| format!("w{i} ")).collect::<String>())];
+        assert_eq!(customer_passages(&varied).len(), MAX_PASSAGES);
+    }
+
+    #[test]
+    fn a_value_is_translated_when_written_in_a_script_the_customer_did_not_use() {
+        let translated = |value: &str, said: &[&str]| {
+            let used = scripts([value].into_iter());
+            !used.is_empty() && used.is_disjoint(&scripts(said.iter().copied()))
+        };
+        assert!(translated("上海", &["What's the weather in Shanghai today?"]));
+        assert!(translated("Chengdu", &["那成都呢？"]));
+        assert!(translated("Москва", &["Weather in Moscow?"]));
+        assert!(!translated("上海", &["能帮我查一下天气吗？"]), "made up in the customer's own script");
+        assert!(!translated("Hangzhou", &["你好，what's the weather like in 杭州?"]));
+        assert!(!translated("12345", &["Where is my order?"]), "digits are no script");
+        assert!(!translated("東京", &["東京の天気は？"]), "Han among kana is still Han");
+    }
+
+    #[test]
+    fn a_no_value_string_is_no_foreign_value() {
+        let mut city = guidepost_tools::native::parameter("city", ParameterType::String);
+        city.source = ParameterSource::Customer;
+        let batch = [tool("weather", vec![city], Overlap::Auto)];
+        let history = vec![("customer".to_string(), "What's the weather in Shanghai?".to_string())];
+        let answer = |city: &str| {
+            let value = json!({"tools": [{"tool": "weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]});
+            guidepost_llm::ChatResponse::new(guidepost_llm::Output::Json(value), Usage::default())
+        };
+        assert_eq!(foreign_values(&batch, &answer("上海"), &history), [("city".to_string(), json!("上海"))]);
+        assert!(foreign_values(&batch, &answer("Shanghai"), &history).is_empty());
+        assert!(foreign_values(&batch, &answer("null"), &history).is_empty(), "no value, nothing to ask again");
+    }
+
+    #[test]
+    fn defaults_stand_unless_the_conversation_could_set_an_argument() {
+        let account = ToolParameter {
+            allowed: vec![json!("checking"), json!("savings"), json!("money_market")],
+            default: Some(json!("checking")),
+            ..guidepost_tools::native::parameter("account", ParameterType::String)
+        };
+        let balance = tool("balance", vec![account.clone()], Overlap::Auto);
+        let said = |text: &str| vec![("customer".to_string(), text.to_string())];
+        assert!(!needs_inference(&balance, &said("How much money do I have?")));
+        assert!(!needs_inference(&balance, &said("What's in my checking account?")), "the default itself");
+        assert!(!needs_inference(&balance, &said("Any savingsplan?")), "not as a word");
+        assert!(needs_inference(&balance, &said("And my saving account?")));
+        assert!(needs_inference(&balance, &said("My money market balance, please")));
+        let agent_said = vec![("agent".to_string(), "Checking or savings?".to_string())];
+        assert!(!needs_inference(&balance, &agent_said), "the agent's words do not count");
+        let hidden = ToolParameter { hidden: true, allowed: vec![], ..account.clone() };
+        assert!(!needs_inference(&tool("t", vec![hidden], Overlap::Auto), &said("savings")));
+        let free = ToolParameter { allowed: vec![], default: Some(json!("today")), ..account };
+        assert!(needs_inference(&tool("t", vec![free], Overlap::Auto), &said("hi")), "a free value could be given");
     }
 
     #[test]

@@ -73,6 +73,24 @@ async fn premium_offer_matches_in_the_second_iteration() {
 }
 
 #[tokio::test]
+async fn an_account_other_than_the_default_is_decided_by_the_model() {
+    // "savings" is one of the account's fixed values and not its default: the defaults
+    // would look up the wrong account, so the model decides the arguments.
+    let definition = example("banking");
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        assert!(prompt(r).contains("savings account"));
+        Ok(serde_json::json!({"tools": [{"tool": "get_balance", "rationale": "the savings account", "decision": "needs_to_run", "calls": [{"arguments": {"account": "savings"}}]}]}))
+    });
+    let model = Arc::new(with_reply(with_matching(model, oracle()), |_| "Let me check.".into()));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    let outcome =
+        turn(&rt, &MemorySession::new(), &Default::default(), "How much money is in my savings account?").await;
+    assert_eq!(model.calls(&TaskKind::ToolInference), 1);
+    assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["account"], "savings");
+}
+
+#[tokio::test]
 async fn max_engine_iterations_bounds_a_tool_chain() {
     let yaml = r#"
 agent: {name: Chain, max_engine_iterations: 2}

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::ScriptedModel;
+use guidepost_llm::{OutputFormat, TaskKind};
 use guidepost_runtime::events::{message_text, status_of};
 use guidepost_runtime::{MemorySession, ToolDecision, TurnStatus};
 use guidepost_testkit::models::{Held, Hold};
@@ -153,8 +153,9 @@ tools:
 
 #[tokio::test]
 async fn a_customer_only_value_the_customer_did_not_write_is_asked_for_again() {
-    // The model translates the city; asked again with the reason, it keeps the customer's
-    // words, and the call runs with them.
+    // The model translates the city, and asked again with the reason, would translate it
+    // again: the second time the city can only be a passage of the customer's messages (as
+    // constrained decoding enforces), so the call runs with the customer's own word.
     let yaml = WEATHER.replace(
         "city: {type: string, description: The city name, display_name: city}",
         "city: {type: string, description: The city name, display_name: city, source: customer}",
@@ -162,8 +163,21 @@ async fn a_customer_only_value_the_customer_did_not_write_is_asked_for_again() {
     let definition = inline(&yaml);
     let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
         let p = prompt(r);
-        let city = if p.contains("which the customer did not write") { "Paris" } else { "巴黎" };
-        assert!(!p.contains("which the customer did not write") || p.contains("city = \"巴黎\""), "{p}");
+        let OutputFormat::Json { schema, .. } = &r.output else { panic!("a structured answer") };
+        let city = &schema["properties"]["tools"]["items"]["properties"]["calls"]["items"]["properties"]["arguments"]
+            ["properties"]["city"];
+        let city = if p.contains("which the customer did not write") {
+            assert!(p.contains("city = \"巴黎\""), "{p}");
+            let allowed = city["enum"].as_array().expect("the city is restricted to the customer's words");
+            for passage in ["Paris", "the weather in Paris", "What's"] {
+                assert!(allowed.contains(&json!(passage)), "{passage} in {allowed:?}");
+            }
+            assert!(!allowed.contains(&json!("巴黎")) && allowed.contains(&json!(null)), "{allowed:?}");
+            "Paris"
+        } else {
+            assert_eq!(city["type"], json!(["string", "null"]), "free the first time");
+            "巴黎"
+        };
         Ok(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
     });
     let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |_| "It is 12 degrees in Paris.".into()));

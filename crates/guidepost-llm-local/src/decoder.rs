@@ -11,6 +11,13 @@
 //! that holds the longest prefix the new prompt shares with what was evaluated before, and
 //! evaluates only the rest. Guidepost's prompts for one task share their instructions, so
 //! on two CPU cores the second and later calls skip most of their prefill.
+//!
+//! A turn moves between kinds of prompt (the guideline checks, the tool decision, the
+//! reply), and the next turn starts over with the checks. So the cache of a kind of prompt
+//! the decoder leaves is kept aside ([`SAVED_PREFIXES`] of them, the most recently left
+//! first), and a prompt that shares more with one of them than with the current cache
+//! continues from it: the next turn's checks reuse the previous turn's agent and
+//! conversation, the tool decision its instructions.
 
 use std::io::{Read, Seek};
 use std::sync::Arc;
@@ -289,6 +296,49 @@ impl Rope {
     }
 }
 
+/// How many caches of prompts the decoder moved away from it keeps aside, besides the
+/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B).
+pub(crate) const SAVED_PREFIXES: usize = 3;
+
+/// A key/value cache kept aside: the tokens it holds and each block's keys and values.
+struct SavedCache {
+    tokens: Vec<u32>,
+    blocks: Vec<Option<(Tensor, Tensor)>>,
+}
+
+/// How many leading tokens `a` and `b` share.
+fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Whether a prompt sharing `shared` tokens with a cache of `held` tokens is another kind
+/// of prompt: it keeps less than half of the cache. Within a kind (the checks of one turn,
+/// which differ only in their statement) the cache is simply cut back; across kinds the one
+/// left is worth keeping aside.
+fn another_kind(shared: usize, held: usize) -> bool {
+    shared * 2 < held
+}
+
+/// What [`Decoder::prefill`] does with the caches before evaluating a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CachePlan {
+    /// Continue from the current cache.
+    Current,
+    /// Continue from the saved cache at this index, which shares more with the prompt.
+    Saved(usize),
+}
+
+/// Chooses the cache to continue from: a saved one only when it shares more with the
+/// prompt than the current one does.
+fn plan(current: &[u32], saved: &[&[u32]], prompt: &[u32]) -> CachePlan {
+    let here = shared_prefix(current, prompt);
+    let best = saved.iter().enumerate().map(|(i, tokens)| (i, shared_prefix(tokens, prompt))).max_by_key(|(_, n)| *n);
+    match best {
+        Some((i, n)) if n > here => CachePlan::Saved(i),
+        _ => CachePlan::Current,
+    }
+}
+
 /// A loaded decoder with its key/value cache.
 pub(crate) struct Decoder {
     hp: Hyperparameters,
@@ -300,6 +350,8 @@ pub(crate) struct Decoder {
     device: Device,
     /// The tokens whose keys and values the cache holds, in order.
     cached: Vec<u32>,
+    /// Caches of other kinds of prompt, kept aside, the most recently left last.
+    saved: Vec<SavedCache>,
 }
 
 impl Decoder {
@@ -333,6 +385,7 @@ impl Decoder {
             hp,
             device: device.clone(),
             cached: Vec::new(),
+            saved: Vec::new(),
         };
         Ok((decoder, report))
     }
@@ -353,7 +406,28 @@ impl Decoder {
                 context: self.hp.positions,
             });
         }
-        let shared = self.cached.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        let saved: Vec<&[u32]> = self.saved.iter().map(|c| c.tokens.as_slice()).collect();
+        match plan(&self.cached, &saved, prompt) {
+            CachePlan::Saved(i) => {
+                let chosen = self.saved.remove(i);
+                let left = self.take_cache();
+                self.keep_aside(left);
+                for (block, cache) in self.blocks.iter_mut().zip(chosen.blocks) {
+                    block.cache = cache;
+                }
+                self.cached = chosen.tokens;
+            }
+            CachePlan::Current => {
+                if another_kind(shared_prefix(&self.cached, prompt), self.cached.len()) {
+                    let left = SavedCache {
+                        tokens: self.cached.clone(),
+                        blocks: self.blocks.iter().map(|b| b.cache.clone()).collect(),
+                    };
+                    self.keep_aside(left);
+                }
+            }
+        }
+        let shared = shared_prefix(&self.cached, prompt);
         // At least the last prompt token is evaluated: its logits are the answer.
         let reuse = shared.min(prompt.len() - 1);
         for block in &mut self.blocks {
@@ -396,7 +470,28 @@ impl Decoder {
         Ok(logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
     }
 
-    /// Empties the cache.
+    /// Takes the current cache out of the blocks, leaving them empty.
+    fn take_cache(&mut self) -> SavedCache {
+        SavedCache {
+            tokens: std::mem::take(&mut self.cached),
+            blocks: self.blocks.iter_mut().map(|b| b.cache.take()).collect(),
+        }
+    }
+
+    /// Keeps `cache` aside as the most recently left, in place of a saved one of the same
+    /// kind, dropping the least recently left beyond [`SAVED_PREFIXES`].
+    fn keep_aside(&mut self, cache: SavedCache) {
+        if cache.tokens.is_empty() {
+            return;
+        }
+        self.saved.retain(|c| another_kind(shared_prefix(&c.tokens, &cache.tokens), c.tokens.len()));
+        self.saved.push(cache);
+        if self.saved.len() > SAVED_PREFIXES {
+            self.saved.remove(0);
+        }
+    }
+
+    /// Empties the current cache (the caches kept aside are whole, and stay).
     pub(crate) fn forget(&mut self) {
         for block in &mut self.blocks {
             block.cache = None;
@@ -415,6 +510,22 @@ mod tests {
         assert_eq!(mask[0], vec![0.0, 0.0, 0.0, 0.0, f32::NEG_INFINITY]);
         assert_eq!(mask[1], vec![0.0; 5]);
         Ok(())
+    }
+
+    #[test]
+    fn a_prompt_continues_from_the_cache_that_shares_most_with_it() {
+        let checks: &[u32] = &[1, 2, 3, 4, 5, 6];
+        let tools: &[u32] = &[1, 9, 9, 9];
+        // The next check shares more with the checks' cache kept aside than with the tool
+        // decision's current one.
+        assert_eq!(plan(tools, &[checks], &[1, 2, 3, 4, 7]), CachePlan::Saved(0));
+        assert_eq!(plan(tools, &[checks], &[1, 9, 9, 8]), CachePlan::Current);
+        // A tie stays with the current cache.
+        assert_eq!(plan(&[1, 2], &[&[1, 2, 3]], &[1, 2, 5]), CachePlan::Current);
+        assert_eq!(plan(&[], &[tools, checks], &[1, 2, 3]), CachePlan::Saved(1));
+        // The checks of one turn differ in their statement only: the same kind of prompt.
+        assert!(!another_kind(5, 6));
+        assert!(another_kind(1, 6));
     }
 
     #[test]

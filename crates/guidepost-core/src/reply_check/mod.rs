@@ -264,10 +264,54 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     problems
 }
 
+/// Polite requests that ask for something without a question mark ("Please tell me the city.",
+/// "请告诉我你要查询的城市。"), in the languages Guidepost's checks know, lowercase.
+const REQUESTS: &[&str] = &[
+    "please tell",
+    "please let me know",
+    "let me know",
+    "please provide",
+    "please share",
+    "please give",
+    "please send",
+    "please specify",
+    "please confirm",
+    "please enter",
+    "tell me which",
+    "tell me what",
+    "tell me where",
+    "tell me when",
+    "请告诉",
+    "告诉我",
+    "请提供",
+    "请问",
+    "请说",
+    "请输入",
+    "请确认",
+    "请指定",
+    "麻烦告诉",
+    "por favor, indique",
+    "por favor indique",
+    "dígame",
+    "indíqueme",
+    "merci de préciser",
+    "merci d'indiquer",
+    "veuillez",
+    "indiquez-moi",
+    "bitte nennen sie",
+    "bitte geben sie",
+    "bitte teilen sie",
+];
+
 /// Whether `text` asks something: a question mark of any script (`?`, the full-width `？`,
-/// the Arabic `؟`, the Greek `;`, the Spanish opening `¿`).
+/// the Arabic `؟`, the Greek `;`, the Spanish opening `¿`), or a polite request for it
+/// ([`REQUESTS`]).
 fn asks_a_question(text: &str) -> bool {
-    text.chars().any(|c| matches!(c, '?' | '？' | '؟' | '\u{037E}' | '¿' | '⸮'))
+    if text.chars().any(|c| matches!(c, '?' | '？' | '؟' | '\u{037E}' | '¿' | '⸮')) {
+        return true;
+    }
+    let lower = text.to_lowercase();
+    REQUESTS.iter().any(|r| lower.contains(r))
 }
 
 /// The reply sent when no composed reply passed the checks: the agent's `fallback_reply`, or
@@ -354,6 +398,11 @@ mod tests {
         let greeting_only = "你好，我是天气助手，可以查询北京、上海、广州等城市的天气。";
         assert_eq!(kinds(greeting_only, &must_ask), [ReplyCheck::Unasked]);
         assert!(kinds("你好！你想查哪个城市的天气？", &must_ask).is_empty());
+        // A polite request asks as well as a question does.
+        assert!(kinds("我可以查询北京、上海等城市的天气。请告诉我你要查询的城市。", &must_ask).is_empty());
+        assert!(
+            kinds("I can look it up. Please tell me the city.", &must_ask).iter().all(|c| *c != ReplyCheck::Unasked)
+        );
         assert!(kinds("Which city would you like?", &must_ask).iter().all(|c| *c != ReplyCheck::Unasked));
         // Nothing missing: a reply may well ask nothing.
         assert!(kinds(greeting_only, &[]).is_empty());

@@ -254,3 +254,21 @@ fn a_prompt_prefix_shared_with_the_previous_call_is_reported_as_cached() {
     assert_eq!(again.usage.cached_tokens, again.usage.prompt_tokens - 1);
     assert_eq!(again.output.as_text(), first.output.as_text());
 }
+
+#[test]
+fn a_prompt_of_a_kind_left_for_another_continues_from_its_cache() {
+    // The checks, then the reply, then the checks again: the second check continues from the
+    // cache of the first, kept aside while the reply was written, and answers as before.
+    let model = LocalChatModel::load("local:smollm2", &super::common::options()).unwrap();
+    let rt = runtime();
+    let first = rt.block_on(model.complete(refund_check())).unwrap();
+    let other = rt.block_on(model.complete(capital_question())).unwrap();
+    assert!(other.usage.cached_tokens < other.usage.prompt_tokens / 2, "another kind of prompt");
+    let again = rt.block_on(model.complete(refund_check())).unwrap();
+    assert_eq!(again.usage.cached_tokens, again.usage.prompt_tokens - 1, "continued from the cache kept aside");
+    assert_eq!(again.output, first.output);
+    // The reply's cache was kept aside in turn.
+    let other_again = rt.block_on(model.complete(capital_question())).unwrap();
+    assert_eq!(other_again.usage.cached_tokens, other_again.usage.prompt_tokens - 1);
+    assert_eq!(other_again.output, other.output);
+}

@@ -44,7 +44,7 @@ pub const CORRECTION_ITEM: &str = "~correction";
 /// 7 pm instead", "不对", "改成"). A message with one of them goes to the journey selection
 /// that sees the whole journey whatever the correction question answered: that selection
 /// decides whether and where to go back, so looking once too often costs a call, while a
-/// correction missed books the wrong address. Measured on Qwen2.5-Coder-1.5B, the question
+/// correction missed books the wrong address. Measured on the embedded local model, the question
 /// alone answered "Sorry, the pickup address is actually 12 Oak Street, not Main Street 5"
 /// with p(yes) 0.39, and "Will the driver help with my luggage?" with 0.70.
 const CORRECTION_CUES: &[&str] = &[

@@ -49,7 +49,7 @@ pub enum Asked {
 /// Renders the prompt asking about `item`.
 ///
 /// The instructions are given in the statement's language where Guidepost has them in it
-/// (English, and Chinese): measured on Qwen2.5-Coder-1.5B, Chinese statements under English
+/// (English, and Chinese): measured on the embedded local model, Chinese statements under English
 /// instructions were judged no better than chance (AUC 0.50 on 132 labelled checks), and 0.83
 /// under Chinese ones.
 pub fn render_single(

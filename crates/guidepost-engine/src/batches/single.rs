@@ -25,7 +25,10 @@ pub fn answer_schema() -> serde_json::Value {
 #[derive(Serialize)]
 struct SingleContext<'a> {
     conversation: &'a ConversationView,
-    item: &'a PromptItem,
+    /// The statement asked about (none for a choice).
+    item: Option<&'a PromptItem>,
+    /// For a choice: the statements, in the order asked, one of which is to be named.
+    choices: Vec<&'a str>,
     /// The customer's latest message, quoted again just before the statement: a small model
     /// reads the statement against it rather than against the agent's own words.
     latest: Option<&'a str>,
@@ -59,7 +62,112 @@ pub fn render_single(
 ) -> Result<RenderedPrompt, BatchError> {
     let latest = conversation.latest_customer_message();
     let chinese = writes_chinese(&item.condition);
-    render("single.j2", &SingleContext { conversation, item, latest, chinese, anew: asked == Asked::Anew })
+    let anew = asked == Asked::Anew;
+    render("single.j2", &SingleContext { conversation, item: Some(item), choices: Vec::new(), latest, chinese, anew })
+}
+
+/// Renders the prompt asking which of `statements` is true (numbered from 1, in this
+/// order): the single check's instructions and conversation, with a numbered list in place
+/// of the statement.
+pub fn render_choice(statements: &[&str], conversation: &ConversationView) -> Result<RenderedPrompt, BatchError> {
+    let latest = conversation.latest_customer_message();
+    let chinese = writes_chinese(&statements.concat());
+    let choices = statements.to_vec();
+    render("single.j2", &SingleContext { conversation, item: None, choices, latest, chinese, anew: false })
+}
+
+/// The statements a choice prompt lists, in the order asked: what a scripted test model
+/// answers on (with the number of the one it picks, from 1).
+pub fn choices_of(user: &str) -> Option<Vec<&str>> {
+    let (_, rest) = user.rsplit_once(CHOICE_QUESTION).or_else(|| user.rsplit_once(CHOICE_QUESTION_ZH))?;
+    let listed: Vec<&str> = rest
+        .lines()
+        .filter_map(|line| line.split_once(". ").filter(|(n, _)| n.parse::<usize>().is_ok()).map(|(_, text)| text))
+        .collect();
+    (!listed.is_empty()).then_some(listed)
+}
+
+/// The question a choice prompt asks, in English and in Chinese (as `single.j2` words it).
+const CHOICE_QUESTION: &str = "Which one of these statements is true?";
+const CHOICE_QUESTION_ZH: &str = "下面哪一条陈述成立？";
+
+/// The schema name of a choice's answer.
+pub const CHOICE_SCHEMA_NAME: &str = "Choice";
+
+/// The most statements a choice offers: each is named by one digit.
+pub const MAX_CHOICES: usize = 9;
+
+/// Asks which one of `statements` is true, once in their order and once in reverse, and
+/// returns how likely each is, averaged over the two askings. A small model favours a
+/// position in a list; asked both ways, that preference cancels out. A model that reports
+/// no odds counts its pick as certain. Two statements at least and [`MAX_CHOICES`] at most.
+///
+/// Asked one at a time, a statement a small model reads as about the customer can be
+/// denied when it is about something else: after a weather lookup that failed, the local
+/// model answered no to both "the lookup returned the weather" and "the lookup failed"
+/// (p(yes) 0.08 and 0.06). Asked which of the two is true, it named the failure (0.88 and
+/// 0.66 in the two orders), and the successful lookups right as well.
+pub async fn choose(
+    model: &dyn ChatModel,
+    task: TaskKind,
+    temperature: f32,
+    statements: &[&str],
+    conversation: &ConversationView,
+) -> CallOutcome<Vec<f32>> {
+    let n = statements.len();
+    if !(2..=MAX_CHOICES).contains(&n) {
+        let error = BatchError::Prompt(format!("a choice needs 2 to {MAX_CHOICES} statements, not {n}"));
+        return CallOutcome { answer: Err(error), usage: None, estimated_tokens: 0 };
+    }
+    let mut totals = vec![0f32; n];
+    let mut usage: Option<Usage> = None;
+    let mut estimated_tokens = 0;
+    let orders: [Vec<usize>; 2] = [(0..n).collect(), (0..n).rev().collect()];
+    for order in &orders {
+        let asked: Vec<&str> = order.iter().map(|&i| statements[i]).collect();
+        let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
+        let schema = serde_json::json!({"type": "string", "enum": labels});
+        let prompt = render_choice(&asked, conversation);
+        let outcome =
+            call_weighed::<String>(model, task.clone(), prompt, temperature, (CHOICE_SCHEMA_NAME.into(), schema)).await;
+        estimated_tokens += outcome.estimated_tokens;
+        if let Some(u) = &outcome.usage {
+            Usage::sum_into(&mut usage, u);
+        }
+        let (answer, decisions) = match outcome.answer {
+            Ok(answer) => answer,
+            Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
+        };
+        let picked = answer.trim().parse::<usize>().ok().filter(|k| (1..=n).contains(k));
+        let odds = label_odds(&decisions, &labels);
+        for (position, &statement) in order.iter().enumerate() {
+            totals[statement] += match &odds {
+                Some(p) => p[position],
+                None => f32::from(u8::from(picked == Some(position + 1))),
+            };
+        }
+    }
+    let probabilities = totals.into_iter().map(|t| t / orders.len() as f32).collect();
+    CallOutcome { answer: Ok(probabilities), usage, estimated_tokens }
+}
+
+/// How likely each label was at the first decision that offers any of them, renormalized
+/// over the labels (`None` when no decision offers one).
+fn label_odds(decisions: &[TokenDecision], labels: &[String]) -> Option<Vec<f32>> {
+    decisions.iter().find_map(|decision| {
+        let p: Vec<f32> = labels
+            .iter()
+            .map(|label| {
+                let offered = decision.options.iter();
+                offered
+                    .filter(|o| o.token.trim_matches(|c: char| c == '"' || c.is_whitespace()) == label)
+                    .map(|o| o.probability)
+                    .sum()
+            })
+            .collect();
+        let total: f32 = p.iter().sum();
+        (total > 0.0).then(|| p.iter().map(|x| x / total).collect())
+    })
 }
 
 /// The statement a single check's per-turn prompt asks about (in either language), without
@@ -147,5 +255,42 @@ fn weigh(id: &str, answer: &str, decisions: &[TokenDecision], threshold: f32) ->
             rationale: None,
             probability: None,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use guidepost_llm::TokenOption;
+
+    use super::*;
+
+    #[test]
+    fn a_choice_is_weighed_at_the_first_step_that_offers_a_label() {
+        let option = |token: &str, probability| TokenOption { token: token.into(), probability };
+        let decisions = [
+            TokenDecision { offset: 0, options: vec![option("\"", 1.0)] },
+            TokenDecision { offset: 1, options: vec![option("2", 0.6), option("1", 0.2), option("x", 0.2)] },
+        ];
+        let labels = ["1".to_string(), "2".to_string(), "3".to_string()];
+        let p = label_odds(&decisions, &labels).unwrap();
+        assert!((p[0] - 0.25).abs() < 1e-6 && (p[1] - 0.75).abs() < 1e-6 && p[2] == 0.0, "{p:?}");
+        assert_eq!(label_odds(&decisions[..1], &labels), None);
+    }
+
+    #[test]
+    fn the_choice_prompt_lists_the_statements_in_the_order_asked() {
+        let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(
+            "a.yaml",
+            "agent: { name: 小天 }",
+        )])
+        .definition
+        .unwrap();
+        let ctx = crate::MatchingContext::new(Vec::new(), Default::default());
+        let conversation = ConversationView::build(&std::sync::Arc::new(definition), &ctx, 4);
+        let prompt = render_choice(&["天气工具返回了天气", "天气工具查询失败"], &conversation).unwrap();
+        assert_eq!(choices_of(&prompt.user), Some(vec!["天气工具返回了天气", "天气工具查询失败"]));
+        assert!(prompt.user.contains("下面哪一条陈述成立？"), "{}", prompt.user);
+        let english = render_choice(&["The lookup failed", "The lookup found it"], &conversation).unwrap();
+        assert_eq!(choices_of(&english.user), Some(vec!["The lookup failed", "The lookup found it"]));
     }
 }

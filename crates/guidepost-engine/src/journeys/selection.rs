@@ -245,6 +245,24 @@ impl JourneySelector {
                     Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
                 }
             };
+            // A tool step whose tool ran, or a fork, where an active journey rests cannot be
+            // stayed on: when no exit was found likelier than not, the model is asked which
+            // one of them holds (a few seconds), before the journey-wide selection (many
+            // more). A journey just starting is not asked: not starting is one of its answers,
+            // and only the journey-wide selection offers it.
+            let next = match next {
+                None if !entered
+                    && !starting
+                    && matches!(node.kind, NodeKind::Tool | NodeKind::Fork)
+                    && (2..=single::MAX_CHOICES).contains(&conditional.len()) =>
+                {
+                    let (edge, note) =
+                        self.which_exit(model, &conditional, conversation, &mut usage, &mut estimated_tokens).await;
+                    notes.extend(note);
+                    edge
+                }
+                next => next,
+            };
             let Some(edge) = next else { break };
             steps.push(edge.to.clone());
             at = edge.to.clone();
@@ -359,6 +377,39 @@ impl JourneySelector {
         outcome.answer.map(|verdicts| {
             verdicts.into_iter().map(|v| ExitVerdict { holds: v.applies, probability: v.probability }).collect()
         })
+    }
+
+    /// Which one of `exits` holds, asked as a choice among their conditions (see
+    /// [`single::choose`]): the likeliest, with a note for the rationale. A failed call
+    /// chooses none, and says so.
+    async fn which_exit<'e>(
+        &self,
+        model: &dyn ChatModel,
+        exits: &[&'e JourneyEdge],
+        conversation: &ConversationView,
+        usage: &mut Option<Usage>,
+        estimated: &mut usize,
+    ) -> (Option<&'e JourneyEdge>, Option<String>) {
+        let conditions: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
+        let task = TaskKind::JourneySelection;
+        let outcome = single::choose(model, task, self.temperature, &conditions, conversation).await;
+        *estimated += outcome.estimated_tokens;
+        if let Some(u) = &outcome.usage {
+            Usage::sum_into(usage, u);
+        }
+        match outcome.answer {
+            Ok(probabilities) => {
+                let likeliest = exits.iter().zip(&probabilities).max_by(|a, b| a.1.total_cmp(b.1));
+                match likeliest {
+                    Some((edge, p)) => {
+                        let condition = edge.condition.as_deref().unwrap_or_default();
+                        (Some(*edge), Some(format!("which holds: {condition} (p {p:.2})")))
+                    }
+                    None => (None, None),
+                }
+            }
+            Err(error) => (None, Some(format!("which holds: the question failed ({error})"))),
+        }
     }
 
     /// A fork is never a resting place: a move that ends on a fork with more than one way out

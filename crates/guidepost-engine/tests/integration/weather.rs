@@ -399,3 +399,49 @@ async fn where_the_journey_rests_an_answer_likelier_than_not_moves_it() {
     let o = matcher.match_turn(&at_ask_continue().customer("你们是怎么预报的？")).await.unwrap();
     assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result", "ask_continue"])));
 }
+
+#[tokio::test]
+async fn a_tool_step_whose_exits_all_sound_unlikely_asks_which_one_holds() {
+    // After the lookup failed, the small model denies both ways out of the tool step one at
+    // a time; asked which one holds, it names the failure. It is asked in both orders (a
+    // small model favours a position); reporting no odds, its picks count as certain. No
+    // journey-wide selection is made.
+    let failed_first = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = failed_first.clone();
+    let capabilities = guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7);
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(capabilities)
+            .when(schema_is("Verdict"))
+            .reply_odds(|req| Ok(if statement(req) == "用户想知道天气" { 0.9 } else { 0.05 }))
+            .when(schema_is("Choice"))
+            .reply_with(move |req| {
+                let listed = guidepost_engine::batches::single::choices_of(user(req)).expect("a numbered list");
+                assert_eq!(listed.len(), 2, "{listed:?}");
+                let failure = listed.iter().position(|s| s.contains("查询失败")).unwrap() + 1;
+                if failure == 1 {
+                    seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                assert!(tool_results(req).contains("error"), "the failed lookup is in the prompt");
+                Ok(json!(failure.to_string()))
+            }),
+    );
+    let def = example("weather");
+    let tool = weather_tool(&def);
+    let matcher = matcher(def, model.clone());
+    let mut session = Session::new();
+    session.state.journey_paths.insert(
+        "weather_lookup".into(),
+        guidepost_core::JourneyPath::from_states(states(&["initial", "get_weather"])).unwrap(),
+    );
+    let ctx = session.customer("火星天气怎么样？");
+    let ctx = ctx.with_tool_results(vec![result(&tool, "火星", json!({"error": "暂时没有该城市的天气数据"}))]);
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "get_weather", "suggest_cities"])));
+    let rationale = &first.record.journey("weather_lookup").unwrap().rationale;
+    assert!(rationale.contains("which holds: 天气工具查询失败（不支持该城市） (p 1.00)"), "{rationale}");
+    let choices = model.requests().iter().filter(|r| schema_is("Choice")(r)).count();
+    assert_eq!(choices, 2, "asked in both orders");
+    assert_eq!(failed_first.load(std::sync::atomic::Ordering::SeqCst), 1, "once with the failure listed first");
+    assert!(model.requests().iter().all(|r| !schema_is("JourneySelectionAnswer")(r)), "no journey-wide selection");
+}

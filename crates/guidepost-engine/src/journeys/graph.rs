@@ -33,6 +33,10 @@ pub struct JourneyNode {
     pub description: Option<String>,
     /// Tools of a tool node.
     pub tools: Vec<ToolId>,
+    /// Whether one of its tools is consequential (books, pays, sends): such a step is only
+    /// entered from the question the customer was asked (see [`super::paths::advance`]).
+    #[serde(default)]
+    pub consequential: bool,
     /// Outgoing edges in definition order.
     pub edges: Vec<JourneyEdge>,
     /// The node guideline of the node entered by its first incoming edge (or the root).
@@ -94,6 +98,7 @@ impl JourneyGraph {
                     action: p.action.clone(),
                     description: p.description.clone(),
                     tools: p.tools.clone(),
+                    consequential: p.tools.iter().any(|id| definition.tool(id).is_some_and(|t| t.consequential)),
                     edges,
                     guideline_id: p.guideline_id.clone(),
                 },

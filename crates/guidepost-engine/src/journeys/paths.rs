@@ -10,7 +10,7 @@ use guidepost_core::{JourneyPath, PathStep};
 
 use crate::batches::journey_selection::{JourneySelectionAnswer, StepDecision, local_id, node_of};
 use crate::batches::key_number;
-use crate::journeys::graph::JourneyGraph;
+use crate::journeys::graph::{JourneyGraph, JourneyNode};
 use crate::record::{GuidelineMatch, JourneyDecision, MatchKind};
 
 /// The effect of a decision on one journey's path.
@@ -54,6 +54,19 @@ pub fn advance(
     for step in steps.iter().take(max_steps.max(1)) {
         if graph.edge(&at, step).is_none() {
             correction = Some(format!("step `{step}` is not reachable from `{at}`; kept the valid part of the move"));
+            break;
+        }
+        // A consequential step (a booking, a payment) is entered from a question only when the
+        // customer was asked it: where the journey rested, not a step this move only reached.
+        // So the customer sees what is about to happen and answers it, even when a model reads
+        // a confirmation into an answer to the question before.
+        if !valid.is_empty()
+            && graph.node(step).is_some_and(|n| n.consequential)
+            && graph.node(&at).is_some_and(JourneyNode::is_customer_dependent)
+        {
+            correction = Some(format!(
+                "stopped at `{at}`: `{step}` is consequential, and the customer has not been asked `{at}` yet"
+            ));
             break;
         }
         valid.push(step.clone());
@@ -396,6 +409,39 @@ journeys:
         assert_eq!(back_and_on.path, Some(path(&["initial", "pickup", "dropoff"])));
         let done = apply_answer(&g, &at_time, false, &answer(StepDecision::Advance, &["4"], None), 4);
         assert_eq!(done.decision, JourneyDecision::Completed);
+    }
+
+    #[test]
+    fn a_consequential_step_is_entered_only_from_the_question_that_was_asked() {
+        const BOOKING: &str = r#"
+agent: { name: Rita }
+journeys:
+  - id: taxi
+    title: Taxi
+    conditions: [The customer wants a taxi]
+    start: time
+    states:
+      - { id: time, chat: Ask for the pickup time, next: [{ to: confirm, when: Time given }] }
+      - { id: confirm, chat: Repeat the details and ask the customer to confirm, next: [{ to: book, when: Confirmed }] }
+      - { id: book, tool: book_taxi, next: done }
+      - { id: done, chat: Tell the booking number, next: end }
+tools:
+  - { name: book_taxi, consequential: true, fixture: { cases: [{ args: {}, result: { id: 1 } }] } }
+"#;
+        let def = load_agent(&[SourceFile::new("a.yaml", BOOKING)]).definition.unwrap();
+        let g = CompiledAgent::new(Arc::new(def)).journey("taxi").unwrap().clone();
+        assert!(g.node("book").unwrap().consequential);
+        assert!(!g.node("confirm").unwrap().consequential);
+        // The time given and a confirmation read into it: the move stops at the question.
+        let at_time = path(&["initial", "time"]);
+        let skipped = advance(&g, &at_time, &["confirm".into(), "book".into()], false, 4);
+        assert_eq!(skipped.decision, JourneyDecision::Advanced { steps: vec!["confirm".into()] });
+        assert!(skipped.correction.unwrap().contains("`book` is consequential"));
+        // Asked to confirm, the customer confirms: the booking goes ahead.
+        let at_confirm = path(&["initial", "time", "confirm"]);
+        let booked = advance(&g, &at_confirm, &["book".into()], false, 4);
+        assert_eq!(booked.decision, JourneyDecision::Advanced { steps: vec!["book".into()] });
+        assert_eq!(booked.correction, None);
     }
 
     #[test]

@@ -217,6 +217,15 @@ impl JourneySelector {
             {
                 break;
             }
+            // A question this move only reached, whose every way on is consequential, is not
+            // asked about: the move cannot go past it (see `advance`).
+            if entered
+                && node.is_customer_dependent()
+                && !node.edges.is_empty()
+                && node.edges.iter().all(|e| graph.node(&e.to).is_some_and(|n| n.consequential))
+            {
+                break;
+            }
             let conditional: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
             let otherwise = node.edges.iter().find(|e| e.condition.is_none());
             let next = if conditional.is_empty() {

@@ -431,3 +431,25 @@ fn taxi_at(path: &[&str]) -> Session {
         .insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states(path)).unwrap());
     session
 }
+
+#[tokio::test]
+async fn a_booking_waits_for_the_confirmation_it_asks_for() {
+    // A small model reads a confirmation into the pickup time (every statement about the
+    // ride sounds true to it). The time moves the journey to the confirmation question, and
+    // no further: the booking tool is consequential, and the customer has not been asked to
+    // confirm yet.
+    fn yes_to_all(statement: &str, _: &str) -> f32 {
+        if statement.contains("corrects") || statement.contains("no longer") { 0.1 } else { 0.9 }
+    }
+    let matcher = matcher(example("taxi"), leaning_taxi_model(yes_to_all));
+    let mut at_time = taxi_at(&["initial", "pickup", "dropoff", "time"]);
+    let o = matcher.match_turn(&at_time.customer("At 7 pm.")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])));
+    assert_eq!(o.tool_enabled().count(), 0, "nothing is booked");
+
+    // Asked to confirm, the customer confirms: the ride is booked.
+    let mut at_confirm = taxi_at(&["initial", "pickup", "dropoff", "time", "confirm"]);
+    let o = matcher.match_turn(&at_confirm.customer("Yes, that's right.")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff", "time", "confirm", "book"])));
+    assert_eq!(o.tool_enabled().count(), 1, "the booking tool runs");
+}

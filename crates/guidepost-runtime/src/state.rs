@@ -167,6 +167,23 @@ impl ResponseState {
         out
     }
 
+    /// The questions the journeys wait on after this turn: the action of each active
+    /// journey's current state when it asks the customer something ("Ask for the
+    /// destination"). The reply has to ask them, or the customer has nothing to answer.
+    pub fn open_questions(&self, definition: &AgentDefinition) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (id, path) in &self.journey_paths {
+            if let Some(guidepost_core::StateKind::Chat { action }) =
+                definition.journey(id).and_then(|j| j.state(path.current())).map(|s| &s.kind)
+                && guidepost_engine::categorize::asks_customer(action)
+                && !out.contains(action)
+            {
+                out.push(action.clone());
+            }
+        }
+        out
+    }
+
     /// The states of `journey` this turn entered, in order: the path beyond the part it
     /// shares with where the journey stood when the turn began (all of it for a journey
     /// that started now). Empty when the journey stayed where it was.

@@ -149,7 +149,9 @@ impl ComposeInput<'_> {
     /// The problems of a reply the model wrote.
     fn check(&self, reply: &str, grounding: &Grounding) -> Vec<ReplyProblem> {
         let (missing, invalid) = self.state.tool_insights.most_pressing();
-        let must_ask: Vec<String> = missing.iter().chain(&invalid).map(|m| m.display_name.clone()).collect();
+        let mut must_ask: Vec<String> = missing.iter().chain(&invalid).map(|m| m.display_name.clone()).collect();
+        must_ask
+            .extend(self.state.open_questions(self.definition).into_iter().map(|q| format!("the answer to \"{q}\"")));
         let context = ReplyContext {
             history: self.history,
             grounding,

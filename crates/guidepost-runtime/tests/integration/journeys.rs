@@ -194,3 +194,24 @@ async fn each_task_goes_to_its_own_model() {
         assert!(tasks.iter().all(|t| *t == task), "{name} got {tasks:?}");
     }
 }
+
+#[tokio::test]
+async fn a_reply_that_asks_nothing_where_the_journey_waits_on_a_question_is_written_again() {
+    // The journey rests at the question whether to go on; the first reply only tells the
+    // result. Told that the step's question is due, the second asks it.
+    let model = Arc::new(with_reply(weather_walker(), |p| {
+        if p.contains("it asks the customer nothing, but nothing can be done before they give: the answer to \"询问用户是否还想查询其他城市\"") {
+            "上海今天多云，20°C。还想查其他城市吗？".into()
+        } else {
+            "上海今天多云，20°C。".into()
+        }
+    }));
+    let definition = fluid_weather();
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "上海天气怎么样？").await;
+    assert_eq!(outcome.state.journey_paths["weather_lookup"].current(), "ask_continue");
+    assert_eq!(outcome.messages, ["上海今天多云，20°C。还想查其他城市吗？"]);
+    let found: Vec<_> = outcome.trace.composition.reply_checks.iter().flatten().map(|p| p.check).collect();
+    assert_eq!(found, [guidepost_core::reply_check::ReplyCheck::Unasked]);
+}

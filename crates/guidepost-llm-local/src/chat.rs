@@ -91,15 +91,21 @@ impl LocalChatModel {
     pub fn load(spec: &str, options: &LocalOptions) -> Result<Self, LocalError> {
         let parsed = ChatModelSpec::parse(spec)?;
         let source = parsed.locate(&options.models_dir())?;
-        let mut model = Self::load_source(parsed.model_id(), &source, options)?;
-        if let Some(inner) = Arc::get_mut(&mut model.inner) {
-            inner.verdict_threshold = parsed.verdict_threshold();
-        }
-        Ok(model)
+        Self::load_with(parsed.model_id(), &source, options, parsed.verdict_threshold())
     }
 
-    /// Loads the GGUF model at `source`, reporting it as `id`.
+    /// Loads the GGUF model at `source`, reporting it as `id`; its yes-or-no answers take the
+    /// likelier answer (a verdict threshold of 0.5).
     pub fn load_source(id: impl Into<String>, source: &GgufSource, options: &LocalOptions) -> Result<Self, LocalError> {
+        Self::load_with(id, source, options, 0.5)
+    }
+
+    fn load_with(
+        id: impl Into<String>,
+        source: &GgufSource,
+        options: &LocalOptions,
+        verdict_threshold: f32,
+    ) -> Result<Self, LocalError> {
         if let Some(threads) = options.threads {
             configure_threads(threads);
         }
@@ -149,7 +155,7 @@ impl LocalChatModel {
                 template,
                 info,
                 options: options.clone(),
-                verdict_threshold: 0.5,
+                verdict_threshold,
                 session: Mutex::new(Session { generator: Generator { decoder, stop_ids }, grammar: None }),
             }),
         })

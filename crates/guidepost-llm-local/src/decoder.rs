@@ -407,27 +407,25 @@ impl Decoder {
             });
         }
         let saved: Vec<&[u32]> = self.saved.iter().map(|c| c.tokens.as_slice()).collect();
-        match plan(&self.cached, &saved, prompt) {
-            CachePlan::Saved(i) => {
-                let chosen = self.saved.remove(i);
-                let left = self.take_cache();
-                self.keep_aside(left);
-                for (block, cache) in self.blocks.iter_mut().zip(chosen.blocks) {
-                    block.cache = cache;
-                }
-                self.cached = chosen.tokens;
+        if let CachePlan::Saved(i) = plan(&self.cached, &saved, prompt) {
+            let chosen = self.saved.remove(i);
+            let left = self.take_cache();
+            self.keep_aside(left);
+            for (block, cache) in self.blocks.iter_mut().zip(chosen.blocks) {
+                block.cache = cache;
             }
-            CachePlan::Current => {
-                if another_kind(shared_prefix(&self.cached, prompt), self.cached.len()) {
-                    let left = SavedCache {
-                        tokens: self.cached.clone(),
-                        blocks: self.blocks.iter().map(|b| b.cache.clone()).collect(),
-                    };
-                    self.keep_aside(left);
-                }
-            }
+            self.cached = chosen.tokens;
         }
         let shared = shared_prefix(&self.cached, prompt);
+        // Another kind of prompt cuts the cache back to little: a copy is kept aside first (the
+        // tensors are shared, not copied).
+        if another_kind(shared, self.cached.len()) {
+            let left = SavedCache {
+                tokens: self.cached.clone(),
+                blocks: self.blocks.iter().map(|b| b.cache.clone()).collect(),
+            };
+            self.keep_aside(left);
+        }
         // At least the last prompt token is evaluated: its logits are the answer.
         let reuse = shared.min(prompt.len() - 1);
         for block in &mut self.blocks {

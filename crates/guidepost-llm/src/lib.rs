@@ -83,7 +83,7 @@ pub use middleware::retry::RetryPolicy;
 pub use ports::{ChatModel, Embedder, ModelCapabilities, TextStream, single_shot_stream};
 pub use request::{
     ChatMessage, ChatRequest, ChatResponse, Output, OutputFormat, Role, StreamEvent, TaskKind, TokenDecision,
-    TokenOption, odds,
+    TokenOption, label_odds, odds,
 };
 pub use schema::{
     generate, generate_weighed, generate_with_schema, is_strict_compatible, make_strict, schema_name_for,

@@ -338,6 +338,14 @@ impl ChatResponse {
 
 /// [`ChatResponse::odds`] over `decisions`.
 pub fn odds(decisions: &[TokenDecision], first: &str, second: &str) -> Option<f32> {
+    label_odds(decisions, &[first, second]).map(|p| p[0])
+}
+
+/// How likely the model found each of `labels` where it chose among them: at the first
+/// decision whose options include any (as a whole token, quotes and spaces aside), each
+/// label's probability over the labels' total. A label not among the reported options counts
+/// as 0. `None` when no decision offered any. With two labels, [`odds`].
+pub fn label_odds(decisions: &[TokenDecision], labels: &[&str]) -> Option<Vec<f32>> {
     decisions.iter().find_map(|decision| {
         let probability = |wanted: &str| {
             decision
@@ -347,8 +355,9 @@ pub fn odds(decisions: &[TokenDecision], first: &str, second: &str) -> Option<f3
                 .map(|o| o.probability)
                 .sum::<f32>()
         };
-        let (a, b) = (probability(first), probability(second));
-        (a + b > 0.0).then(|| a / (a + b))
+        let p: Vec<f32> = labels.iter().map(|label| probability(label)).collect();
+        let total: f32 = p.iter().sum();
+        (total > 0.0).then(|| p.iter().map(|x| x / total).collect())
     })
 }
 
@@ -383,6 +392,18 @@ pub enum StreamEvent {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn labels_are_weighed_at_the_first_decision_offering_any() {
+        let option = |token: &str, probability| TokenOption { token: token.into(), probability };
+        let decisions = [
+            TokenDecision { offset: 0, options: vec![option("\"", 1.0)] },
+            TokenDecision { offset: 1, options: vec![option("2", 0.6), option("1", 0.2), option("x", 0.2)] },
+        ];
+        let p = label_odds(&decisions, &["1", "2", "3"]).unwrap();
+        assert!((p[0] - 0.25).abs() < 1e-6 && (p[1] - 0.75).abs() < 1e-6 && p[2] == 0.0, "{p:?}");
+        assert_eq!(label_odds(&decisions[..1], &["1", "2"]), None);
+    }
 
     #[test]
     fn odds_weigh_two_options_at_the_first_decision_offering_them() {

@@ -4,8 +4,9 @@
 //! Tools that overlap (an `overlap` relationship, or `overlap: always`) are decided
 //! together in one structured call; every other tool in its own. A tool that is not
 //! consequential and whose arguments the conversation could not set (see
-//! [`needs_inference`]) runs with its defaults, without any model call. Arguments are validated against the tool's parameters before anything runs:
-//! what is missing or invalid becomes an insight, so the agent asks the customer for it.
+//! [`needs_inference`]) runs with its defaults, without any model call. Arguments are
+//! validated against the tool's parameters before anything runs: what is missing or invalid
+//! becomes an insight, so the agent asks the customer for it.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -141,7 +142,10 @@ fn needs_inference(tool: &Tool, history: &[(String, String)]) -> bool {
 /// Whether the customer's messages name a fixed value as a word ("savings", "express
 /// shipping"), with or without a plural "s", underscores and hyphens read as spaces.
 fn named_by_customer(value: &Value, history: &[(String, String)]) -> bool {
-    let Some(value) = value.as_str() else { return said_by_customer(value, history) };
+    let Some(text) = value.as_str() else { return said_by_customer(value, history) };
+    if text.chars().any(guidepost_engine::writes_without_spaces) {
+        return said_by_customer(value, history);
+    }
     let words = |t: &str| -> Vec<String> {
         t.to_lowercase()
             .split(|c: char| !c.is_alphanumeric())
@@ -149,12 +153,9 @@ fn named_by_customer(value: &Value, history: &[(String, String)]) -> bool {
             .map(|w| w.strip_suffix('s').filter(|s| s.len() > 2).unwrap_or(w).to_string())
             .collect()
     };
-    let wanted = words(value);
+    let wanted = words(text);
     if wanted.is_empty() {
         return false;
-    }
-    if value.chars().any(guidepost_engine::writes_without_spaces) {
-        return said_by_customer(&json!(value), history);
     }
     history
         .iter()
@@ -268,7 +269,8 @@ fn said_by_customer(value: &Value, history: &[(String, String)]) -> bool {
 /// what hosted providers accept in one enum.
 const MAX_PASSAGES: usize = 200;
 
-/// The longest passage [`customer_passages`] offers, in words (or Han characters).
+/// The longest passage [`customer_passages`] offers, in words (in scripts written without
+/// spaces, characters).
 const PASSAGE_WORDS: usize = 6;
 
 /// Every passage of the customer's recent messages a value could be copied from: runs of up
@@ -338,6 +340,13 @@ fn scripts<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<u8> {
         out.insert(script);
     }
     out
+}
+
+/// Whether `value` is a translation: written in scripts none of which the customer wrote in
+/// (`written`, the [`scripts`] of their messages). A value without letters is none.
+fn translated(value: &Value, written: &BTreeSet<u8>) -> bool {
+    let used = scripts(value.as_str().into_iter());
+    !used.is_empty() && used.is_disjoint(written)
 }
 
 /// The customer-only arguments of an answer that the customer did not write, as
@@ -530,18 +539,20 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         // translated; restricted to passages, it would become whichever words fit worst
         // ("能帮" as a city), so it is asked for again freely and refused if it comes back.
         let written = scripts(input.history.iter().filter(|(who, _)| who == "customer").map(|(_, text)| text.as_str()));
-        let translated = |value: &Value| {
-            let used = scripts(value.as_str().into_iter());
-            !used.is_empty() && used.is_disjoint(&written)
-        };
         let strings = |name: &str| {
             batch
                 .iter()
                 .flat_map(|t| &t.parameters)
                 .any(|p| p.name == name && p.allowed.is_empty() && matches!(p.kind, ParameterType::String))
         };
-        for (name, _) in foreign.iter().filter(|(name, value)| strings(name) && translated(value)) {
-            copied.insert(name.clone(), customer_passages(input.history));
+        let to_copy: Vec<&String> = foreign
+            .iter()
+            .filter(|(name, value)| strings(name) && translated(value, &written))
+            .map(|(n, _)| n)
+            .collect();
+        if !to_copy.is_empty() {
+            let passages = customer_passages(input.history);
+            copied.extend(to_copy.into_iter().map(|name| (name.clone(), passages.clone())));
         }
         asked_again = true;
     };
@@ -683,10 +694,7 @@ mod tests {
 
     #[test]
     fn a_value_is_translated_when_written_in_a_script_the_customer_did_not_use() {
-        let translated = |value: &str, said: &[&str]| {
-            let used = scripts([value].into_iter());
-            !used.is_empty() && used.is_disjoint(&scripts(said.iter().copied()))
-        };
+        let translated = |value: &str, said: &[&str]| translated(&json!(value), &scripts(said.iter().copied()));
         assert!(translated("上海", &["What's the weather in Shanghai today?"]));
         assert!(translated("Chengdu", &["那成都呢？"]));
         assert!(translated("Москва", &["Weather in Moscow?"]));

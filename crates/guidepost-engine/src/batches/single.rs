@@ -27,7 +27,9 @@ struct SingleContext<'a> {
     conversation: &'a ConversationView,
     /// The statement asked about (none for a choice).
     item: Option<&'a PromptItem>,
-    /// For a choice: the statements, in the order asked, one of which is to be named.
+    /// For a choice: the question ([`CHOICE_QUESTION`] in the statements' language) and the
+    /// statements, in the order asked, one of which is to be named.
+    question: Option<&'a str>,
     choices: Vec<&'a str>,
     /// The customer's latest message, quoted again just before the statement: a small model
     /// reads the statement against it rather than against the agent's own words.
@@ -63,7 +65,9 @@ pub fn render_single(
     let latest = conversation.latest_customer_message();
     let chinese = writes_chinese(&item.condition);
     let anew = asked == Asked::Anew;
-    render("single.j2", &SingleContext { conversation, item: Some(item), choices: Vec::new(), latest, chinese, anew })
+    let context =
+        SingleContext { conversation, item: Some(item), question: None, choices: Vec::new(), latest, chinese, anew };
+    render("single.j2", &context)
 }
 
 /// Renders the prompt asking which of `statements` is true (numbered from 1, in this
@@ -72,8 +76,9 @@ pub fn render_single(
 pub fn render_choice(statements: &[&str], conversation: &ConversationView) -> Result<RenderedPrompt, BatchError> {
     let latest = conversation.latest_customer_message();
     let chinese = writes_chinese(&statements.concat());
+    let question = Some(if chinese { CHOICE_QUESTION_ZH } else { CHOICE_QUESTION });
     let choices = statements.to_vec();
-    render("single.j2", &SingleContext { conversation, item: None, choices, latest, chinese, anew: false })
+    render("single.j2", &SingleContext { conversation, item: None, question, choices, latest, chinese, anew: false })
 }
 
 /// The statements a choice prompt lists, in the order asked: what a scripted test model
@@ -87,7 +92,7 @@ pub fn choices_of(user: &str) -> Option<Vec<&str>> {
     (!listed.is_empty()).then_some(listed)
 }
 
-/// The question a choice prompt asks, in English and in Chinese (as `single.j2` words it).
+/// The question a choice prompt asks, in English and in Chinese.
 const CHOICE_QUESTION: &str = "Which one of these statements is true?";
 const CHOICE_QUESTION_ZH: &str = "下面哪一条陈述成立？";
 
@@ -122,14 +127,15 @@ pub async fn choose(
     let mut totals = vec![0f32; n];
     let mut usage: Option<Usage> = None;
     let mut estimated_tokens = 0;
+    let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
+    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
+    let schema = serde_json::json!({"type": "string", "enum": labels});
     let orders: [Vec<usize>; 2] = [(0..n).collect(), (0..n).rev().collect()];
     for order in &orders {
         let asked: Vec<&str> = order.iter().map(|&i| statements[i]).collect();
-        let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
-        let schema = serde_json::json!({"type": "string", "enum": labels});
         let prompt = render_choice(&asked, conversation);
-        let outcome =
-            call_weighed::<String>(model, task.clone(), prompt, temperature, (CHOICE_SCHEMA_NAME.into(), schema)).await;
+        let schema = (CHOICE_SCHEMA_NAME.to_string(), schema.clone());
+        let outcome = call_weighed::<String>(model, task.clone(), prompt, temperature, schema).await;
         estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
             Usage::sum_into(&mut usage, u);
@@ -139,7 +145,7 @@ pub async fn choose(
             Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
         };
         let picked = answer.trim().parse::<usize>().ok().filter(|k| (1..=n).contains(k));
-        let odds = label_odds(&decisions, &labels);
+        let odds = guidepost_llm::label_odds(&decisions, &labels);
         for (position, &statement) in order.iter().enumerate() {
             totals[statement] += match &odds {
                 Some(p) => p[position],
@@ -149,25 +155,6 @@ pub async fn choose(
     }
     let probabilities = totals.into_iter().map(|t| t / orders.len() as f32).collect();
     CallOutcome { answer: Ok(probabilities), usage, estimated_tokens }
-}
-
-/// How likely each label was at the first decision that offers any of them, renormalized
-/// over the labels (`None` when no decision offers one).
-fn label_odds(decisions: &[TokenDecision], labels: &[String]) -> Option<Vec<f32>> {
-    decisions.iter().find_map(|decision| {
-        let p: Vec<f32> = labels
-            .iter()
-            .map(|label| {
-                let offered = decision.options.iter();
-                offered
-                    .filter(|o| o.token.trim_matches(|c: char| c == '"' || c.is_whitespace()) == label)
-                    .map(|o| o.probability)
-                    .sum()
-            })
-            .collect();
-        let total: f32 = p.iter().sum();
-        (total > 0.0).then(|| p.iter().map(|x| x / total).collect())
-    })
 }
 
 /// The statement a single check's per-turn prompt asks about (in either language), without
@@ -260,22 +247,7 @@ fn weigh(id: &str, answer: &str, decisions: &[TokenDecision], threshold: f32) ->
 
 #[cfg(test)]
 mod tests {
-    use guidepost_llm::TokenOption;
-
     use super::*;
-
-    #[test]
-    fn a_choice_is_weighed_at_the_first_step_that_offers_a_label() {
-        let option = |token: &str, probability| TokenOption { token: token.into(), probability };
-        let decisions = [
-            TokenDecision { offset: 0, options: vec![option("\"", 1.0)] },
-            TokenDecision { offset: 1, options: vec![option("2", 0.6), option("1", 0.2), option("x", 0.2)] },
-        ];
-        let labels = ["1".to_string(), "2".to_string(), "3".to_string()];
-        let p = label_odds(&decisions, &labels).unwrap();
-        assert!((p[0] - 0.25).abs() < 1e-6 && (p[1] - 0.75).abs() < 1e-6 && p[2] == 0.0, "{p:?}");
-        assert_eq!(label_odds(&decisions[..1], &labels), None);
-    }
 
     #[test]
     fn the_choice_prompt_lists_the_statements_in_the_order_asked() {

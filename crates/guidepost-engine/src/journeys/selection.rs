@@ -408,14 +408,10 @@ impl JourneySelector {
         }
         match outcome.answer {
             Ok(probabilities) => {
-                let likeliest = exits.iter().zip(&probabilities).max_by(|a, b| a.1.total_cmp(b.1));
-                match likeliest {
-                    Some((edge, p)) => {
-                        let condition = edge.condition.as_deref().unwrap_or_default();
-                        (Some(*edge), Some(format!("which holds: {condition} (p {p:.2})")))
-                    }
-                    None => (None, None),
-                }
+                exits.iter().zip(&probabilities).max_by(|a, b| a.1.total_cmp(b.1)).map_or((None, None), |(edge, p)| {
+                    let condition = edge.condition.as_deref().unwrap_or_default();
+                    (Some(*edge), Some(format!("which holds: {condition} (p {p:.2})")))
+                })
             }
             Err(error) => (None, Some(format!("which holds: the question failed ({error})"))),
         }

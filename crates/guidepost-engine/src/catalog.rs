@@ -382,9 +382,12 @@ impl CompiledAgent {
 
 #[cfg(test)]
 mod tests {
+    use guidepost_core::definition::{SourceFile, load_agent};
+
+    use super::*;
+
     #[test]
     fn words_that_take_an_answer_back_are_found_in_english_and_chinese() {
-        use super::has_correction_cue;
         assert!(has_correction_cue("Sorry, the pickup is ACTUALLY 5 Oak Street"));
         assert!(has_correction_cue("Oh wait, make that 7 pm instead."));
         assert!(has_correction_cue("不对，改成上海"));
@@ -392,10 +395,6 @@ mod tests {
         assert!(!has_correction_cue("Yes, that's right."));
         assert!(!has_correction_cue("那深圳呢？"));
     }
-
-    use guidepost_core::definition::{SourceFile, load_agent};
-
-    use super::*;
 
     const DEF: &str = r#"
 agent: { name: Otto }

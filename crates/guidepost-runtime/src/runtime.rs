@@ -26,15 +26,16 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, SystemClock};
 use crate::compose::{ComposeInput, Written, compose};
 use crate::error::{ConfigError, TurnError};
-use crate::events::{
-    EventSink, IdRef, MessageEvent, NewEvent, StatusDetail, StatusEvent, ToolCallEvent, ToolEvent, TurnEvent,
-};
+use crate::events::{EventSink, NewEvent, Visibility};
 use crate::hooks::{EngineHooks, HookAction, NoHooks};
 use crate::retrieval::KnowledgeIndex;
 use crate::state::{ResponseState, StagedCall};
 use crate::tool_calls::{InferenceInput, infer};
 use crate::trace::{CompositionTrace, DegradedStage, IterationTrace, Stage, TurnTrace};
 use crate::variables::{CustomerRef, MemoryVariables, VariableStore, load_variables};
+use guidepost_core::payload::{
+    EventPayload, IdRef, MessagePayload, PREAMBLE_TAG, StatusDetail, StatusPayload, ToolCallPayload, ToolPayload,
+};
 
 const PREAMBLE: &str = include_str!("prompts/preamble.j2");
 
@@ -334,7 +335,7 @@ impl AgentRuntime {
         let started = Instant::now();
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
         let trace_id = input.trace_id.as_str();
-        sink.emit(NewEvent::status(trace_id, Status::Acknowledged)).await;
+        sink.emit(NewEvent::status(trace_id, Status::Acknowledged), Visibility::Live).await;
         let result = self.run(&mut turn).await;
         let Turn { ledger, state, mut trace, .. } = turn;
         trace.usage = ledger.totals();
@@ -349,14 +350,14 @@ impl AgentRuntime {
             Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
             Ok(Ending::Cancelled) => {
                 trace.cancelled = true;
-                sink.emit(NewEvent::status(trace_id, Status::Cancelled)).await;
+                sink.emit(NewEvent::status(trace_id, Status::Cancelled), Visibility::Held).await;
                 (TurnStatus::Cancelled, Vec::new())
             }
             Err(error) => {
                 let text = error.scrubbed();
                 tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(failed(trace_id, &text)).await;
+                sink.emit(failed(trace_id, &text), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -378,7 +379,7 @@ impl AgentRuntime {
             degraded: trace.is_degraded().then(|| trace.degraded_json()),
             ..StatusDetail::default()
         };
-        sink.emit(completed(trace_id, ready)).await;
+        sink.emit(completed(trace_id, ready), Visibility::Held).await;
         let new_state = if status.replied() {
             self.next_state(&input, &state, trace.composition.followed.as_deref())
         } else {
@@ -417,7 +418,7 @@ impl AgentRuntime {
         let ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let history = self.prompt_history(&input, &conversation);
-        sink.emit(NewEvent::status(&input.trace_id, Status::Typing)).await;
+        sink.emit(NewEvent::status(&input.trace_id, Status::Typing), Visibility::Live).await;
         let result = self.emit_reply(&mut turn, &conversation, &history).await;
         let Turn { ledger, mut trace, .. } = turn;
         trace.usage = ledger.totals();
@@ -427,18 +428,13 @@ impl AgentRuntime {
             Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
                 let text = error.scrubbed();
-                sink.emit(failed(&input.trace_id, &text)).await;
+                sink.emit(failed(&input.trace_id, &text), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
         };
-        let nothing = StatusDetail {
-            matched_guidelines: Some(Vec::new()),
-            matched_journeys: Some(Vec::new()),
-            matched_journey_states: Some(Vec::new()),
-            ..StatusDetail::default()
-        };
-        sink.emit(completed(&input.trace_id, nothing)).await;
+        let nothing = NewEvent::agent(&input.trace_id, EventPayload::Status(StatusPayload::completed_empty()));
+        sink.emit(nothing, Visibility::Held).await;
         TurnOutcome { status, messages, state: input.previous_state, trace }
     }
 
@@ -474,7 +470,7 @@ impl AgentRuntime {
         }
         let (mut ctx, conversation, query) = self.load_context(turn).await;
         let seen = Seen { history: self.prompt_history(turn.input, &conversation), conversation: &conversation, query };
-        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Interpreting)).await;
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Interpreting), Visibility::Live).await;
         if self.hooks.on_preparing(&mut turn.state, turn.sink).await == HookAction::Bail {
             return Ok(Ending::Sent(Vec::new()));
         }
@@ -484,8 +480,8 @@ impl AgentRuntime {
         if self.hooks.on_generating_messages(&mut turn.state, turn.sink).await == HookAction::Bail {
             return Ok(Ending::Sent(Vec::new()));
         }
-        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Articulating)).await;
-        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing)).await;
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Articulating), Visibility::Live).await;
+        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing), Visibility::Live).await;
         self.emit_reply(turn, &conversation, &seen.history).await
     }
 
@@ -653,7 +649,9 @@ impl AgentRuntime {
             return Step::Done(false);
         }
         let iteration = it.iteration;
-        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::ConsideringTools)).await;
+        turn.sink
+            .emit(NewEvent::processing(turn.trace_id(), ProcessingStage::ConsideringTools), Visibility::Live)
+            .await;
         let inference = infer(
             self.models.tool_inference.as_ref(),
             InferenceInput {
@@ -742,7 +740,11 @@ impl AgentRuntime {
                 result: result.clone(),
                 duration_ms: record.duration.as_millis() as u64,
             };
-            event_calls.push(ToolCallEvent { tool_id: record.tool.to_string(), arguments: arguments.clone(), result });
+            event_calls.push(ToolCallPayload {
+                tool_id: record.tool.to_string(),
+                arguments: arguments.clone(),
+                result,
+            });
             ctx.staged_tool_results.push(StagedToolResult {
                 tool: record.tool,
                 arguments: Value::Object(call.arguments.clone()),
@@ -751,8 +753,8 @@ impl AgentRuntime {
             it.tool_calls.push(call.clone());
             turn.state.tool_calls.push(call);
         }
-        let event = TurnEvent::Tool(ToolEvent { tool_calls: event_calls });
-        turn.sink.emit(NewEvent::from_turn(turn.trace_id(), event)).await;
+        let event = EventPayload::Tool(ToolPayload { tool_calls: event_calls });
+        turn.sink.emit(NewEvent::agent(turn.trace_id(), event), Visibility::Held).await;
         let query = format!(
             "{}\n{}",
             seen.query,
@@ -814,9 +816,11 @@ impl AgentRuntime {
                 if text.is_empty() {
                     return;
                 }
-                let mut event = MessageEvent::new(&agent.id, &agent.name, &text);
-                event.tags = Some(vec!["__preamble__".to_string()]);
-                sink.emit(NewEvent::from_turn(trace_id, TurnEvent::Message(event))).await;
+                let mut event = MessagePayload::agent(&agent.id, &agent.name, &text);
+                event.tags = Some(vec![PREAMBLE_TAG.to_string()]);
+                // Held with the reply: a turn run again after its process died writes a
+                // preamble anew, and the session shows one.
+                sink.emit(NewEvent::agent(trace_id, EventPayload::Message(event)), Visibility::Held).await;
             }
             Err(error) => tracing::warn!(error = %scrub(&error.to_string()), "no preamble: the model call failed"),
         }
@@ -870,7 +874,8 @@ impl AgentRuntime {
         // A streamed reply is emitted while it is generated: the message event exists from
         // the first chunk, so the turn can no longer be cancelled from then on.
         let forward = async {
-            let mut event_id: Option<String> = None;
+            // `Some` once the message event was emitted, with its id when the sink stored it.
+            let mut event_id: Option<Option<String>> = None;
             let mut chunks: Vec<Option<String>> = Vec::new();
             // In `block` mode the sink's preview gets the reply while it is written; the
             // message event follows once its checks pass.
@@ -888,15 +893,16 @@ impl AgentRuntime {
                 let Some(chunk) = chunk else { continue };
                 chunks.push(Some(chunk));
                 let text: String = chunks.iter().flatten().map(String::as_str).collect();
-                let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+                let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
                 message.chunks = Some(chunks.clone());
-                let event = NewEvent::from_turn(trace_id, TurnEvent::Message(message));
+                let event = NewEvent::agent(trace_id, EventPayload::Message(message));
                 match &event_id {
                     None => {
                         latch.set();
-                        event_id = Some(sink.emit(event).await);
+                        event_id = Some(sink.emit(event, Visibility::Live).await);
                     }
-                    Some(id) => sink.update(id, event.data).await,
+                    Some(Some(id)) => sink.update(id, event).await,
+                    Some(None) => {}
                 }
             }
             (event_id, chunks)
@@ -950,28 +956,29 @@ impl AgentRuntime {
         let _ = self.hooks.on_message_generated(&mut text, state).await;
         if streaming {
             chunks.push(None);
-            let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+            let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
             message.chunks = Some(chunks);
             message.degraded = trace.is_degraded().then(|| trace.degraded_json());
-            let event = NewEvent::from_turn(trace_id, TurnEvent::Message(message));
+            let event = NewEvent::agent(trace_id, EventPayload::Message(message));
             match stream_event {
-                Some(id) => sink.update(&id, event.data).await,
+                Some(Some(id)) => sink.update(&id, event).await,
+                Some(None) => {}
                 None => {
-                    sink.emit(event).await;
+                    sink.emit(event, Visibility::Live).await;
                 }
             }
         } else {
             if text.trim().is_empty() {
                 return Ok(Ending::Sent(Vec::new()));
             }
-            let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
+            let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
             message.canned_responses = composed.template_id.as_ref().map(|id| vec![(id.clone(), text.clone())]);
             message.draft = composed.draft.clone();
             if composed.fallback || !composed.reply_checks.is_empty() {
                 message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": composed.reply_checks}));
             }
             message.degraded = trace.is_degraded().then(|| trace.degraded_json());
-            sink.emit(NewEvent::from_turn(trace_id, TurnEvent::Message(message))).await;
+            sink.emit(NewEvent::agent(trace_id, EventPayload::Message(message)), Visibility::Held).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;
         Ok(Ending::Sent(vec![text]))
@@ -979,14 +986,12 @@ impl AgentRuntime {
 }
 /// The `error` status of a failed turn.
 fn failed(trace_id: &str, exception: &str) -> NewEvent {
-    let data = StatusDetail { exception: Some(exception.to_string()), ..StatusDetail::default() };
-    NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Error, data }))
+    NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::error(exception)))
 }
 
 /// The `ready` status that ends a turn (`stage: completed`), with what it matched.
-fn completed(trace_id: &str, mut detail: StatusDetail) -> NewEvent {
-    detail.stage = Some("completed".to_string());
-    NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Ready, data: detail }))
+fn completed(trace_id: &str, detail: StatusDetail) -> NewEvent {
+    NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::completed(detail)))
 }
 
 /// Whether a failed tool call cost the turn its result: it timed out, panicked or could not

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
+use guidepost_conversation::{RuntimeConfig, RuntimeModels};
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder, TaskKind};
-use guidepost_runtime::{RuntimeConfig, RuntimeModels};
 use guidepost_server::Server;
 use guidepost_store::Store;
 use guidepost_testkit::fake_openai::{FakeState, router};

@@ -39,7 +39,6 @@ pub mod agent;
 pub mod builder;
 pub mod cron;
 pub mod definition;
-pub mod fuzz;
 pub mod graph;
 pub mod guideline;
 pub mod ids;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use async_trait::async_trait;
+use guidepost_core::payload::PREAMBLE_TAG;
 use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
@@ -17,7 +18,6 @@ use guidepost_runtime::events::Visibility;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, TurnOutcome};
 use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
-use guidepost_sim::agents::parlant_events::PREAMBLE_TAG;
 use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;

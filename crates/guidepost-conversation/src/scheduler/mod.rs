@@ -124,11 +124,6 @@ impl TurnScheduler {
         })
     }
 
-    /// Whether the scheduler stopped taking turns.
-    pub fn is_shut_down(&self) -> bool {
-        self.shutdown.is_cancelled()
-    }
-
     /// Cancelled when the scheduler stops taking turns.
     pub fn stopping(&self) -> &CancellationToken {
         &self.shutdown

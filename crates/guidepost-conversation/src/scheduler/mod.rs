@@ -10,7 +10,7 @@
 //! A running turn stops when the store says it should (a newer message came, or someone
 //! cancelled the session's turns; watched through the session's notifications, so it works
 //! across processes) unless it is already replying. At shutdown, turns still preparing are
-//! handed back and turns replying finish. Running one claimed turn is [`turn`]'s part.
+//! handed back and turns replying finish. Running one claimed turn is `turn.rs`'s part.
 
 mod turn;
 

@@ -111,7 +111,7 @@ impl AgentRuntime {
     /// cancelled through `cancel` before its reply is emitted ends with `cancelled` and
     /// `ready`; once emitting has started (`latch`), it finishes.
     ///
-    /// The turn runs as named stages (see [`Turn`]): acknowledge, load the context, prepare
+    /// The turn runs as named stages (one module each): acknowledge, load the context, prepare
     /// (match, then infer and call tools, in iterations), and compose and emit the reply.
     pub async fn process(
         &self,

@@ -78,6 +78,12 @@ const MIGRATIONS: &[Migration] = &[
         sqlite: include_str!("../migrations/sqlite/0002_turn_cancellation.sql"),
         postgres: include_str!("../migrations/postgres/0002_turn_cancellation.sql"),
     },
+    Migration {
+        version: 3,
+        description: "tool calls recorded before they are sent and when they return",
+        sqlite: include_str!("../migrations/sqlite/0003_tool_calls.sql"),
+        postgres: include_str!("../migrations/postgres/0003_tool_calls.sql"),
+    },
 ];
 
 /// The version of the newest migration this build knows.

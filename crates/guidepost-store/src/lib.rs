@@ -30,6 +30,7 @@ pub mod events;
 pub mod hub;
 pub mod ids;
 pub mod sessions;
+pub mod tool_calls;
 pub mod turns;
 pub mod values;
 

@@ -215,8 +215,14 @@ impl Store {
         // Read the clock once the session is ours: a claim that waited for another turn's
         // end starts after it.
         let now = now_us();
+        // Busy: another turn holds a live lease, or an older turn that acted on the world (a
+        // consequential tool call) has not replied yet: what it did must reach the customer
+        // before a newer turn answers.
         let busy = sqlx::query(
-            "SELECT 1 AS one FROM turns WHERE session_id = $1 AND id <> $2 AND status = 'running' AND lease_until_us >= $3",
+            "SELECT 1 AS one FROM turns t, turns me WHERE me.id = $2 AND t.session_id = $1 AND t.id <> me.id AND (\
+             (t.status = 'running' AND t.lease_until_us >= $3) OR (t.status IN ('pending', 'running') \
+             AND (t.created_us < me.created_us OR (t.created_us = me.created_us AND t.trigger_offset < me.trigger_offset)) \
+             AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.turn_id = t.id AND c.consequential = 1)))",
         )
         .bind(&session_id)
         .bind(id)
@@ -277,9 +283,10 @@ impl Store {
         self.end_turn(id, Some(owner), end).await
     }
 
-    /// Closes a turn nobody claimed (replaced by a newer message before it started):
-    /// appends its events and records its end, only if it is still pending.
-    pub async fn close_pending_turn(&self, id: &str, end: TurnEnd) -> Result<bool> {
+    /// Closes a turn no worker holds (replaced by a newer message before it started, or
+    /// left running by a process that died, its lease expired): appends its events and
+    /// records its end, only if it is still pending or its lease expired.
+    pub async fn close_unheld_turn(&self, id: &str, end: TurnEnd) -> Result<bool> {
         self.end_turn(id, None, end).await
     }
 
@@ -300,24 +307,27 @@ impl Store {
         let session_id: String = row.try_get("session_id")?;
         // Lock the session first (as appending does), so ending and appending never deadlock.
         sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
+        let now = now_us();
         let guard = match owner {
             Some(_) => "status = 'running' AND lease_owner = $7",
-            None => "status = 'pending' AND CAST($7 AS TEXT) IS NULL",
+            None => "(status = 'pending' OR (status = 'running' AND lease_until_us < $7))",
         };
         let sql = format!(
             "UPDATE turns SET status = $1, finished_us = $2, state = $3, trace = $4, error = $5, lease_owner = NULL, \
              lease_until_us = NULL WHERE id = $6 AND {guard}"
         );
-        let done = sqlx::query(sqlx::AssertSqlSafe(sql))
+        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(end.status.unwrap_or(TurnState::Completed).as_str())
-            .bind(now_us())
+            .bind(now)
             .bind(state)
             .bind(end.trace.as_ref().map(Value::to_string))
             .bind(end.error.clone())
-            .bind(id)
-            .bind(owner.map(str::to_string))
-            .execute(&mut *tx)
-            .await?;
+            .bind(id);
+        let query = match owner {
+            Some(owner) => query.bind(owner.to_string()),
+            None => query.bind(now),
+        };
+        let done = query.execute(&mut *tx).await?;
         if done.rows_affected() != 1 {
             return Ok(false);
         }

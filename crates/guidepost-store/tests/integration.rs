@@ -13,6 +13,7 @@ mod integration {
     mod documents;
     mod events;
     mod sessions;
+    mod tool_calls;
     mod turns;
     mod values;
 }

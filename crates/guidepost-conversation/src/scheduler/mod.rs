@@ -254,7 +254,7 @@ impl TurnScheduler {
             error: error.map(|e| self.redactor.text(&e)),
             ..TurnEnd::default()
         };
-        if let Err(error) = self.store.close_pending_turn(trace_id, end).await {
+        if let Err(error) = self.store.close_unheld_turn(trace_id, end).await {
             tracing::error!(%error, trace_id, "could not close a turn");
         }
     }

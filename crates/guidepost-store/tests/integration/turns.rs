@@ -116,8 +116,8 @@ store_test!(one_turn_at_a_time_per_session_and_only_its_holder_commits_it, |stor
 
     assert_eq!(store.try_claim_turn("t2", "w2", 30_000).await.unwrap(), Claim::Claimed, "the session is free again");
     assert!(
-        !store.close_pending_turn("t2", TurnEnd::default()).await.unwrap(),
-        "a claimed turn is not closed as pending"
+        !store.close_unheld_turn("t2", TurnEnd::default()).await.unwrap(),
+        "a turn under a live lease is not closed as unheld"
     );
     assert_eq!(store.try_claim_turn("missing", "w2", 30_000).await.unwrap(), Claim::Gone);
 });
@@ -157,4 +157,16 @@ store_test!(cancelling_a_sessions_turns_flags_the_unfinished_ones_and_wakes_its_
     assert!(store.turn_cancel_requested("t2").await.unwrap());
     assert!(!store.turn_cancel_requested("t3").await.unwrap(), "another session's turn runs on");
     assert_eq!(store.cancel_turns("nobody").await.unwrap(), 0);
+});
+
+store_test!(a_turn_left_running_by_a_dead_process_can_be_closed_once_its_lease_expired, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    assert!(store.claim_turn("t1", "dead", -1).await.unwrap());
+    store.append_events("s", vec![customer_message("t2")], Some(NewTurn { id: "t2".into() })).await.unwrap();
+    let cancelled = TurnEnd { status: Some(TurnState::Cancelled), ..TurnEnd::default() };
+    assert!(store.close_unheld_turn("t1", cancelled.clone()).await.unwrap(), "its holder is gone");
+    assert_eq!(store.get_turn("t1").await.unwrap().unwrap().status, TurnState::Cancelled);
+    assert!(!store.close_unheld_turn("t1", cancelled).await.unwrap(), "closed once");
+    assert!(store.claimable_turns().await.unwrap().iter().all(|t| t.id != "t1"), "no sweeper takes it up again");
 });

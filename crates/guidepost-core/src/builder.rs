@@ -286,6 +286,13 @@ impl ToolBuilder<'_> {
         self
     }
 
+    /// Declares that the tool performs a call once per idempotency key (the key of each
+    /// call is in its context), so a call whose outcome was lost may be sent again.
+    pub fn idempotency_keys(self) -> Self {
+        self.decl.idempotency_keys = Some(true);
+        self
+    }
+
     /// The tool is a Rust function registered with the tool runtime.
     pub fn native(self) {
         self.decl.service = Some(NATIVE_SERVICE.to_string());

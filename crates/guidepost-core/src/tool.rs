@@ -175,6 +175,31 @@ fn fixture_value_matches(expected: &serde_json::Value, given: &serde_json::Value
     }
 }
 
+/// What sending a call again does, which decides whether a call whose outcome was lost (its
+/// process died while it ran) may be sent again when its turn runs again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Idempotency {
+    /// Unknown: a repeat may act twice. A consequential call whose outcome was lost is not
+    /// sent again; the customer is told its outcome is being checked.
+    #[default]
+    Unknown,
+    /// The service performs a call once per idempotency key and answers a repeat of the key
+    /// with the first call's outcome (the key is sent as `Idempotency-Key`, in the MCP
+    /// request's `_meta`, or in a native tool's context).
+    Keyed,
+    /// Sending the call again with the same arguments has no further effect (it only reads,
+    /// or sets a state to a value).
+    Repeatable,
+}
+
+impl Idempotency {
+    /// Whether a call whose outcome was lost may be sent again.
+    pub fn allows_resending(self) -> bool {
+        !matches!(self, Self::Unknown)
+    }
+}
+
 /// A tool the agent may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
@@ -184,8 +209,12 @@ pub struct Tool {
     pub description: Option<String>,
     /// Parameters in declaration order.
     pub parameters: Vec<ToolParameter>,
-    /// Consequential tools (payments, cancellations) get the most careful call inference.
+    /// Consequential tools (payments, cancellations) get the most careful call inference,
+    /// and a call whose outcome was lost is sent again only when `idempotency` allows it.
     pub consequential: bool,
+    /// What sending a call of it again does.
+    #[serde(default)]
+    pub idempotency: Idempotency,
     /// How the tool is batched with others when deciding calls.
     pub overlap: Overlap,
     /// Fixture table, for tools served by the built-in fixture service.
@@ -225,6 +254,10 @@ pub struct ToolService {
     pub env: IndexMap<String, String>,
     /// Per-call timeout in milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Whether the service performs a call once per idempotency key (every tool of it is
+    /// [`Idempotency::Keyed`]).
+    #[serde(default)]
+    pub idempotency_keys: bool,
 }
 
 /// Name of the built-in service that serves fixture tools.

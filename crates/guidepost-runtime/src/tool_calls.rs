@@ -640,6 +640,7 @@ mod tests {
             description: None,
             parameters: params,
             consequential: false,
+            idempotency: Default::default(),
             overlap,
             fixture: Some(Fixture { cases: vec![], otherwise: Some(FixtureOutcome::Result(json!(1))) }),
         }

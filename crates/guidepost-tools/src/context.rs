@@ -44,6 +44,7 @@ pub struct ToolContext {
     pub plugin_data: Map<String, Value>,
     listener: Option<EmissionListener>,
     call: Option<CallScope>,
+    idempotency_key: Option<String>,
 }
 
 #[derive(Clone)]
@@ -60,6 +61,7 @@ impl fmt::Debug for ToolContext {
             .field("customer_id", &self.customer_id)
             .field("plugin_data", &self.plugin_data)
             .field("listener", &self.listener.is_some())
+            .field("idempotency_key", &self.idempotency_key)
             .finish()
     }
 }
@@ -73,6 +75,22 @@ impl ToolContext {
             customer_id: customer_id.into(),
             ..Self::default()
         }
+    }
+
+    /// The same context for one call identified by `key`: the call's idempotency key, the
+    /// same each time the call is sent (again after its process died). A service that
+    /// performs each key once makes a repeat harmless; the HTTP-based services send it as
+    /// the `Idempotency-Key` header, MCP services in the request's `_meta` (under
+    /// [`crate::mcp::IDEMPOTENCY_META_KEY`]), and native tools read it with
+    /// [`ToolContext::idempotency_key`].
+    pub fn with_idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// The idempotency key of the call this context is for, when the caller gave one.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.idempotency_key.as_deref()
     }
 
     /// Sets a listener that sees every emission as it happens.

@@ -56,6 +56,10 @@
 //! [`ToolRegistry::from_definition`], registers its native functions, and calls
 //! [`ToolRegistry::resolve_tools`] at startup to discover the tools of dynamic services.
 
+/// The HTTP request header that carries a call's idempotency key to OpenAPI and Parlant
+/// plugin services.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
 pub mod body;
 pub mod context;
 pub mod error;

@@ -4,14 +4,20 @@
 //! `tools/list` gives the tools (each `inputSchema` becomes the parameters) and
 //! `tools/call` runs them: `structuredContent` becomes `data`, otherwise the text content
 //! (parsed as JSON when it is JSON); `isError` makes an error outcome.
+//!
+//! Every call carries its idempotency key in the request's `_meta`, under
+//! [`IDEMPOTENCY_META_KEY`]. A tool whose repeats are harmless says so in its `tools/list`
+//! entry: `annotations.idempotentHint: true` (a repeat with the same arguments has no
+//! further effect), or `_meta: {"guidepost/idempotency-key": true}` (it performs each key
+//! once and answers a repeat with the first outcome).
 
 use std::process::Stdio;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use guidepost_core::tool::{Overlap, Tool, ToolId, ToolService};
+use guidepost_core::tool::{Idempotency, Overlap, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
 use rmcp::service::RunningService;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
@@ -24,6 +30,11 @@ use crate::error::{Result, ToolError};
 use crate::json_schema::parameters_from_object;
 use crate::provider::ToolProvider;
 use crate::result::{ToolOutcome, ToolResult};
+
+/// The `_meta` entry of a `tools/call` request that carries the call's idempotency key (the
+/// same each time the call is sent); in a tool's `tools/list` entry, `true` declares that
+/// the tool performs each key once.
+pub const IDEMPOTENCY_META_KEY: &str = "guidepost/idempotency-key";
 
 /// How an MCP server is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,13 +152,20 @@ impl McpProvider {
 fn tool_from_mcp(service: &str, tool: &Value) -> Option<Tool> {
     let name = tool.get("name")?.as_str()?;
     let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
-    let consequential = tool.pointer("/annotations/destructiveHint").and_then(Value::as_bool).unwrap_or(false)
-        && !tool.pointer("/annotations/readOnlyHint").and_then(Value::as_bool).unwrap_or(false);
+    let hint = |name: &str| tool.pointer(&format!("/annotations/{name}")).and_then(Value::as_bool);
+    let consequential = hint("destructiveHint").unwrap_or(false) && !hint("readOnlyHint").unwrap_or(false);
+    let keyed = tool.get("_meta").and_then(|m| m.get(IDEMPOTENCY_META_KEY)) == Some(&Value::Bool(true));
+    let idempotency = match (keyed, hint("idempotentHint").unwrap_or(false) || hint("readOnlyHint").unwrap_or(false)) {
+        (true, _) => Idempotency::Keyed,
+        (false, true) => Idempotency::Repeatable,
+        (false, false) => Idempotency::Unknown,
+    };
     Some(Tool {
         id: ToolId::new(service, name),
         description: tool.get("description").and_then(Value::as_str).map(str::to_string),
         parameters: parameters_from_object(&schema, &schema),
         consequential,
+        idempotency,
         overlap: Overlap::Auto,
         fixture: None,
     })
@@ -197,13 +215,18 @@ impl ToolProvider for McpProvider {
             .collect())
     }
 
-    async fn call(&self, tool: &Tool, args: Map<String, Value>, _ctx: &ToolContext) -> ToolOutcome {
+    async fn call(&self, tool: &Tool, args: Map<String, Value>, ctx: &ToolContext) -> ToolOutcome {
         let client = match self.client().await {
             Ok(c) => c,
             Err(e) => return ToolOutcome::unavailable(e.to_string()),
         };
         let mut params = CallToolRequestParams::new(tool.id.name.clone());
         params.arguments = Some(args);
+        if let Some(key) = ctx.idempotency_key() {
+            let mut meta = Map::new();
+            meta.insert(IDEMPOTENCY_META_KEY.to_string(), Value::String(key.to_string()));
+            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
         match client.call_tool(params).await {
             Ok(result) => match serde_json::to_value(&result) {
                 Ok(value) => match crate::body::check_size(&value, &format!("tool `{}`", tool.id)) {

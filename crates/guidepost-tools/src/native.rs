@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use guidepost_core::tool::{NATIVE_SERVICE, Overlap, ParameterSource, ParameterType, Tool, ToolId, ToolParameter};
+use guidepost_core::tool::{
+    Idempotency, NATIVE_SERVICE, Overlap, ParameterSource, ParameterType, Tool, ToolId, ToolParameter,
+};
 use serde_json::{Map, Value};
 
 use crate::context::ToolContext;
@@ -105,6 +107,7 @@ impl NativeTool {
             description: None,
             parameters: Vec::new(),
             consequential: false,
+            idempotency: Idempotency::Unknown,
             overlap: Overlap::Auto,
             fixture: None,
         };
@@ -126,6 +129,14 @@ impl NativeTool {
     /// Marks the tool consequential (payments, cancellations).
     pub fn consequential(mut self, yes: bool) -> Self {
         self.tool.consequential = yes;
+        self
+    }
+
+    /// Declares that the function performs a call once per idempotency key
+    /// ([`ToolContext::idempotency_key`]) and answers a repeat with the first outcome, so a
+    /// call whose outcome was lost may be sent again.
+    pub fn idempotency_keys(mut self) -> Self {
+        self.tool.idempotency = Idempotency::Keyed;
         self
     }
 }

@@ -5,11 +5,15 @@
 //! substitutes the path, builds the query string and the JSON body, and returns the JSON
 //! response as `data`; a non-2xx status is an error outcome with the status and an excerpt
 //! of the body.
+//!
+//! Every call carries its idempotency key in the `Idempotency-Key` header. An operation
+//! that declares that header parameter takes the key (the header is filled by Guidepost,
+//! never asked of the model), and its tool counts as performing each key once.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use guidepost_core::tool::{Overlap, Tool, ToolId, ToolService};
+use guidepost_core::tool::{Idempotency, Overlap, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
 use reqwest::Method;
 use serde_json::{Map, Value};
@@ -209,7 +213,12 @@ impl OpenApiProvider {
             );
             merged.insert(key, p);
         }
+        let mut keyed = false;
         for ((pname, place), p) in merged {
+            if place == "header" && pname.eq_ignore_ascii_case(crate::IDEMPOTENCY_KEY_HEADER) {
+                keyed = true;
+                continue;
+            }
             let location = match place.as_str() {
                 "path" => Location::Path,
                 "query" => Location::Query,
@@ -254,6 +263,7 @@ impl OpenApiProvider {
             description,
             parameters,
             consequential: !matches!(method, "get" | "head" | "options"),
+            idempotency: if keyed { Idempotency::Keyed } else { Idempotency::Unknown },
             overlap: Overlap::Auto,
             fixture: None,
         };
@@ -261,7 +271,7 @@ impl OpenApiProvider {
         Operation { method, path: path.to_string(), locations, tool }
     }
 
-    async fn send(&self, api: &Api, op: &Operation, args: Map<String, Value>) -> ToolOutcome {
+    async fn send(&self, api: &Api, op: &Operation, args: Map<String, Value>, ctx: &ToolContext) -> ToolOutcome {
         let mut path = op.path.clone();
         let mut query = Vec::new();
         let mut headers = Vec::new();
@@ -290,6 +300,9 @@ impl OpenApiProvider {
         let mut request = self.client.request(op.method.clone(), &url);
         for (name, value) in headers {
             request = request.header(name, value);
+        }
+        if let Some(key) = ctx.idempotency_key() {
+            request = request.header(crate::IDEMPOTENCY_KEY_HEADER, key);
         }
         if op.locations.values().any(|l| *l == Location::Body) {
             request = request.json(&Value::Object(body));
@@ -330,13 +343,13 @@ impl ToolProvider for OpenApiProvider {
         Ok(self.api().await?.operations.values().map(|o| o.tool.clone()).collect())
     }
 
-    async fn call(&self, tool: &Tool, args: Map<String, Value>, _ctx: &ToolContext) -> ToolOutcome {
+    async fn call(&self, tool: &Tool, args: Map<String, Value>, ctx: &ToolContext) -> ToolOutcome {
         let api = match self.api().await {
             Ok(api) => api,
             Err(e) => return ToolOutcome::unavailable(e.to_string()),
         };
         match api.operations.get(&tool.id.name) {
-            Some(op) => self.send(api, op, args).await,
+            Some(op) => self.send(api, op, args, ctx).await,
             None => ToolOutcome::unavailable(format!(
                 "the OpenAPI document {} has no operation `{}`",
                 self.spec, tool.id.name

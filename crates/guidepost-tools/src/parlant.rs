@@ -4,7 +4,9 @@
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use guidepost_core::tool::{Overlap, ParameterSource, ParameterType, Tool, ToolId, ToolParameter, ToolService};
+use guidepost_core::tool::{
+    Idempotency, Overlap, ParameterSource, ParameterType, Tool, ToolId, ToolParameter, ToolService,
+};
 use indexmap::IndexMap;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -103,8 +105,13 @@ impl ParlantProvider {
             "engine_context_id": null,
         });
         // Never retried: the server keeps running a tool after a disconnect, so a retry
-        // could repeat its side effects.
-        let response = match self.client.post(&url).json(&body).send().await {
+        // could repeat its side effects. The call's idempotency key goes with it, the same
+        // each time the call is sent.
+        let mut request = self.client.post(&url).json(&body);
+        if let Some(key) = ctx.idempotency_key() {
+            request = request.header(crate::IDEMPOTENCY_KEY_HEADER, key);
+        }
+        let response = match request.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return ToolOutcome::unavailable(format!("cannot reach {url}: {e}")),
             Err(e) => return ToolOutcome::failed(format!("POST {url} failed: {e}")),
@@ -290,6 +297,8 @@ struct WireTool {
     consequential: bool,
     #[serde(default)]
     overlap: Option<i64>,
+    #[serde(default)]
+    metadata: Map<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -354,6 +363,12 @@ impl WireTool {
             description: (!description.is_empty()).then(|| description.to_string()),
             parameters,
             consequential: self.consequential,
+            // A plugin tool says it performs each idempotency key once in its metadata.
+            idempotency: if self.metadata.get("idempotency_keys") == Some(&Value::Bool(true)) {
+                Idempotency::Keyed
+            } else {
+                Idempotency::Unknown
+            },
             overlap: match self.overlap {
                 Some(1) => Overlap::None,
                 Some(3) => Overlap::Always,
@@ -438,6 +453,7 @@ mod tests {
                 .map(|n| parameter(*n, ParameterType::String))
                 .collect(),
             consequential: false,
+            idempotency: Idempotency::Unknown,
             overlap: Overlap::Auto,
             fixture: None,
         };

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use guidepost_core::limits::{Limit, Limits};
 use guidepost_core::model::AgentDefinition;
-use guidepost_core::tool::{FIXTURE_SERVICE, NATIVE_SERVICE, ServiceKind, Tool, ToolId, ToolService};
+use guidepost_core::tool::{FIXTURE_SERVICE, Idempotency, NATIVE_SERVICE, ServiceKind, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
@@ -31,6 +31,8 @@ struct Service {
     kind: ServiceKind,
     provider: Arc<dyn ToolProvider>,
     timeout: Option<Duration>,
+    /// Declared to perform each idempotency key once.
+    idempotency_keys: bool,
 }
 
 /// One call for [`ToolRegistry::call_many`].
@@ -131,6 +133,9 @@ impl ToolRegistry {
         let provider = provider_for(service).map_err(|e| e.scrubbed(&secrets))?;
         self.secrets.extend(secrets);
         self.add_service(&service.name, service.kind, provider, service.timeout_ms.map(Duration::from_millis));
+        if let Some(added) = self.services.get_mut(&service.name) {
+            added.idempotency_keys = service.idempotency_keys;
+        }
         Ok(())
     }
 
@@ -169,7 +174,7 @@ impl ToolRegistry {
         provider: Arc<dyn ToolProvider>,
         timeout: Option<Duration>,
     ) {
-        self.services.insert(name.into(), Service { kind, provider, timeout });
+        self.services.insert(name.into(), Service { kind, provider, timeout, idempotency_keys: false });
     }
 
     /// Registers a Rust function as the tool `native:<name>`. When the definition already
@@ -177,10 +182,13 @@ impl ToolRegistry {
     /// native tool declares parameters of its own.
     pub fn register_native(&mut self, native: NativeTool) {
         let id = native.tool.id.clone();
-        let merged = match self.tools.get(&id) {
+        let mut merged = match self.tools.get(&id) {
             Some(declared) if native.tool.parameters.is_empty() => declared.clone(),
             _ => native.tool.clone(),
         };
+        if native.tool.idempotency != Idempotency::Unknown {
+            merged.idempotency = native.tool.idempotency;
+        }
         self.tools.insert(id, merged);
         self.native.insert(native);
         self.refresh_native();
@@ -262,6 +270,10 @@ impl ToolRegistry {
                     declared.parameters.clone()
                 },
                 consequential: declared.consequential || discovered.consequential,
+                idempotency: match declared.idempotency {
+                    Idempotency::Unknown => discovered.idempotency,
+                    declared => declared,
+                },
                 ..discovered
             },
             None => discovered,
@@ -277,6 +289,20 @@ impl ToolRegistry {
     /// The tool with this id.
     pub fn tool(&self, id: &ToolId) -> Option<&Tool> {
         self.tools.get(id)
+    }
+
+    /// What sending a call of this tool again does: [`Idempotency::Repeatable`] for fixture
+    /// tables (they change nothing), what the tool declares (or its service listed), or
+    /// [`Idempotency::Keyed`] for every tool of a service declared with `idempotency_keys`.
+    pub fn idempotency(&self, id: &ToolId) -> Idempotency {
+        let service = self.services.get(&id.service);
+        if service.is_some_and(|s| s.kind == ServiceKind::Fixture) {
+            return Idempotency::Repeatable;
+        }
+        match self.tools.get(id).map_or(Idempotency::Unknown, |t| t.idempotency) {
+            Idempotency::Unknown if service.is_some_and(|s| s.idempotency_keys) => Idempotency::Keyed,
+            own => own,
+        }
     }
 
     /// The tool as it should be presented for this context (Parlant plugin services

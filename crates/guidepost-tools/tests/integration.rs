@@ -6,6 +6,7 @@ mod integration {
     mod discovery;
     mod execution;
     mod fuzz;
+    mod idempotency;
     mod mcp;
     mod openapi;
     mod parlant;

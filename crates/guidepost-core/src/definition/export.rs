@@ -67,6 +67,7 @@ pub fn export(definition: &AgentDefinition) -> AgentFile {
                 command: s.command.clone(),
                 env: s.env.clone(),
                 timeout_ms: s.timeout_ms,
+                idempotency_keys: s.idempotency_keys.then_some(true),
             })
             .collect(),
         variables: definition
@@ -244,6 +245,7 @@ fn tool(t: &Tool) -> ToolDecl {
             })
             .collect(),
         consequential: t.consequential.then_some(true),
+        idempotency_keys: (t.idempotency == crate::tool::Idempotency::Keyed).then_some(true),
         overlap: (t.overlap != Default::default()).then_some(t.overlap),
         fixture: t.fixture.as_ref().map(|f| FixtureDecl {
             cases: f

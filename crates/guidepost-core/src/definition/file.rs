@@ -380,6 +380,11 @@ pub struct ToolDecl {
     /// Consequential tools (payments, cancellations) get the most careful call inference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consequential: Option<bool>,
+    /// Whether the tool performs a call once per idempotency key, answering a repeat with
+    /// the first outcome (a native tool reads the key from its context). A consequential
+    /// call whose outcome was lost is sent again only to such a tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_keys: Option<bool>,
     /// `none`, `auto` (default) or `always`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<Overlap>,
@@ -503,6 +508,12 @@ pub struct ServiceDecl {
     /// Per-call timeout in milliseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Whether the service performs a call once per idempotency key (sent as the
+    /// `Idempotency-Key` header, or in the MCP request's `_meta`) and answers a repeat with
+    /// the first outcome. A consequential call whose outcome was lost is sent again only to
+    /// such a service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_keys: Option<bool>,
 }
 
 /// A context variable.

@@ -34,6 +34,25 @@ fn examples_round_trip() {
     }
 }
 
+#[test]
+fn idempotency_declarations_round_trip() {
+    let yaml = "agent: {name: Rides}
+services:
+  - {name: rides, kind: openapi, url: 'http://127.0.0.1:9', idempotency_keys: true}
+tools:
+  - {name: book, service: native, consequential: true, idempotency_keys: true}
+  - {name: pay, service: native, consequential: true}
+";
+    let loaded = load_agent(&[SourceFile::new("rides.yaml", yaml)]);
+    assert!(!loaded.has_errors(), "{:?}", loaded.diagnostics);
+    let def = loaded.definition.unwrap();
+    assert!(def.services[0].idempotency_keys);
+    let kinds: Vec<_> = def.tools.iter().map(|t| t.idempotency).collect();
+    assert_eq!(kinds, [guidepost_core::tool::Idempotency::Keyed, guidepost_core::tool::Idempotency::Unknown]);
+    assert_eq!(reload_yaml(&def), def);
+    assert_eq!(reload_json(&def), def);
+}
+
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         "[A-Za-z][A-Za-z ,.'?]{0,40}[a-z]",
@@ -123,6 +142,7 @@ fn build(plan: &Plan) -> AgentFile {
             service: None,
             parameters: params.iter().enumerate().map(|(p, t)| (format!("p{p}"), ParameterDecl::Type(*t))).collect(),
             consequential: *consequential,
+            idempotency_keys: None,
             overlap: None,
             fixture: Some(FixtureDecl {
                 cases: vec![FixtureCaseDecl {

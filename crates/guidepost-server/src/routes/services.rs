@@ -164,6 +164,7 @@ pub async fn put(
         command: Vec::new(),
         env: Default::default(),
         timeout_ms: None,
+        idempotency_keys: false,
     };
     let tools = match tools_of(&service).await {
         Ok(t) => Some(t),

@@ -30,7 +30,16 @@ fn service(
     spec: Option<String>,
     command: Vec<String>,
 ) -> ToolService {
-    ToolService { name: name.into(), kind, url, spec, command, env: Default::default(), timeout_ms: None }
+    ToolService {
+        name: name.into(),
+        kind,
+        url,
+        spec,
+        command,
+        env: Default::default(),
+        timeout_ms: None,
+        idempotency_keys: false,
+    }
 }
 
 #[tokio::test]

@@ -65,6 +65,7 @@ fn service(url: Option<String>, command: Vec<String>) -> ToolService {
         command,
         env: Default::default(),
         timeout_ms: None,
+        idempotency_keys: false,
     }
 }
 

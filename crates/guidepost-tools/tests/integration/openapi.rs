@@ -84,6 +84,7 @@ fn service(spec: String) -> ToolService {
         command: Vec::new(),
         env: Default::default(),
         timeout_ms: Some(5000),
+        idempotency_keys: false,
     }
 }
 

@@ -133,6 +133,7 @@ async fn registry(url: String) -> ToolRegistry {
         command: Vec::new(),
         env: Default::default(),
         timeout_ms: Some(5000),
+        idempotency_keys: false,
     });
     let mut registry = ToolRegistry::from_definition(&definition).unwrap();
     registry.resolve_tools().await.unwrap();
@@ -239,6 +240,7 @@ async fn declared_tools_keep_their_declaration_and_unreachable_services_are_repo
             command: Vec::new(),
             env: Default::default(),
             timeout_ms: None,
+            idempotency_keys: false,
         });
     }
     let mut registry = ToolRegistry::from_definition(&definition).unwrap();

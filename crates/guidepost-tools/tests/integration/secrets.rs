@@ -62,7 +62,16 @@ async fn echoing_server() -> String {
 }
 
 fn service(name: &str, kind: ServiceKind, url: Option<String>, spec: Option<String>) -> ToolService {
-    ToolService { name: name.into(), kind, url, spec, command: vec![], env: Default::default(), timeout_ms: None }
+    ToolService {
+        name: name.into(),
+        kind,
+        url,
+        spec,
+        command: vec![],
+        env: Default::default(),
+        timeout_ms: None,
+        idempotency_keys: false,
+    }
 }
 
 #[tokio::test]

@@ -129,6 +129,11 @@ impl<'a> Resolver<'a> {
                     description: decl.description.clone(),
                     parameters,
                     consequential: decl.consequential.unwrap_or(false),
+                    idempotency: if decl.idempotency_keys == Some(true) {
+                        crate::tool::Idempotency::Keyed
+                    } else {
+                        crate::tool::Idempotency::Unknown
+                    },
                     overlap: decl.overlap.unwrap_or_default(),
                     fixture,
                 };

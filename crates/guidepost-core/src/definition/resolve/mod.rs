@@ -393,6 +393,7 @@ impl<'a> Resolver<'a> {
                     command: decl.command.clone(),
                     env: decl.env.clone(),
                     timeout_ms: decl.timeout_ms,
+                    idempotency_keys: decl.idempotency_keys.unwrap_or(false),
                 };
                 self.services.insert(decl.name.clone(), (service.clone(), loc));
                 out.push(service);

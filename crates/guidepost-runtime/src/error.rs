@@ -12,6 +12,10 @@ pub enum TurnError {
     /// schema, or its prompt did not render.
     #[error("composing the reply failed: {0}")]
     Composition(#[source] guidepost_llm::LlmError),
+    /// What earlier attempts of the turn did with tools could not be read: running it could
+    /// act twice.
+    #[error("the turn cannot run safely: {0}")]
+    Journal(#[source] crate::journal::JournalError),
 }
 
 impl TurnError {

@@ -20,6 +20,7 @@ pub mod error;
 pub mod events;
 pub mod history;
 pub mod hooks;
+pub mod journal;
 pub mod prompt;
 pub mod retrieval;
 pub mod runtime;

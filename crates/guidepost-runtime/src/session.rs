@@ -66,7 +66,7 @@ impl SessionRunner {
         let mut inner = self.inner.lock().await;
         let previous = inner.running.take();
         if let Some(p) = &previous
-            && !p.latch.is_set()
+            && p.latch.can_cancel()
         {
             p.cancel.cancel();
         }

@@ -79,6 +79,14 @@ pub struct StagedCall {
     pub ok: bool,
     /// How long it took.
     pub duration_ms: u64,
+    /// Its id, which is also the idempotency key it was sent with (the same in every
+    /// attempt of the turn).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// Whether it was sent in this attempt of the turn, reused from an earlier one, sent
+    /// again, or left unconfirmed (see [`crate::journal::CallSource`]).
+    #[serde(default, skip_serializing_if = "crate::journal::CallSource::is_sent")]
+    pub source: crate::journal::CallSource,
 }
 
 /// Everything a turn gathers across iterations. Hooks read and change it.

@@ -55,6 +55,10 @@ pub struct CompositionTrace {
     /// Whether the agent's fallback reply was sent because no written reply passed.
     #[serde(default)]
     pub fallback: bool,
+    /// Whether the reply only said that a request's outcome is being checked (a
+    /// consequential call's outcome was lost and it was not sent again): no model wrote it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outcome_check: bool,
     /// The tracked guidelines the reply carries out, as the model reported them (see
     /// [`crate::compose::Composed::followed`]); absent when no report was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]

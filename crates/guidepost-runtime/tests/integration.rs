@@ -20,5 +20,7 @@ mod lifecycle;
 mod prompts;
 #[path = "integration/reply_checks.rs"]
 mod reply_checks;
+#[path = "integration/reruns.rs"]
+mod reruns;
 #[path = "integration/tools.rs"]
 mod tools;

@@ -119,10 +119,15 @@ pub enum ToolErrorKind {
     Panicked,
     /// The tool or its service could not be reached or is not registered.
     Unavailable,
+    /// An earlier attempt of the turn sent the call and its answer was lost; it was not
+    /// sent again because its tool cannot tell a repeat from a new call. Its outcome is
+    /// being checked.
+    Unconfirmed,
 }
 
 impl ToolErrorKind {
-    /// A short stable name: `invalid_arguments`, `timeout`, `failed`, `panicked`, `unavailable`.
+    /// A short stable name: `invalid_arguments`, `timeout`, `failed`, `panicked`,
+    /// `unavailable`, `unconfirmed`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::InvalidArguments { .. } => "invalid_arguments",
@@ -130,6 +135,7 @@ impl ToolErrorKind {
             Self::Failed => "failed",
             Self::Panicked => "panicked",
             Self::Unavailable => "unavailable",
+            Self::Unconfirmed => "unconfirmed",
         }
     }
 }

@@ -332,6 +332,24 @@ pub fn fallback_reply(agent: &crate::Agent, language: Option<&str>) -> String {
     .to_string()
 }
 
+/// The reply sent when a consequential tool call's outcome is lost and the call was not
+/// sent again (its service cannot tell a repeat from a new call): it says the request went
+/// out, that its outcome is being checked, and asks the customer not to send it again, in
+/// `language` (English when it has none). Nothing the model writes goes out instead: it
+/// might say the request succeeded, or failed.
+pub fn outcome_check_reply(language: Option<&str>) -> String {
+    match language.map(primary_subtag).as_deref() {
+        Some("zh") => "您的请求已经发出，但我还无法确认是否成功。我们正在核实，请不要重复提交。",
+        Some("ja") => "ご依頼は送信しましたが、完了したかどうかをまだ確認できていません。現在確認中ですので、もう一度送信しないでください。",
+        Some("fr") => "Votre demande a été envoyée, mais je ne peux pas encore confirmer qu'elle a abouti. Nous vérifions ce qui s'est passé ; merci de ne pas la renvoyer.",
+        Some("de") => "Ihre Anfrage wurde gesendet, aber ich kann noch nicht bestätigen, ob sie ausgeführt wurde. Wir prüfen das gerade, bitte senden Sie sie nicht noch einmal.",
+        Some("es") => "Su solicitud se envió, pero todavía no puedo confirmar si se completó. Estamos comprobando lo ocurrido; por favor, no la envíe de nuevo.",
+        Some("pt") => "Seu pedido foi enviado, mas ainda não consigo confirmar se foi concluído. Estamos verificando o que aconteceu; por favor, não o envie novamente.",
+        _ => "Your request was sent, but I can't confirm yet whether it went through. We're checking what happened, so please don't send it again.",
+    }
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

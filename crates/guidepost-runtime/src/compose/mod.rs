@@ -162,6 +162,19 @@ impl ComposeInput<'_> {
         check_reply(reply, &context)
     }
 
+    /// The reply that says a request's outcome is being checked, in the language the reply
+    /// was due in.
+    pub fn outcome_check(&self) -> String {
+        let context = ReplyContext {
+            history: self.history,
+            grounding: &Grounding::new(),
+            language: self.definition.agent.language.as_deref(),
+            checks: &[],
+            must_ask: &[],
+        };
+        guidepost_core::reply_check::outcome_check_reply(context.expected_language().as_deref())
+    }
+
     /// The fallback reply, in the language the reply was due in.
     fn fallback(&self) -> String {
         let context = ReplyContext {

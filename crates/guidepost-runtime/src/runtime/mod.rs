@@ -10,6 +10,7 @@
 //! glossary), `preparation` (matching in iterations), `tools` (tool calls) and `reply`
 //! (preamble, composition, emission); `turn` holds what they share.
 
+mod calls;
 mod context;
 mod preparation;
 mod reply;
@@ -32,6 +33,7 @@ use crate::config::{RuntimeConfig, RuntimeModels};
 use crate::error::TurnError;
 use crate::events::{EventSink, NewEvent, Visibility};
 use crate::hooks::{EngineHooks, HookAction, NoHooks};
+use crate::journal::{CallJournal, NoJournal};
 use crate::retrieval::KnowledgeIndex;
 use crate::state::ResponseState;
 use crate::variables::{MemoryVariables, VariableStore};
@@ -48,6 +50,7 @@ pub struct AgentRuntime {
     models: RuntimeModels,
     hooks: Arc<dyn EngineHooks>,
     variables: Arc<dyn VariableStore>,
+    journal: Arc<dyn CallJournal>,
     clock: Arc<dyn Clock>,
     knowledge: KnowledgeIndex,
     config: RuntimeConfig,
@@ -74,6 +77,7 @@ impl AgentRuntime {
             models,
             hooks: Arc::new(NoHooks),
             variables: Arc::new(MemoryVariables::default()),
+            journal: Arc::new(NoJournal),
             clock: Arc::new(SystemClock),
             knowledge: KnowledgeIndex::default(),
             config,
@@ -89,6 +93,13 @@ impl AgentRuntime {
     /// Uses this variable store.
     pub fn with_variables(mut self, store: Arc<dyn VariableStore>) -> Self {
         self.variables = store;
+        self
+    }
+
+    /// Records tool calls in this journal, so that a turn that runs again reuses what an
+    /// earlier attempt did (see [`crate::journal`]).
+    pub fn with_journal(mut self, journal: Arc<dyn CallJournal>) -> Self {
+        self.journal = journal;
         self
     }
 
@@ -253,6 +264,12 @@ impl AgentRuntime {
 
     /// The stages of a turn after its acknowledgement.
     async fn run(&self, turn: &mut Turn<'_>) -> Result<Ending, TurnError> {
+        let recorded = self.journal.recorded(turn.trace_id()).await.map_err(TurnError::Journal)?;
+        turn.calls = calls::CallBook::new(recorded);
+        if turn.calls.acted_before() {
+            // An earlier attempt acted on the world: this one reports it whatever comes.
+            turn.latch.set_acted();
+        }
         if self.hooks.on_acknowledged(&mut turn.state, turn.sink).await == HookAction::Bail {
             return Ok(Ending::Sent(Vec::new()));
         }

@@ -76,6 +76,16 @@ impl AgentRuntime {
                 );
             }
         }
+        // Consequential calls an earlier attempt made that this one did not decide still
+        // reach the reply: they changed the world.
+        let unreached = self.make_unreached_calls(turn).await;
+        if !unreached.is_empty() {
+            let iteration = turn.state.iterations;
+            let staged = self.stage_calls(turn, ctx, unreached, iteration).await;
+            if let Some(last) = turn.trace.iterations.last_mut() {
+                last.tool_calls.extend(staged);
+            }
+        }
         turn.state.prepared_to_respond = true;
         turn.trace.tool_insights = turn.state.tool_insights.clone();
         Ok(None)
@@ -97,9 +107,9 @@ impl AgentRuntime {
                 // The preamble, when enabled, is written while the first pass matches.
                 let preamble = self.preamble(seen.conversation, turn.sink, turn.trace_id(), &turn.ledger);
                 let first = async { futures::join!(self.matcher.match_turn(ctx), preamble).0 };
-                cancellable(turn.cancel, first).await
+                cancellable(turn.cancel, turn.latch, first).await
             }
-            Some(p) => cancellable(turn.cancel, self.matcher.rematch(ctx, p)).await,
+            Some(p) => cancellable(turn.cancel, turn.latch, self.matcher.rematch(ctx, p)).await,
         };
         let outcome = match matching {
             Step::Cancelled => return Ok(Step::Cancelled),

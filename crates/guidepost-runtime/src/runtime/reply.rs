@@ -12,6 +12,7 @@ use crate::compose::{ComposeInput, Written, compose};
 use crate::error::TurnError;
 use crate::events::{EventSink, NewEvent, Visibility};
 use crate::history::PromptHistory;
+use crate::journal::CallSource;
 use crate::trace::CompositionTrace;
 
 const PREAMBLE: &str = include_str!("../prompts/preamble.j2");
@@ -91,6 +92,18 @@ impl AgentRuntime {
             now: self.clock.now(),
             preview: sink.wants_preview(),
         };
+        // A request whose outcome is lost and was not sent again: the customer is told it is
+        // being checked, in words no model chose (a model might say it went through).
+        if state.tool_calls.iter().any(|c| c.source == CallSource::Unconfirmed) {
+            let text = compose_input.outcome_check();
+            latch.set();
+            turn.trace.composition = CompositionTrace { outcome_check: true, ..CompositionTrace::default() };
+            let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
+            message.degraded = turn.trace.is_degraded().then(|| turn.trace.degraded_json());
+            sink.emit(NewEvent::agent(trace_id, EventPayload::Message(message)), Visibility::Held).await;
+            self.hooks.on_messages_emitted(state, sink).await;
+            return Ok(Ending::Sent(vec![text]));
+        }
         let model = self.models.generation.as_ref();
         let output_mode = agent.output_mode;
         // The chunk sender lives inside this future, so the forwarder below sees the end of
@@ -149,12 +162,12 @@ impl AgentRuntime {
             };
             match finished {
                 Some(v) => v,
-                None if !latch.is_set() => return Ok(Ending::Cancelled),
+                None if latch.can_cancel() => return Ok(Ending::Cancelled),
                 // Emitting already started: the reply is finished, then the turn ends.
                 None => both.await,
             }
         } else {
-            let composed = match cancellable(cancel, async { futures::join!(composing, forward).0 }).await {
+            let composed = match cancellable(cancel, latch, async { futures::join!(composing, forward).0 }).await {
                 Step::Cancelled => return Ok(Ending::Cancelled),
                 Step::Done(c) => c,
             };
@@ -175,6 +188,7 @@ impl AgentRuntime {
             self_check: composed.self_check.clone(),
             reply_checks: composed.reply_checks.clone(),
             fallback: composed.fallback,
+            outcome_check: false,
             followed: composed.followed.clone(),
             model_calls: composed.usage.iter().map(|u| u.calls).sum(),
             prompt_tokens: composed.usage.iter().map(|u: &Usage| u.prompt_tokens).sum(),

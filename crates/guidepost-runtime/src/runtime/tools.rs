@@ -10,6 +10,7 @@ use guidepost_llm::secrets::{scrub, scrub_json};
 use serde_json::Value;
 
 use super::AgentRuntime;
+use super::calls::Made;
 use super::turn::{Seen, Step, Turn, cancellable};
 use crate::events::{NewEvent, Visibility};
 use crate::state::StagedCall;
@@ -48,7 +49,7 @@ impl AgentRuntime {
                 variables: &turn.state.context_variables,
             },
         );
-        let inference = match cancellable(turn.cancel, inference).await {
+        let inference = match cancellable(turn.cancel, turn.latch, inference).await {
             Step::Cancelled => return Step::Cancelled,
             Step::Done(i) => i,
         };
@@ -85,16 +86,41 @@ impl AgentRuntime {
         if inference.calls.is_empty() {
             return Step::Done(false);
         }
-        let records = match cancellable(turn.cancel, self.tools.call_many(inference.calls, &turn.tool_ctx, None)).await
-        {
-            Step::Cancelled => return Step::Cancelled,
-            Step::Done(r) => r,
+        let made = {
+            let (cancel, latch) = (turn.cancel, turn.latch);
+            // A cancellation is honoured only until a consequential call is under way.
+            match cancellable(cancel, latch, self.make_calls(turn, inference.calls)).await {
+                Step::Cancelled => return Step::Cancelled,
+                Step::Done(made) => made,
+            }
         };
-        let lost: Vec<String> = records
+        it.tool_calls.extend(self.stage_calls(turn, ctx, made, iteration).await);
+        let query = format!(
+            "{}\n{}",
+            seen.query,
+            turn.state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
+        );
+        (turn.state.glossary_terms, turn.state.capabilities) = self.retrieve(&query).await;
+        Step::Done(true)
+    }
+}
+
+impl AgentRuntime {
+    /// Stages calls that were made (or reused): their results go to the next matching pass
+    /// and the turn's state, without secrets, and out as one `tool` event; a lost call
+    /// marks the turn degraded. The staged calls, for the iteration's trace.
+    pub(super) async fn stage_calls(
+        &self,
+        turn: &mut Turn<'_>,
+        ctx: &mut MatchingContext,
+        made: Vec<Made>,
+        iteration: u32,
+    ) -> Vec<StagedCall> {
+        let lost: Vec<String> = made
             .iter()
-            .filter_map(|r| match &r.outcome {
+            .filter_map(|m| match &m.record.outcome {
                 guidepost_tools::ToolOutcome::Error { message, kind } if lost_call(kind) => {
-                    Some(format!("{}: {message}", r.tool))
+                    Some(format!("{}: {message}", m.record.tool))
                 }
                 _ => None,
             })
@@ -104,12 +130,13 @@ impl AgentRuntime {
                 stage: Stage::ToolCalls,
                 iteration,
                 failed: lost.len(),
-                attempted: records.len(),
+                attempted: made.len(),
                 error: scrub(first),
             });
         }
         let mut event_calls = Vec::new();
-        for record in records {
+        let mut staged = Vec::new();
+        for Made { record, source, call_id } in made {
             // The call has run with what the model inferred; from here on (the event, the
             // trace, the logs, the next prompts) its arguments and result carry no secrets.
             let mut result = serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
@@ -122,39 +149,33 @@ impl AgentRuntime {
                 ok: record.outcome.is_ok(),
                 result: result.clone(),
                 duration_ms: record.duration.as_millis() as u64,
+                call_id: Some(call_id),
+                source,
             };
-            event_calls.push(ToolCallPayload {
-                tool_id: record.tool.to_string(),
-                arguments: arguments.clone(),
-                result,
-            });
+            event_calls.push(ToolCallPayload { tool_id: record.tool.to_string(), arguments, result });
             ctx.staged_tool_results.push(StagedToolResult {
                 tool: record.tool,
                 arguments: Value::Object(call.arguments.clone()),
                 result: call.result.clone(),
             });
-            it.tool_calls.push(call.clone());
+            staged.push(call.clone());
             turn.state.tool_calls.push(call);
         }
-        let event = EventPayload::Tool(ToolPayload { tool_calls: event_calls });
-        turn.sink.emit(NewEvent::agent(turn.trace_id(), event), Visibility::Held).await;
-        let query = format!(
-            "{}\n{}",
-            seen.query,
-            turn.state.tool_calls.iter().map(|c| c.result.to_string()).collect::<Vec<_>>().join("\n")
-        );
-        (turn.state.glossary_terms, turn.state.capabilities) = self.retrieve(&query).await;
-        Step::Done(true)
+        if !event_calls.is_empty() {
+            let event = EventPayload::Tool(ToolPayload { tool_calls: event_calls });
+            turn.sink.emit(NewEvent::agent(turn.trace_id(), event), Visibility::Held).await;
+        }
+        staged
     }
 }
 
-/// Whether a failed tool call cost the turn its result: it timed out, panicked or could not
-/// reach its service. A tool that answered with a failure of its own (an error fixture, an
+/// Whether a failed tool call cost the turn its result: it timed out, panicked, could not
+/// reach its service, or its outcome was lost and is being checked. A tool that answered with a failure of its own (an error fixture, an
 /// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's
 /// inference at work, not a loss.
 fn lost_call(kind: &guidepost_tools::ToolErrorKind) -> bool {
     use guidepost_tools::ToolErrorKind as K;
-    matches!(kind, K::Timeout { .. } | K::Panicked | K::Unavailable)
+    matches!(kind, K::Timeout { .. } | K::Panicked | K::Unavailable | K::Unconfirmed)
 }
 
 #[cfg(test)]

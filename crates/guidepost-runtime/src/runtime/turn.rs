@@ -70,19 +70,38 @@ pub struct TurnOutcome {
     pub trace: TurnTrace,
 }
 
-/// A flag that tells a running turn's owner whether it can still be cancelled: once the
-/// reply is being emitted the turn finishes.
+/// Flags that tell a running turn's owner whether it can still be cancelled: once the reply
+/// is being emitted the turn finishes; once it sent a consequential tool call (it booked,
+/// paid, sent) it runs to its reply, so the customer hears what was done.
 #[derive(Debug, Default, Clone)]
-pub struct EmittingLatch(Arc<AtomicBool>);
+pub struct EmittingLatch {
+    emitting: Arc<AtomicBool>,
+    acted: Arc<AtomicBool>,
+}
 
 impl EmittingLatch {
     /// Whether the reply is being emitted.
     pub fn is_set(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.emitting.load(Ordering::SeqCst)
+    }
+
+    /// Whether the turn sent (or found sent by an earlier attempt) a consequential tool call.
+    pub fn has_acted(&self) -> bool {
+        self.acted.load(Ordering::SeqCst)
+    }
+
+    /// Whether a newer message or a cancellation may still stop the turn: neither replying
+    /// nor acted on the world.
+    pub fn can_cancel(&self) -> bool {
+        !self.is_set() && !self.has_acted()
     }
 
     pub(super) fn set(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.emitting.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn set_acted(&self) {
+        self.acted.store(true, Ordering::SeqCst);
     }
 }
 
@@ -108,6 +127,8 @@ pub(super) struct Turn<'a> {
     pub(super) cancel: &'a CancellationToken,
     pub(super) latch: &'a EmittingLatch,
     pub(super) tool_ctx: ToolContext,
+    /// The tool calls decided so far and what earlier attempts of the turn recorded.
+    pub(super) calls: super::calls::CallBook,
     pub(super) ledger: UsageLedger,
     pub(super) state: ResponseState,
     pub(super) trace: TurnTrace,
@@ -128,6 +149,7 @@ impl<'a> Turn<'a> {
             cancel,
             latch,
             tool_ctx: ToolContext::new(&definition.agent.id, &input.session_id, &input.customer.id),
+            calls: super::calls::CallBook::default(),
             ledger: UsageLedger::new(format!("{what} {}", input.trace_id)),
             state: ResponseState::default(),
             trace: TurnTrace { trace_id: input.trace_id.clone(), ..TurnTrace::default() },
@@ -147,11 +169,19 @@ pub(super) struct Seen<'c> {
     pub(super) query: String,
 }
 
-/// `fut`, unless `cancel` fires first.
-pub(super) async fn cancellable<T>(cancel: &CancellationToken, fut: impl std::future::Future<Output = T>) -> Step<T> {
+/// `fut`, unless `cancel` fires first while the turn can still be cancelled (see
+/// [`EmittingLatch::can_cancel`]): a turn that acted finishes what it started.
+pub(super) async fn cancellable<T>(
+    cancel: &CancellationToken,
+    latch: &EmittingLatch,
+    fut: impl std::future::Future<Output = T>,
+) -> Step<T> {
+    let mut fut = std::pin::pin!(fut);
     tokio::select! {
         biased;
-        _ = cancel.cancelled() => Step::Cancelled,
-        v = fut => Step::Done(v),
+        _ = cancel.cancelled() => {
+            if latch.can_cancel() { Step::Cancelled } else { Step::Done(fut.await) }
+        }
+        v = &mut fut => Step::Done(v),
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use guidepost_core::AgentDefinition;
+use guidepost_runtime::journal::CallJournal;
 use guidepost_runtime::{AgentRuntime, RuntimeConfig, RuntimeModels};
 use guidepost_store::Store;
 use guidepost_tools::registry::ToolRegistry;
@@ -43,12 +44,14 @@ pub struct AgentPool {
     config: RuntimeConfig,
     runtimes: Mutex<HashMap<String, Cached>>,
     registries: Mutex<HashMap<String, Arc<ToolRegistry>>>,
+    journal: Arc<dyn CallJournal>,
 }
 
 impl AgentPool {
-    /// Runtimes on `store`'s definitions, with these models and settings.
-    pub fn new(store: Store, models: RuntimeModels, config: RuntimeConfig) -> Self {
-        Self { store, models, config, runtimes: Mutex::default(), registries: Mutex::default() }
+    /// Runtimes on `store`'s definitions, with these models and settings, recording their
+    /// tool calls in `journal`.
+    pub fn new(store: Store, models: RuntimeModels, config: RuntimeConfig, journal: Arc<dyn CallJournal>) -> Self {
+        Self { store, models, config, runtimes: Mutex::default(), registries: Mutex::default(), journal }
     }
 
     /// The models every agent uses.
@@ -70,7 +73,8 @@ impl AgentPool {
         let (registry, complete) = self.registry(&definition).await?;
         let runtime = Arc::new(
             AgentRuntime::new(Arc::new(definition), self.models.clone(), registry, self.config.clone())
-                .with_variables(Arc::new(StoreVariables::new(self.store.clone()))),
+                .with_variables(Arc::new(StoreVariables::new(self.store.clone())))
+                .with_journal(self.journal.clone()),
         );
         runtimes.insert(
             agent_id.to_string(),

@@ -41,6 +41,7 @@
 pub mod agents;
 pub mod error;
 pub mod input;
+pub mod journal;
 pub mod ports;
 mod posting;
 pub mod redaction;
@@ -60,6 +61,7 @@ pub use scheduler::{TurnObserver, TurnSettings};
 pub use waiting::is_whole;
 
 use crate::agents::AgentPool;
+use crate::journal::StoreJournal;
 use crate::ports::StoreEmbeddings;
 use crate::redaction::Redactor;
 use crate::scheduler::{TurnScheduler, Unobserved};
@@ -97,9 +99,18 @@ impl Conversations {
             models.embedder = Some(Arc::new(StoreEmbeddings::new(embedder, store.clone())));
         }
         let redactor = Arc::new(Redactor::new(settings.secrets));
-        let agents = Arc::new(AgentPool::new(store.clone(), models, config));
-        let scheduler =
-            TurnScheduler::new(store.clone(), agents.clone(), settings.turns, redactor.clone(), settings.observer);
+        let worker = format!("worker-{}", uuid::Uuid::new_v4().simple());
+        let journal = Arc::new(StoreJournal::new(store.clone(), worker.clone()));
+        let agents = Arc::new(AgentPool::new(store.clone(), models, config, journal.clone()));
+        let scheduler = TurnScheduler::new(
+            store.clone(),
+            agents.clone(),
+            settings.turns,
+            redactor.clone(),
+            settings.observer,
+            worker,
+            journal,
+        );
         Self { store, agents, scheduler, redactor }
     }
 
@@ -148,8 +159,9 @@ impl Conversations {
     }
 
     /// Stops: waits for events end at once, no new turn starts, turns still preparing are
-    /// handed back (the next process runs them from their start), and turns already replying
-    /// finish, for up to `grace`.
+    /// handed back once their running tool calls returned (the next process runs them from
+    /// their start, reusing what those calls returned), and turns already replying finish,
+    /// for up to `grace`.
     pub async fn shutdown(&self, grace: Duration) {
         self.scheduler.shutdown(grace).await;
     }

@@ -19,11 +19,16 @@
 //! [`embedders::InFlightEmbedder`] counts the embedding calls in flight at once, for tests of
 //! what a turn asks for in one wave.
 //!
+//! [`booking_service::BookingService`] is a taxi booking service over OpenAPI and MCP that
+//! counts the requests and bookings it gets and the idempotency keys they carry, and can
+//! hold calls, for tests of side effects done exactly once across crashes and restarts.
+//!
 //! [`fake_parlant`] is a fake Parlant 3.3.2 server (its routes, status codes, long polls and
 //! event sequence) with any agent behind it: scripted turns, or a Guidepost engine, so the
 //! simulator's Parlant client is tested against Parlant's wire format.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod booking_service;
 pub mod embedders;
 pub mod fake_openai;
 pub mod fake_parlant;

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::agents::AgentPool;
+use crate::journal::StoreJournal;
 use crate::redaction::Redactor;
 use crate::sink::stored;
 
@@ -97,17 +98,29 @@ pub struct TurnScheduler {
     in_flight: Arc<Semaphore>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
+    /// The tool calls of this process's turns, recorded in the store.
+    journal: Arc<StoreJournal>,
+    /// Until when a turn stopped by shutdown waits for its running tool calls before it is
+    /// handed back (set when shutdown starts).
+    calls_deadline: std::sync::OnceLock<tokio::time::Instant>,
 }
+
+/// The part of the shutdown grace kept for handing turns back once their tool calls
+/// returned (at most half of it).
+const HAND_BACK_RESERVE: Duration = Duration::from_secs(1);
 
 impl TurnScheduler {
     /// A scheduler over `store`, running agents from `agents`, taking `redactor`'s secrets
-    /// out of what turns write, telling `observer` how turns end.
+    /// out of what turns write, telling `observer` how turns end. `worker` owns its leases;
+    /// `journal` records its turns' tool calls for that worker.
     pub fn new(
         store: Store,
         agents: Arc<AgentPool>,
         settings: TurnSettings,
         redactor: Arc<Redactor>,
         observer: Arc<dyn TurnObserver>,
+        worker: String,
+        journal: Arc<StoreJournal>,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
@@ -116,11 +129,13 @@ impl TurnScheduler {
             observer,
             in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
             settings,
-            worker: format!("worker-{}", uuid::Uuid::new_v4().simple()),
+            worker,
             slots: Mutex::default(),
             known: Mutex::default(),
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            journal,
+            calls_deadline: std::sync::OnceLock::new(),
         })
     }
 
@@ -150,8 +165,10 @@ impl TurnScheduler {
         // Two messages to one session can reach this point out of order (the older one's
         // request was slower): a turn whose session already holds a newer turn is superseded
         // and must not cancel that newer one. Checked under the lock, after the newer turn
-        // was stored, so the two cannot pass each other.
-        if self.store.newer_turn_exists(trace_id).await.unwrap_or(false) {
+        // was stored, so the two cannot pass each other. A turn that already acted on the
+        // world (an earlier attempt sent a consequential call) runs all the same: the
+        // customer must hear what it did.
+        if self.store.newer_turn_exists(trace_id).await.unwrap_or(false) && !self.acted(trace_id).await {
             drop(slots);
             self.close(trace_id, TurnState::Cancelled, None).await;
             self.known.lock().await.remove(trace_id);
@@ -159,7 +176,7 @@ impl TurnScheduler {
         }
         let previous = slots.remove(session_id);
         if let Some(p) = &previous
-            && !p.latch.is_set()
+            && p.latch.can_cancel()
         {
             p.cancel.cancel();
         }
@@ -194,7 +211,7 @@ impl TurnScheduler {
     pub async fn cancel(&self, session_id: &str) -> Result<u64, guidepost_store::StoreError> {
         let asked = self.store.cancel_turns(session_id).await?;
         if let Some(running) = self.slots.lock().await.get(session_id)
-            && !running.latch.is_set()
+            && running.latch.can_cancel()
         {
             running.cancel.cancel();
         }
@@ -221,9 +238,12 @@ impl TurnScheduler {
         scheduled
     }
 
-    /// Stops taking turns, hands back those still preparing and waits (up to `grace`) for
-    /// those already replying.
+    /// Stops taking turns, hands back those still preparing once their running tool calls
+    /// returned (up to `grace` less a moment kept for handing back) and waits (up to
+    /// `grace`) for those already replying.
     pub async fn shutdown(&self, grace: Duration) {
+        let reserve = HAND_BACK_RESERVE.min(grace / 2);
+        let _ = self.calls_deadline.set(tokio::time::Instant::now() + grace.saturating_sub(reserve));
         self.shutdown.cancel();
         self.tasks.close();
         if tokio::time::timeout(grace, self.tasks.wait()).await.is_err() {
@@ -259,6 +279,12 @@ impl TurnScheduler {
         }
     }
 
+    /// Whether an earlier attempt of the turn sent a consequential tool call (when the store
+    /// cannot say, it did: closing a turn that acted would hide what it did).
+    async fn acted(&self, trace_id: &str) -> bool {
+        self.store.turn_has_acted(trace_id).await.unwrap_or(true)
+    }
+
     /// Waits until this worker holds the turn; `false` when the turn should not run here.
     async fn claim(&self, session_id: &str, trace_id: &str, cancel: &CancellationToken) -> bool {
         let mut changes = self.store.hub().subscribe(session_id);
@@ -266,9 +292,10 @@ impl TurnScheduler {
             if self.shutdown.is_cancelled() {
                 return false;
             }
-            // A newer message, or a cancellation, asked the turn to stop before it started.
+            // A newer message, or a cancellation, asked the turn to stop before it started,
+            // unless an earlier attempt of it acted on the world (it runs to tell of it).
             let stop = self.store.turn_cancel_requested(trace_id).await.unwrap_or(false);
-            if cancel.is_cancelled() || stop {
+            if (cancel.is_cancelled() || stop) && !self.acted(trace_id).await {
                 self.close(trace_id, TurnState::Cancelled, None).await;
                 return false;
             }
@@ -285,7 +312,9 @@ impl TurnScheduler {
                 _ = changes.changed() => {}
                 () = wait => {}
                 () = self.shutdown.cancelled() => return false,
-                () = cancel.cancelled() => {}
+                // Once cancelled (a turn that acted waits its turn all the same), this no
+                // longer wakes the loop.
+                () = cancel.cancelled(), if !cancel.is_cancelled() => {}
             }
         }
     }

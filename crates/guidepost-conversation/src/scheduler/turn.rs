@@ -225,15 +225,19 @@ impl TurnScheduler {
             });
             (task, fired)
         };
-        let mut processing = std::pin::pin!(runtime.process(input, sink, cancel, latch.clone()));
+        let mut processing = Box::pin(runtime.process(input, sink, cancel, latch.clone()));
         let result = tokio::select! {
             outcome = &mut processing => Processed::Done(Box::new(outcome)),
             () = self.shutdown.cancelled() => {
                 // A reply already being emitted is finished; a turn still preparing is
-                // handed back, to run again from its start on the next process.
+                // stopped and handed back, to run again from its start on the next process,
+                // once the tool calls it sent returned (they record their outcomes
+                // themselves): the next attempt reuses them instead of sending them again.
                 if latch.is_set() {
                     Processed::Done(Box::new(processing.await))
                 } else {
+                    drop(processing);
+                    self.wait_for_calls(trace_id).await;
                     Processed::HandedBack
                 }
             }
@@ -244,6 +248,25 @@ impl TurnScheduler {
                 Processed::NotRun(format!("the turn took longer than {timeout:?} and was stopped"))
             }
             other => other,
+        }
+    }
+
+    /// Waits (until the shutdown's deadline) for the tool calls turn `trace_id` sent that
+    /// have not returned yet.
+    async fn wait_for_calls(&self, trace_id: &str) {
+        let running = self.journal.running(trace_id);
+        if running == 0 {
+            return;
+        }
+        let until = self.calls_deadline.get().copied().unwrap_or_else(tokio::time::Instant::now);
+        tracing::info!(trace_id, running, "waiting for the turn's running tool calls before handing it back");
+        let left = self.journal.wait_for_calls(trace_id, until).await;
+        if left > 0 {
+            tracing::warn!(
+                trace_id,
+                running = left,
+                "tool calls still running at shutdown: the next attempt of the turn finds them without an outcome"
+            );
         }
     }
 

@@ -137,6 +137,9 @@ impl BookingService {
     /// Books, then waits while calls are to be held.
     async fn serve_booking(&self, protocol: &'static str, pickup: &str, key: Option<&str>) -> u64 {
         let number = self.book(protocol, pickup, key);
+        // Waiting for the release starts before the hold is counted, so a release right
+        // after it cannot be missed.
+        let released = self.release.notified();
         let hold = {
             let mut books = self.books();
             let hold = books.to_hold > 0;
@@ -147,10 +150,11 @@ impl BookingService {
             hold
         };
         if hold {
-            let released = self.release.notified();
+            // Counted as held until it answers, or until its caller goes away (the server
+            // drops the request's future).
+            let _holding = Holding(self);
             self.changed.notify_waiters();
             released.await;
-            self.books().held -= 1;
         }
         self.changed.notify_waiters();
         number
@@ -186,6 +190,16 @@ impl BookingService {
             .route("/bookings", post(http_booking))
             .route("/mcp", post(mcp).get(|| async { StatusCode::METHOD_NOT_ALLOWED }))
             .with_state(self.clone())
+    }
+}
+
+/// A held call: no longer held once dropped.
+struct Holding<'a>(&'a BookingService);
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.0.books().held -= 1;
+        self.0.changed.notify_waiters();
     }
 }
 

@@ -77,6 +77,30 @@ pub struct FakeState {
     reject_keys: std::sync::atomic::AtomicBool,
     rejected_schemas: Mutex<Vec<String>>,
     keys_in_tool_arguments: std::sync::atomic::AtomicBool,
+    holds: Mutex<Holds>,
+    /// Signalled when a request is held.
+    held_changed: tokio::sync::Notify,
+    /// Signalled to let held requests answer.
+    release: tokio::sync::Notify,
+}
+
+/// Requests to hold before answering, and how many are held now.
+#[derive(Default)]
+struct Holds {
+    /// How many more requests for each structured output (by schema name) to hold.
+    to_hold: std::collections::HashMap<String, usize>,
+    /// How many requests are held now.
+    held: usize,
+}
+
+/// A held request: no longer held once dropped.
+struct HeldRequest<'a>(&'a FakeState);
+
+impl Drop for HeldRequest<'_> {
+    fn drop(&mut self) {
+        self.0.holds.lock().unwrap_or_else(PoisonError::into_inner).held -= 1;
+        self.0.held_changed.notify_waiters();
+    }
 }
 
 /// The 401 a provider answers to a bad key, echoing the key as some providers do.
@@ -107,7 +131,60 @@ impl FakeState {
             reject_keys: std::sync::atomic::AtomicBool::new(false),
             rejected_schemas: Mutex::new(Vec::new()),
             keys_in_tool_arguments: std::sync::atomic::AtomicBool::new(false),
+            holds: Mutex::default(),
+            held_changed: tokio::sync::Notify::new(),
+            release: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Holds the next `n` requests for the structured output `schema` (by name, e.g.
+    /// `reply`) until [`FakeState::release`], before answering them: a test can stop the
+    /// process that asked while it waits, synchronising on what the model received rather
+    /// than on time.
+    pub fn hold_next(&self, schema: &str, n: usize) {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).to_hold.insert(schema.to_string(), n);
+    }
+
+    /// Lets every held request answer, and holds no more.
+    pub fn release(&self) {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).to_hold.clear();
+        self.release.notify_waiters();
+    }
+
+    /// How many requests are held now.
+    pub fn held(&self) -> usize {
+        self.holds.lock().unwrap_or_else(PoisonError::into_inner).held
+    }
+
+    /// Waits until at least `n` requests are held.
+    pub async fn until_held(&self, n: usize) {
+        loop {
+            let changed = self.held_changed.notified();
+            if self.held() >= n {
+                return;
+            }
+            changed.await;
+        }
+    }
+
+    /// Holds a request for `schema` when one is due to be held, until released.
+    async fn maybe_hold(&self, schema: &str) {
+        // Waiting for the release starts before the hold is counted, so a release right
+        // after it cannot be missed.
+        let released = self.release.notified();
+        {
+            let mut holds = self.holds.lock().unwrap_or_else(PoisonError::into_inner);
+            match holds.to_hold.get_mut(schema) {
+                Some(left) if *left > 0 => *left -= 1,
+                _ => return,
+            }
+            holds.held += 1;
+        }
+        // Counted as held until released, or until the caller goes away (the server drops
+        // the request's future).
+        let _holding = HeldRequest(self);
+        self.held_changed.notify_waiters();
+        released.await;
     }
 
     /// Runs every tool it is asked about, with the caller's key as the value of every
@@ -340,6 +417,7 @@ pub(crate) async fn chat(
     let (schema_name, content) = match format.get("type").and_then(Value::as_str) {
         Some("json_schema") => {
             let name = format.pointer("/json_schema/name").and_then(Value::as_str).unwrap_or("").to_string();
+            state.maybe_hold(&name).await;
             let schema = format.pointer("/json_schema/schema").cloned().unwrap_or(Value::Null);
             let users = body
                 .get("messages")

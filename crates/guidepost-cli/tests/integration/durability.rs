@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::serve::{Running, fake_model_with_latency, serve};
 
-async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
+pub(crate) async fn post(http: &reqwest::Client, url: String, body: Value) -> Value {
     let resp = http.post(url).json(&body).send().await.unwrap();
     assert!(resp.status().is_success(), "{}", resp.status());
     resp.json().await.unwrap()
@@ -29,7 +29,7 @@ async fn events(http: &reqwest::Client, base: &str, session: &str, min: u64, wai
 }
 
 /// Long-polls until a status of `trace` satisfies `done`; every event seen, in order.
-async fn until(
+pub(crate) async fn until(
     http: &reqwest::Client,
     base: &str,
     session: &str,
@@ -49,13 +49,13 @@ async fn until(
     }
 }
 
-fn is_ready(e: &Value) -> bool {
+pub(crate) fn is_ready(e: &Value) -> bool {
     e["data"]["status"] == "ready" && e["data"]["data"]["stage"] == "completed"
 }
 
 /// Exactly one reply and one `ready{completed}` for the trace, dense offsets, no status
 /// repeated.
-fn exactly_one_reply(all: &[Value], trace: &str) {
+pub(crate) fn exactly_one_reply(all: &[Value], trace: &str) {
     let offsets: Vec<u64> = all.iter().map(|e| e["offset"].as_u64().unwrap()).collect();
     assert_eq!(offsets, (0..all.len() as u64).collect::<Vec<_>>(), "dense offsets");
     let of_trace: Vec<&Value> = all.iter().filter(|e| e["trace_id"] == trace).collect();
@@ -111,7 +111,7 @@ async fn a_server_killed_mid_turn_answers_once_after_restart() {
 }
 
 /// A database of its own on the test PostgreSQL server, or `None` (skipped) without one.
-async fn postgres_database() -> Option<String> {
+pub(crate) async fn postgres_database() -> Option<String> {
     let Some(url) = std::env::var("GUIDEPOST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
         assert!(
             std::env::var("GUIDEPOST_REQUIRE_POSTGRES").as_deref() != Ok("1"),

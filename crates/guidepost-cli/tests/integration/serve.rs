@@ -24,6 +24,26 @@ impl Running {
     pub fn stderr_so_far(&self) -> String {
         self.stderr.try_iter().collect::<Vec<_>>().join("\n")
     }
+
+    /// Waits (up to `limit`, a bound on a hang, not a measure) for a standard error line that
+    /// contains `needle`; every line read until then.
+    pub fn wait_for_stderr(&self, needle: &str, limit: Duration) -> Result<Vec<String>, Vec<String>> {
+        let deadline = std::time::Instant::now() + limit;
+        let mut lines = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    lines.push(line);
+                    if found {
+                        return Ok(lines);
+                    }
+                }
+                Err(_) => return Err(lines),
+            }
+        }
+    }
 }
 
 impl Drop for Running {

@@ -23,6 +23,8 @@ mod parlant_interop;
 mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
+#[path = "integration/wheel.rs"]
+mod wheel;
 
 use std::path::PathBuf;
 

@@ -46,6 +46,11 @@ echo "== wheel"
 GUIDEPOST_WHEEL="$(scripts/wheel.sh --from-debug-build)"
 export GUIDEPOST_WHEEL GUIDEPOST_REQUIRE_WHEEL=1
 
+# The pure-Python package beside the command (python/guidepost): schemas from type hints and
+# docstrings, reading arguments, the tool server over HTTP.
+echo "== Python package tests"
+PYTHONPATH=python python3 -m unittest discover -s python/tests
+
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
     cargo nextest run --workspace --locked --no-fail-fast

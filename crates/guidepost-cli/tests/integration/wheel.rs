@@ -1,7 +1,8 @@
 //! The Python wheel as a Python team uses it: `pip install` into a fresh virtual environment,
 //! then the `guidepost` command it put on the PATH, run with nothing but that environment's
 //! `bin` on the PATH (no cargo, no rustc): `check`, `serve` answering a conversation over
-//! HTTP, and a replayed `simulate`.
+//! HTTP, a replayed `simulate`, and `tools serve` serving the example's Python tools from the
+//! installed package.
 //!
 //! The wheel comes from `GUIDEPOST_WHEEL`: `scripts/test.sh` builds it from the suite's own
 //! debug build with `scripts/wheel.sh --from-debug-build` and sets `GUIDEPOST_REQUIRE_WHEEL=1`.
@@ -162,4 +163,12 @@ async fn the_wheel_installs_a_guidepost_command_that_checks_serves_and_simulates
     );
     let summary = String::from_utf8_lossy(&simulate.stdout);
     assert!(summary.contains("Runs: 1 passed, 0 failed"), "{summary}");
+
+    // The tool server runs on the environment's own Python and package.
+    let mut tools = env.command("guidepost");
+    tools.args(["tools", "serve", "examples/python-tools/shop_tools.py", "--port", "0"]);
+    let tools = start(tools, "listening on ");
+    let listed: Value = http.get(format!("{}/tools", tools.url)).send().await.unwrap().json().await.unwrap();
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["track_order", "arrange_return"]);
 }

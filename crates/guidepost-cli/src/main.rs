@@ -12,6 +12,7 @@ mod child;
 mod discover;
 mod eval;
 mod graph;
+mod import;
 mod load;
 mod progress;
 mod serve;
@@ -387,6 +388,9 @@ enum Command {
     /// Tools written in Python.
     #[command(subcommand)]
     Tools(ToolsCommand),
+    /// Bring agents over from other systems.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
 }
 
 /// Secrets the log must never show (provider keys, API keys): every log line passes
@@ -552,6 +556,10 @@ fn main() -> ExitCode {
             }
         }
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
+        Command::Import(command) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(import::run(command)),
+            Err(e) => Err(e.into()),
+        },
         Command::Tools(ToolsCommand::Serve { modules, host, port, timeout, quiet, python }) => {
             tools::serve(tools::ServeToolsOptions { modules, host, port, timeout, quiet, python })
         }

@@ -17,6 +17,8 @@ mod help;
 mod hostile;
 #[path = "integration/neighbours.rs"]
 mod neighbours;
+#[path = "integration/parlant_import.rs"]
+mod parlant_import;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
 #[path = "integration/python_tools.rs"]

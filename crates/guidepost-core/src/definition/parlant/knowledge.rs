@@ -98,7 +98,11 @@ fn canned_responses(b: &mut Builder<'_>, file: &mut AgentFile) {
         let guidelines: Vec<String> =
             c.tags.iter().filter_map(|t| t.strip_prefix("guideline:")).map(str::to_string).collect();
         let for_guideline = guidelines.iter().any(|g| b.guideline_ids.contains_key(g));
-        if !(b.scope.includes(&c.tags) || for_guideline) {
+        // Tags that say nothing of the agent: a journey state's (whose journey the API does not
+        // tell) and the preamble's.
+        let unplaced =
+            !c.tags.is_empty() && c.tags.iter().all(|t| t.starts_with("journey_node:") || t == "__preamble__");
+        if !(b.scope.includes(&c.tags) || for_guideline || unplaced) {
             continue;
         }
         let shown = format!("canned response \"{}\"", c.value);

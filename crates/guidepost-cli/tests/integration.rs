@@ -17,12 +17,18 @@ mod help;
 mod hostile;
 #[path = "integration/neighbours.rs"]
 mod neighbours;
+#[path = "integration/parlant_import.rs"]
+mod parlant_import;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
+#[path = "integration/python_tools.rs"]
+mod python_tools;
 #[path = "integration/readme.rs"]
 mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
+#[path = "integration/wheel.rs"]
+mod wheel;
 
 use std::path::PathBuf;
 

@@ -27,7 +27,7 @@ fn subcommands() -> Vec<String> {
 fn every_command_has_help() {
     let commands = subcommands();
     for expected in
-        ["check", "graph", "serve", "export", "chat", "eval", "simulate", "bench", "load", "schema", "models"]
+        ["check", "graph", "serve", "export", "chat", "eval", "simulate", "bench", "load", "schema", "models", "tools"]
     {
         assert!(commands.iter().any(|c| c == expected), "`{expected}` missing from --help: {commands:?}");
     }

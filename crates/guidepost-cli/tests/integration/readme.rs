@@ -15,6 +15,14 @@
 //! - `server` (`server with-keys`): a `guidepost serve examples/agents` (with API keys,
 //!   exported to the block as `ADMIN_KEY` and `CLIENT_KEY`) runs on a free port, which
 //!   replaces port 8800 in the block;
+//! - `wheel`: the Python wheel's install as a user runs it, from the suite's own wheel
+//!   (`GUIDEPOST_WHEEL`) instead of the release build `scripts/wheel.sh` makes; each
+//!   `guidepost serve` runs until it says `listening on`, as in `background`;
+//! - `tools`: `guidepost tools serve` runs on a free port in the background, and the other
+//!   commands get a copy of the agent folder they name (`examples/python-tools`) whose tool
+//!   service is that port; the fake model server stands in for the model;
+//! - `parlant`: `http://localhost:8800` is the captured Parlant 3.3.2 server, replayed
+//!   (`tests/fixtures/parlant-3.3.2`);
 //! - `skip: REASON`: not run (the README's own two commands, hosted models, shell setup).
 //!
 //! Blocks that need `$GUIDEPOST_DATABASE_URL` get the test database
@@ -37,6 +45,9 @@ enum Mode {
     AsWritten,
     Replay,
     Background,
+    Wheel,
+    Tools,
+    Parlant,
     Server { keys: bool },
     Skip(String),
 }
@@ -55,6 +66,9 @@ fn parse_mode(comment: &str) -> Option<Mode> {
     Some(match inner {
         "replay" => Mode::Replay,
         "background" => Mode::Background,
+        "wheel" => Mode::Wheel,
+        "tools" => Mode::Tools,
+        "parlant" => Mode::Parlant,
         "server" => Mode::Server { keys: false },
         "server with-keys" => Mode::Server { keys: true },
         other => match other.strip_prefix("skip:") {
@@ -286,6 +300,15 @@ fn run_block(block: &Block, cwd: &Path, fake: &FakeModel) {
             model_env(&mut cmd, fake);
             let (_group, _) = start_until(cmd, servers, "listening on http://", &format!("README.md:{}", block.line));
         }
+        Mode::Wheel => run_wheel_block(block, cwd, fake),
+        Mode::Tools => run_tools_block(block, cwd, fake),
+        Mode::Parlant => {
+            let (url, missed, _runtime) = crate::parlant_import::replayed();
+            let script: Vec<String> =
+                block.commands.iter().map(|c| strip_comment(c).replace("http://localhost:8800", &url)).collect();
+            run_to_end(shell(cwd, &script.join("\n")), block);
+            assert!(missed.lock().unwrap().is_empty(), "README.md:{}: not captured: {missed:?}", block.line);
+        }
         Mode::Server { keys } => {
             let admin = "readme-admin-key-0123456789abcdef";
             let client = "readme-client-key-0123456789abcdef";
@@ -307,6 +330,59 @@ fn run_block(block: &Block, cwd: &Path, fake: &FakeModel) {
             run_to_end(cmd, block);
         }
     }
+}
+
+/// The wheel's install: the suite's wheel stands in for the release build.
+fn run_wheel_block(block: &Block, cwd: &Path, fake: &FakeModel) {
+    let Some(wheel) = std::env::var("GUIDEPOST_WHEEL").ok().filter(|w| !w.is_empty()) else {
+        assert!(
+            std::env::var("GUIDEPOST_REQUIRE_WHEEL").as_deref() != Ok("1"),
+            "README.md:{}: GUIDEPOST_WHEEL is not set",
+            block.line
+        );
+        eprintln!("README.md:{}: left out (no wheel: scripts/wheel.sh --from-debug-build)", block.line);
+        return;
+    };
+    let mut script = Vec::new();
+    let mut servers = 0;
+    for command in &block.commands {
+        let command = strip_comment(command);
+        if command.starts_with("scripts/wheel.sh") {
+            continue;
+        }
+        let command = command.replace("target/wheels/guidepost-*.whl", &wheel);
+        if command.contains("guidepost serve") {
+            servers += 1;
+            script.push(format!("{} &", on_free_port(&command)));
+        } else {
+            script.push(command);
+        }
+    }
+    assert!(servers > 0, "README.md:{}: a wheel block serves something", block.line);
+    script.push("wait".into());
+    let mut cmd = shell(cwd, &script.join("\n"));
+    // The quick start serves from the embedded SQLite store.
+    cmd.env_remove("GUIDEPOST_DATABASE_URL");
+    model_env(&mut cmd, fake);
+    start_until(cmd, servers, "listening on http://", &format!("README.md:{}", block.line));
+}
+
+/// Python tools served on a free port, and the agent folder the block names pointed at it.
+fn run_tools_block(block: &Block, cwd: &Path, fake: &FakeModel) {
+    let (serve, rest): (Vec<&String>, Vec<&String>) =
+        block.commands.iter().partition(|c| c.contains("guidepost tools serve"));
+    assert_eq!(serve.len(), 1, "README.md:{}: one `guidepost tools serve`", block.line);
+    let server = shell(cwd, &format!("exec {}", on_free_port(serve[0])));
+    let (_server, lines) = start_until(server, 1, "listening on http://", &format!("README.md:{}", block.line));
+    let url = lines[0].trim().trim_start_matches("listening on ").to_string();
+    let agent = std::fs::read_to_string(repo_root().join("examples/python-tools/agent.yaml")).unwrap();
+    std::fs::create_dir_all(cwd.join("python-tools")).unwrap();
+    std::fs::write(cwd.join("python-tools/agent.yaml"), agent.replace("http://127.0.0.1:8089", &url)).unwrap();
+    let script: Vec<String> =
+        rest.iter().map(|c| strip_comment(c).replace("examples/python-tools", "python-tools")).collect();
+    let mut cmd = shell(cwd, &script.join("\n"));
+    model_env(&mut cmd, fake);
+    run_to_end(cmd, block);
 }
 
 #[test]

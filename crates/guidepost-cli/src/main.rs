@@ -5,6 +5,7 @@
 mod out;
 
 mod bench;
+mod bench_conversations;
 mod bench_http;
 mod chat;
 mod check;
@@ -322,14 +323,40 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Measure the engine on the performance workload against a fake model server.
+    /// Measure the engine on the performance workload against a fake model server, or the
+    /// demo conversations on the real model.
     ///
     /// For each workload size and model latency, runs the workload's session (one
     /// customer message per turn) through the real OpenAI-compatible provider against a
     /// fake server in a child process, and prints per turn: model calls, prompt tokens,
     /// sequential waves of model calls, engine CPU time and turn time, beside the
     /// reference system's figures.
+    ///
+    /// With --conversations, runs the demo conversations (bench/conversations.yaml) through
+    /// `guidepost serve` on the configured model (the embedded default unless
+    /// GUIDEPOST_MODEL says otherwise) and prints per turn: model calls, prompt tokens, new
+    /// (uncached) prompt tokens, generated tokens, time, the longest wait between two of the
+    /// turn's events, and the server's resident memory. Each --server binary runs every
+    /// conversation, one after the other, so two builds compare side by side.
     Bench {
+        /// Run these conversations on the configured model instead of the workload
+        /// (default file: bench/conversations.yaml).
+        #[arg(long, num_args = 0..=1, default_missing_value = "bench/conversations.yaml", value_name = "FILE")]
+        conversations: Option<PathBuf>,
+        /// With --conversations: a `guidepost` binary to serve them (repeat to compare
+        /// builds; default: this one).
+        #[arg(long = "server", value_name = "BINARY", requires = "conversations")]
+        servers: Vec<PathBuf>,
+        /// With --conversations: CPU threads for local models, passed to each server.
+        #[arg(long, requires = "conversations")]
+        threads: Option<usize>,
+        /// With --conversations: how long one turn may take, in seconds.
+        #[arg(long, default_value_t = 600, requires = "conversations")]
+        turn_limit_secs: u64,
+        /// With --conversations: write each server's standard error (its log; set GUIDEPOST_LOG
+        /// for more) to server-<n>.log in this folder.
+        #[arg(long, value_name = "DIR", requires = "conversations")]
+        server_logs: Option<PathBuf>,
         /// Directory with small.json, medium.json, large.json.
         #[arg(long, default_value = "bench/agents")]
         agents: PathBuf,
@@ -536,12 +563,32 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(simulate::run(*args, threads)),
             Err(e) => Err(e.into()),
         },
-        Command::Bench { agents, sizes, latency_ms, out, no_http, calls } => {
-            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
-                Err(e) => Err(e.into()),
-            }
-        }
+        Command::Bench {
+            agents,
+            sizes,
+            latency_ms,
+            out,
+            no_http,
+            calls,
+            conversations,
+            servers,
+            threads,
+            turn_limit_secs,
+            server_logs,
+        } => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => match conversations {
+                Some(file) => rt.block_on(bench_conversations::run(bench_conversations::ConversationOptions {
+                    file,
+                    servers,
+                    threads,
+                    out,
+                    turn_limit: std::time::Duration::from_secs(turn_limit_secs),
+                    logs: server_logs,
+                })),
+                None => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
+            },
+            Err(e) => Err(e.into()),
+        },
         Command::Load { agents, size, sessions, latency_ms, database_urls, out } => {
             let options = load::LoadOptions { agents, size, sessions, latency_ms, database_urls, out };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

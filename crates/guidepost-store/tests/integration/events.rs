@@ -75,7 +75,7 @@ store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move
 
     let mut woken = store.hub().subscribe("s");
     let waiter =
-        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.is_ok() });
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(120), woken.changed()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(50)).await;
     store.update_event_data("s", &first.id, &json!({"message": "one, edited"})).await.unwrap();
     assert!(waiter.await.unwrap(), "a waiter wakes when an event changes");
@@ -120,7 +120,7 @@ async fn another_process_on_postgres_wakes_on_the_events_this_one_commits() {
     db.store.create_session(&session("s", "a", "guest")).await.unwrap();
     let mut woken = other.hub().subscribe("s");
     let waiter =
-        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(10), woken.changed()).await.is_ok() });
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(120), woken.changed()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(200)).await;
     db.store.append_event("s", message("t", "hi")).await.unwrap();
     assert!(waiter.await.unwrap(), "the other store's waiter woke through LISTEN/NOTIFY");

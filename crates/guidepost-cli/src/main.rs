@@ -323,8 +323,7 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Measure the engine on the performance workload against a fake model server, or the
-    /// demo conversations on the real model.
+    /// Measure the engine on the performance workload, or the demo conversations on a model.
     ///
     /// For each workload size and model latency, runs the workload's session (one
     /// customer message per turn) through the real OpenAI-compatible provider against a

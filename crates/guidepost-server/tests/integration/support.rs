@@ -136,7 +136,9 @@ impl TestServer {
     }
 
     pub async fn wait_ready(&self, session: &str, trace: &str) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // A hang guard, not a measure: a turn on the fake model takes a fraction of a second,
+        // and ten minutes is beyond any busy machine.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
         loop {
             let (status, events) =
                 self.call("get", &format!("/sessions/{session}/events?trace_id={trace}&wait_for_data=5"), None).await;

@@ -230,12 +230,16 @@ pub async fn evaluate(
 /// The verdict on item `id` from the answer and, when reported, how likely "yes" was.
 fn weigh(id: &str, answer: &str, decisions: &[TokenDecision], threshold: f32) -> LocalVerdict {
     match guidepost_llm::odds(decisions, "yes", "no") {
-        Some(yes) => LocalVerdict {
-            id: id.to_string(),
-            applies: yes >= threshold,
-            rationale: Some(format!("p(yes) {yes:.2}, yes from {threshold:.2}")),
-            probability: Some(yes),
-        },
+        Some(yes) => {
+            let applies = yes >= threshold;
+            let verdict = if applies { "yes" } else { "no" };
+            LocalVerdict {
+                id: id.to_string(),
+                applies,
+                rationale: Some(format!("{verdict}: p(yes) {yes:.2}, yes from {threshold:.2}")),
+                probability: Some(yes),
+            }
+        }
         None => LocalVerdict {
             id: id.to_string(),
             applies: answer.trim().eq_ignore_ascii_case("yes"),

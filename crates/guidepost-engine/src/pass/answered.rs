@@ -110,6 +110,11 @@ impl StepVerdicts {
         self.verdicts.get(item).map(|(holds, _)| *holds)
     }
 
+    /// The verdict on `item` and how likely "yes" was, if it was checked and answered.
+    pub fn verdict(&self, item: &str) -> Option<(bool, Option<f32>)> {
+        self.verdicts.get(item).copied()
+    }
+
     /// The verdict on a question that only opens a fuller decision (a correction sends the
     /// journey to a selection that sees it whole): the likelier answer where the model said
     /// how likely, else the verdict.

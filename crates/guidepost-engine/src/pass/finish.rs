@@ -193,12 +193,14 @@ impl<'a> Pass<'a> {
         // Journey records.
         for (journey, d) in state.decisions {
             let path_before = d.path_before.or_else(|| input.paths_in.get(&journey).cloned());
+            let path_after = paths.get(&journey).cloned();
+            let rationale = describe_move(&d.change.decision, path_before.as_ref(), path_after.as_ref(), &d.rationale);
             state.record.journeys.push(JourneyRecord {
                 journey_id: journey.clone(),
                 decision: d.change.decision,
                 path_before,
-                path_after: paths.get(&journey).cloned(),
-                rationale: d.rationale,
+                path_after,
+                rationale,
                 fast_path: d.fast_path,
                 batch: d.batch,
                 correction: d.change.correction,
@@ -211,7 +213,7 @@ impl<'a> Pass<'a> {
                     decision: JourneyDecision::NotStarted,
                     path_before: None,
                     path_after: None,
-                    rationale: "no activation condition matched".into(),
+                    rationale: "did not start: no activation condition matched".into(),
                     fast_path: None,
                     batch: None,
                     correction: None,
@@ -239,4 +241,34 @@ impl<'a> Pass<'a> {
             tool_results_seen: ctx.staged_tool_results.len(),
         })
     }
+}
+
+/// The move a journey made, then why: "moved to `dropoff`: <why>", "stayed at `pickup`:
+/// <why>".
+fn describe_move(
+    decision: &JourneyDecision,
+    before: Option<&JourneyPath>,
+    after: Option<&JourneyPath>,
+    why: &str,
+) -> String {
+    let through = |steps: &[String]| match steps.split_last() {
+        Some((last, [])) => format!("`{last}`"),
+        Some((last, passed)) => {
+            let passed: Vec<String> = passed.iter().map(|s| format!("`{s}`")).collect();
+            format!("`{last}` through {}", passed.join(", "))
+        }
+        None => "?".to_string(),
+    };
+    let at = |p: Option<&JourneyPath>| p.map_or_else(|| "?".to_string(), |p| format!("`{}`", p.current()));
+    let summary = match decision {
+        JourneyDecision::Started { steps } => format!("started at {}", through(steps)),
+        JourneyDecision::Advanced { steps } => format!("moved to {}", through(steps)),
+        JourneyDecision::Stayed => format!("stayed at {}", at(after.or(before))),
+        JourneyDecision::Backtracked { to } => format!("went back to `{to}`"),
+        JourneyDecision::Completed => "completed".to_string(),
+        JourneyDecision::Exited => "exited".to_string(),
+        JourneyDecision::NotStarted => "did not start".to_string(),
+        JourneyDecision::Deactivated => "deactivated".to_string(),
+    };
+    if why.is_empty() { summary } else { format!("{summary}: {why}") }
 }

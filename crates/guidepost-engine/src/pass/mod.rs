@@ -3,6 +3,9 @@
 
 mod answered;
 mod finish;
+mod forks;
+
+use forks::keep_waiting_for_tool;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -69,15 +72,31 @@ struct AwaitedPrediction<'p, 'c> {
 }
 
 enum Task<'a> {
-    Checks { category: Category, items: Vec<&'a MatchableGuideline> },
-    Disambiguation { head: &'a MatchableGuideline, targets: Vec<DisambiguationTarget> },
-    Journey { journey: String, path: JourneyPath, starting: bool },
+    Checks {
+        category: Category,
+        items: Vec<&'a MatchableGuideline>,
+    },
+    Disambiguation {
+        head: &'a MatchableGuideline,
+        targets: Vec<DisambiguationTarget>,
+    },
+    /// Node selection; `full`: the journey-wide selection, whatever the verdict style (a
+    /// correction to look at).
+    Journey {
+        journey: String,
+        path: JourneyPath,
+        starting: bool,
+        full: bool,
+    },
+    /// The forks a decided move ended on (see [`forks`]).
+    Forks(Box<forks::ForkTask>),
 }
 
 enum TaskResult {
     Checks(CallOutcome<Vec<GuidelineVerdict>>),
     Disambiguation(CallOutcome<Disambiguation>),
     Journey(Box<ModelSelection>),
+    Forks(Box<ModelSelection>),
 }
 
 struct Decision {
@@ -113,6 +132,8 @@ struct State<'a> {
     steps: answered::StepVerdicts,
     /// Active journeys whose deterministic move a correction in the latest message would undo.
     correctable: BTreeSet<String>,
+    /// Tools that ran in this turn.
+    tools_ran: Vec<ToolId>,
 }
 
 impl<'a> Pass<'a> {
@@ -137,7 +158,8 @@ impl<'a> Pass<'a> {
             Task::Disambiguation { head, targets } => {
                 TaskResult::Disambiguation(disambiguation::evaluate(self.model, head, targets, conversation, t).await)
             }
-            Task::Journey { journey, path, starting } => {
+            Task::Forks(task) => TaskResult::Forks(Box::new(self.leave_forks(task, conversation).await)),
+            Task::Journey { journey, path, starting, full } => {
                 let Some(graph) = self.agent.journey(journey) else {
                     return TaskResult::Journey(Box::new(ModelSelection {
                         change: PathChange {
@@ -154,7 +176,7 @@ impl<'a> Pass<'a> {
                 let selector = self.selector();
                 let model = self.journey_model;
                 let style = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
-                let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single {
+                let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single && !full {
                     selector.select_stepwise(model, graph, path, *starting, conversation).await
                 } else {
                     selector.select_with_model(model, graph, path, *starting, conversation).await
@@ -270,8 +292,10 @@ impl<'a> Pass<'a> {
                         score,
                     });
                 }
-                (Task::Journey { journey, path, starting }, TaskResult::Journey(selection)) => {
-                    let selection = *selection;
+                (Task::Forks(task), TaskResult::Forks(selection)) => self.fold_forks(*task, *selection, wave, state),
+                (Task::Journey { journey, path, starting, .. }, TaskResult::Journey(selection)) => {
+                    let mut selection = *selection;
+                    keep_waiting_for_tool(self.agent, &journey, &path, &state.tools_ran, &mut selection.change);
                     if let Some(crate::error::BatchError::Model(e)) = &selection.error {
                         state.failures.push(e.clone());
                     }
@@ -332,7 +356,7 @@ impl<'a> Pass<'a> {
                 batch: None,
             }),
             SelectionPlan::NeedsModel => {
-                Err(Task::Journey { journey: journey.to_string(), path: path.clone(), starting })
+                Err(Task::Journey { journey: journey.to_string(), path: path.clone(), starting, full: false })
             }
         }
     }
@@ -380,6 +404,7 @@ impl<'a> Pass<'a> {
             },
             steps: answered::StepVerdicts::default(),
             correctable: BTreeSet::new(),
+            tools_ran: tools_ran.clone(),
         };
 
         // Candidates, by category.
@@ -509,7 +534,7 @@ impl<'a> Pass<'a> {
             // without reading it get a selection that sees the whole journey.
             for journey in std::mem::take(&mut state.correctable) {
                 if let Some(path) = input.paths_in.get(&journey) {
-                    second.push(Task::Journey { journey, path: path.clone(), starting: false });
+                    second.push(Task::Journey { journey, path: path.clone(), starting: false, full: true });
                 }
             }
         }
@@ -538,6 +563,8 @@ impl<'a> Pass<'a> {
         }
 
         self.walk_on_answers(&mut state);
+        let forks = self.fork_tasks(&state);
+        self.wave(forks, &conversation, &mut state, &input.paths_in).await;
         self.finish(input, state, &conversation, &tools_ran).await
     }
 
@@ -562,10 +589,14 @@ impl<'a> Pass<'a> {
         for (journey, decision) in moves {
             let Some(graph) = self.agent.journey(journey) else { continue };
             let moved = !matches!(decision.change.decision, JourneyDecision::Stayed);
+            // A journey waiting at a tool step since an earlier turn (its tool could not run)
+            // still reads the message: the customer may have changed the request.
+            let waiting = matches!(decision.fast_path, Some(FastPath::AwaitingTool));
             if let Some(path) = paths_in.get(journey)
-                && moved
-                && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
-                && answered::answered_before(graph, path)
+                && ((moved
+                    && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
+                    && answered::answered_before(graph, path))
+                    || waiting)
             {
                 correctable.insert(journey.to_string());
             }

@@ -539,13 +539,17 @@ pub(crate) struct ExitVerdict {
 impl ExitVerdict {
     /// `condition: yes (p 0.82, yes from 0.70)`, for the selection's rationale.
     fn note(&self, edge: &JourneyEdge) -> String {
-        let condition = edge.condition.as_deref().unwrap_or_default();
-        let answer = if self.holds { "yes" } else { "no" };
-        match (self.probability, self.threshold) {
-            (Some(p), Some(t)) => format!("{condition}: {answer} (p {p:.2}, yes from {t:.2})"),
-            (Some(p), None) => format!("{condition}: {answer} (p {p:.2})"),
-            _ => format!("{condition}: {answer}"),
-        }
+        verdict_note(edge.condition.as_deref().unwrap_or_default(), self.holds, self.probability, self.threshold)
+    }
+}
+
+/// `condition: yes (p 0.82, yes from 0.70)`: a verdict as rationales give it.
+pub(crate) fn verdict_note(condition: &str, holds: bool, probability: Option<f32>, threshold: Option<f32>) -> String {
+    let answer = if holds { "yes" } else { "no" };
+    match (probability, threshold) {
+        (Some(p), Some(t)) => format!("{condition}: {answer} (p {p:.2}, yes from {t:.2})"),
+        (Some(p), None) => format!("{condition}: {answer} (p {p:.2})"),
+        _ => format!("{condition}: {answer}"),
     }
 }
 

@@ -52,7 +52,7 @@ pub(crate) fn transitions_to_check<'g>(
 }
 
 /// The steps after `from` that the checked transitions lead through (`held` gives a checked
-/// transition's verdict, `None` when it was not checked), with a note of each verdict used.
+/// transition's verdict, `None` when it was not checked).
 /// Stops at a tool step, a step where the agent speaks without asking, the end, or a step
 /// where no checked transition holds; at most `max_steps` steps.
 pub(crate) fn walk_on(
@@ -60,18 +60,14 @@ pub(crate) fn walk_on(
     from: &str,
     held: impl Fn(&JourneyEdge) -> Option<bool>,
     max_steps: usize,
-) -> (Vec<String>, Vec<String>) {
+) -> Vec<String> {
     let mut steps = Vec::new();
-    let mut notes = Vec::new();
     let mut at = from.to_string();
     while steps.len() < max_steps {
         let Some(node) = graph.node(&at).filter(|n| passable(n)) else { break };
         let chosen = node.edges.iter().find(|e| e.condition.is_some() && held(e) == Some(true));
         let next = match chosen {
-            Some(edge) => {
-                notes.push(format!("{}: yes", edge.condition.as_deref().unwrap_or_default()));
-                Some(edge)
-            }
+            Some(edge) => Some(edge),
             None if node.kind == NodeKind::Fork
                 && node.edges.iter().all(|e| e.condition.is_none() || held(e).is_some()) =>
             {
@@ -83,7 +79,7 @@ pub(crate) fn walk_on(
         steps.push(edge.to.clone());
         at = edge.to.clone();
     }
-    (steps, notes)
+    steps
 }
 
 /// Whether a question before the current step of `path` was answered already: a correction
@@ -182,18 +178,13 @@ tools:
     fn the_walk_follows_what_holds_and_stops_where_the_agent_acts() {
         let g = taxi();
         let all = |_: &JourneyEdge| Some(true);
-        assert_eq!(walk_on(&g, "pickup", all, 4).0, ["dropoff", "route", "book"], "stops at the tool step");
+        assert_eq!(walk_on(&g, "pickup", all, 4), ["dropoff", "route", "book"], "stops at the tool step");
         let pickup_only = |e: &JourneyEdge| Some(condition_of(e).contains("pickup"));
-        assert_eq!(walk_on(&g, "pickup", pickup_only, 4).0, ["dropoff"], "waits at the next question");
+        assert_eq!(walk_on(&g, "pickup", pickup_only, 4), ["dropoff"], "waits at the next question");
         let outside = |e: &JourneyEdge| Some(!condition_of(e).contains("within"));
-        assert_eq!(
-            walk_on(&g, "pickup", outside, 4).0,
-            ["dropoff", "route", "refuse"],
-            "a fork takes its default exit"
-        );
+        assert_eq!(walk_on(&g, "pickup", outside, 4), ["dropoff", "route", "refuse"], "a fork takes its default exit");
         let unchecked = |_: &JourneyEdge| None;
-        assert!(walk_on(&g, "pickup", unchecked, 4).0.is_empty(), "nothing checked, nothing walked");
-        let (steps, notes) = walk_on(&g, "pickup", all, 2);
-        assert_eq!((steps.len(), notes.len()), (2, 2));
+        assert!(walk_on(&g, "pickup", unchecked, 4).is_empty(), "nothing checked, nothing walked");
+        assert_eq!(walk_on(&g, "pickup", all, 2).len(), 2);
     }
 }

@@ -23,7 +23,7 @@ use crate::context::MatchingContext;
 use crate::error::EngineError;
 use crate::journeys::paths::PathChange;
 use crate::journeys::prediction::Prediction;
-use crate::journeys::selection::{JourneySelector, ModelSelection, SelectionPlan};
+use crate::journeys::selection::{JourneySelector, ModelSelection, SelectionPlan, verdict_note};
 use crate::matcher::MatchingOutcome;
 use crate::prompt::ConversationView;
 use crate::record::{
@@ -634,7 +634,23 @@ impl<'a> Pass<'a> {
                 self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.get(&item.id))
             };
             let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
-            let (more, notes) = answered::walk_on(graph, landing.current(), held, room);
+            let more = answered::walk_on(graph, landing.current(), held, room);
+            // Every transition looked at ahead of the move, held or not.
+            let threshold =
+                self.config.verdict_threshold.unwrap_or_else(|| self.model.capabilities().verdict_threshold);
+            let looked: Vec<String> =
+                answered::transitions_to_check(graph, landing.current(), self.config.max_advance_steps)
+                    .into_iter()
+                    .filter_map(|edge| {
+                        let item = self.agent.transition_item(journey, &edge.id)?;
+                        let (holds, p) = state.steps.verdict(&item.id)?;
+                        let condition = edge.condition.as_deref().unwrap_or_default();
+                        Some(verdict_note(condition, holds, p, p.map(|_| threshold)))
+                    })
+                    .collect();
+            if !looked.is_empty() {
+                decision.rationale = format!("{}; looked ahead: {}", decision.rationale, looked.join("; "));
+            }
             if more.is_empty() {
                 continue;
             }
@@ -643,7 +659,6 @@ impl<'a> Pass<'a> {
             let all: Vec<String> = steps_so_far.into_iter().chain(more).collect();
             decision.change =
                 crate::journeys::paths::advance(graph, &from, &all, starting, self.config.max_advance_steps);
-            decision.rationale = format!("{}; answered already: {}", decision.rationale, notes.join("; "));
         }
     }
 

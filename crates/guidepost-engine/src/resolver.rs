@@ -190,6 +190,16 @@ impl<'a> RelationalResolver<'a> {
         self.agent.definition.relationships.iter().filter(move |r| r.kind == kind)
     }
 
+    /// Whether the source end of a priority or entailment is active: a guideline or journey
+    /// that is, or a tag with any active member (`tag:` and `any-tag:` alike; only
+    /// dependencies tell them apart), as in the reference.
+    fn source_active(&self, ep: &Endpoint, active: &Active) -> bool {
+        match ep {
+            Endpoint::Tag { tag, .. } => self.agent.tag_members(tag).iter().any(|m| active.contains(m)),
+            other => self.endpoint_active(other, active),
+        }
+    }
+
     fn endpoint_active(&self, ep: &Endpoint, active: &Active) -> bool {
         match ep {
             Endpoint::Guideline(g) => active.contains(&Entity::Guideline(g.clone())),
@@ -272,7 +282,7 @@ impl<'a> RelationalResolver<'a> {
         let mut edges: Edges = BTreeMap::new();
         let mut by_tag: BTreeMap<Entity, (Entity, String)> = BTreeMap::new();
         for r in self.relationships(RelationshipKind::Priority) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
             let tag_level = matches!(r.source, Endpoint::Tag { .. }) || matches!(r.target, Endpoint::Tag { .. });
@@ -328,7 +338,7 @@ impl<'a> RelationalResolver<'a> {
     fn entailment(&self, active: &Active, base: &Active, deprioritized: &Reasons, dropped: &Reasons) -> Reasons {
         let mut added = Reasons::new();
         for r in self.relationships(RelationshipKind::Entailment) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
             let Some(by) = self.source_entity(&r.source, active) else { continue };
@@ -358,7 +368,7 @@ impl<'a> RelationalResolver<'a> {
     fn entailed_targets(&self, active: &Active) -> Active {
         let mut out = Active::new();
         for r in self.relationships(RelationshipKind::Entailment) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
             match &r.target {
@@ -543,6 +553,9 @@ relationships:
         assert_eq!(resolve_ids(tags, &["g1_1", "g1_2", "g2_1", "g2_2"]), ["g1_2"]);
         // Without the member's priority, the tag's alone decides.
         assert_eq!(resolve_ids(tags, &["g1_1", "g1_2", "g2_2"]), ["g1_1", "g1_2"]);
+        // One matched member makes the tag a source of priority (`tag:` as `any-tag:`: only
+        // dependencies tell them apart).
+        assert_eq!(resolve_ids(tags, &["g1_2", "g2_2"]), ["g1_2"]);
     }
 
     #[test]

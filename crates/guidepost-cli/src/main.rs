@@ -261,9 +261,14 @@ enum Command {
         /// Cases run at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
-        /// Also write the report and every decision as JSON to this file.
+        /// Also write the report and every decision as JSON to this file, rewritten after each
+        /// case so a run that stops can be resumed.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Continue the run whose report --json names: case runs already in it (for cases and
+        /// agents unchanged since, with the same models) are kept, the others are run.
+        #[arg(long)]
+        resume: bool,
         /// Also write a JUnit XML report to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -419,6 +424,7 @@ fn main() -> ExitCode {
             repeat,
             concurrency,
             json,
+            resume,
             junit,
             min_accuracy,
         } => {
@@ -432,6 +438,7 @@ fn main() -> ExitCode {
                 repeat,
                 concurrency,
                 json,
+                resume,
                 junit,
                 min_accuracy,
             };

@@ -1,5 +1,7 @@
 //! The case format, its errors, and the figures of a run on a scripted model.
 
+mod situations;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -10,14 +12,14 @@ use serde_json::{Value, json};
 use crate::run::Kind;
 use crate::{Models, Options, Report};
 
-const AGENT: &str = r#"
+pub(super) const AGENT: &str = r#"
 agent: { name: Otto }
 guidelines:
   - { id: refund, condition: The customer asks about refunds, action: Explain the refund policy }
   - { id: shipping, condition: The customer asks about shipping, action: Say shipping takes 3 days }
 "#;
 
-const CASES: &str = r#"
+pub(super) const CASES: &str = r#"
 agent: agent.yaml
 cases:
   - id: refund-only
@@ -35,7 +37,7 @@ cases:
 "#;
 
 /// A folder with the agent and a case file.
-fn suite_dir(cases: &str) -> tempfile::TempDir {
+pub(super) fn suite_dir(cases: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("agent.yaml"), AGENT).unwrap();
     std::fs::write(dir.path().join("cases.yaml"), cases).unwrap();
@@ -43,7 +45,7 @@ fn suite_dir(cases: &str) -> tempfile::TempDir {
 }
 
 /// A model that says every guideline applies.
-fn always_yes() -> Arc<ScriptedModel> {
+pub(super) fn always_yes() -> Arc<ScriptedModel> {
     let answer = |req: &ChatRequest| {
         let text = format!("{}\n{}", req.system_text(), req.last_user_message());
         let conditions = text.split("## Conditions").nth(1).unwrap_or("");
@@ -57,7 +59,7 @@ fn always_yes() -> Arc<ScriptedModel> {
     Arc::new(ScriptedModel::new().when_task(TaskKind::Matching).reply_with(answer))
 }
 
-fn models(model: Arc<ScriptedModel>) -> Models {
+pub(super) fn models(model: Arc<ScriptedModel>) -> Models {
     Models { matching: model.clone(), journey_selection: model.clone(), tool_inference: model, embedder: None }
 }
 
@@ -77,7 +79,7 @@ async fn the_figures_count_every_decision_of_every_run() {
     assert_eq!(report.pass_k, 0.5);
     assert_eq!(report.failures.len(), 2);
     assert!(report.failures.iter().all(|f| f.case == "refund-only" && f.subject == "shipping"));
-    assert_eq!(report.failures[0].rationale.as_deref(), Some("scripted yes"));
+    assert_eq!(report.failures[0].rationale.as_deref(), Some("matched (actionable): scripted yes"));
     let text = report.text(&outcome);
     assert!(text.contains("| guideline | 6 | 4 | 66.7 % | 66.7 % | 100.0 % |"), "{text}");
     assert!(text.contains("pass^2 50.0 %"), "{text}");
@@ -95,7 +97,11 @@ async fn the_figures_count_every_decision_of_every_run() {
 
 /// The errors of loading `cases` (with the good agent beside it).
 fn errors(cases: &str) -> Vec<String> {
-    let dir = suite_dir(cases);
+    errors_in(&suite_dir(cases))
+}
+
+/// The errors of loading `cases.yaml` in `dir`.
+pub(super) fn errors_in(dir: &tempfile::TempDir) -> Vec<String> {
     crate::load(&[dir.path().join("cases.yaml")]).unwrap_err().iter().map(ToString::to_string).collect()
 }
 
@@ -116,6 +122,10 @@ fn bad_cases_are_errors_at_their_file_and_line() {
         "agent: agent.yaml\ncases:\n  - id: a\n    conversation:\n      - customer: hi\n      - agent: hello\n    expect:\n      guidelines: {refund: false}\n",
     );
     assert!(agent_last[0].contains("must end with a customer message"), "{agent_last:?}");
+    let no_customer = errors(
+        "agent: agent.yaml\ncases:\n  - id: a\n    conversation:\n      - agent: hello\n    expect:\n      guidelines: {refund: false}\n",
+    );
+    assert!(no_customer[0].contains("a customer message to decide on"), "{no_customer:?}");
 
     let nothing =
         errors("agent: agent.yaml\ncases:\n  - id: a\n    conversation:\n      - customer: hi\n    expect: {}\n");

@@ -19,6 +19,7 @@ pub struct EvalOptions {
     pub concurrency: usize,
     pub json: Option<PathBuf>,
     pub resume: bool,
+    pub calibrate: bool,
     pub junit: Option<PathBuf>,
     pub min_accuracy: Option<f64>,
 }
@@ -139,6 +140,9 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
     }
     let report = Report::of(&outcome);
     outln!("{}", report.text(&outcome));
+    if options.calibrate {
+        outln!("{}", guidepost_eval::report::calibration_text(&guidepost_eval::report::calibration(&outcome)));
+    }
     if let Some(path) = &options.json {
         write(path, &serde_json::to_string_pretty(&report.json(&outcome))?)?;
     }

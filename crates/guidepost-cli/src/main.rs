@@ -269,6 +269,11 @@ enum Command {
         /// agents unchanged since, with the same models) are kept, the others are run.
         #[arg(long)]
         resume: bool,
+        /// Also print what each verdict threshold from 0.30 to 0.90 would have made of the
+        /// guideline decisions (for a model that reports how likely "yes" was), and the best:
+        /// run it on a calibration split of your cases, not on the cases you judge by.
+        #[arg(long)]
+        calibrate: bool,
         /// Also write a JUnit XML report to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -425,6 +430,7 @@ fn main() -> ExitCode {
             concurrency,
             json,
             resume,
+            calibrate,
             junit,
             min_accuracy,
         } => {
@@ -439,6 +445,7 @@ fn main() -> ExitCode {
                 concurrency,
                 json,
                 resume,
+                calibrate,
                 junit,
                 min_accuracy,
             };

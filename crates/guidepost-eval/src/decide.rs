@@ -29,6 +29,7 @@ pub(crate) fn decided(
         actual,
         correct,
         rationale,
+        probability: None,
     }
 }
 
@@ -75,7 +76,9 @@ pub(crate) fn matching(case: &Case, run: usize, passes: &[&MatchingOutcome], ctx
                 (None, None) => verdict,
             }
         });
-        out.push(decided(case, run, Kind::Guideline, g, json!(applies), json!(actual), why));
+        let mut decision = decided(case, run, Kind::Guideline, g, json!(applies), json!(actual), why);
+        decision.probability = candidate.and_then(|c| c.probability);
+        out.push(decision);
     }
     for (subject, followed) in &expect.relationships {
         let entity = match subject.strip_prefix("journey:") {

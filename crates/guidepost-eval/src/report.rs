@@ -275,6 +275,63 @@ impl Report {
     }
 }
 
+/// The guideline decisions of a run at one verdict threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdFigures {
+    /// "yes" from this probability.
+    pub threshold: f32,
+    /// Guideline decisions whose check reported how likely "yes" was.
+    pub decisions: usize,
+    /// Of them, those right at this threshold.
+    pub correct: usize,
+    /// `correct / decisions`.
+    pub accuracy: f64,
+}
+
+/// What each verdict threshold from 0.30 to 0.90 would have made of the guideline decisions of
+/// `outcome` whose check reported how likely "yes" was (`--calibrate`): run on a calibration
+/// split, it picks `engine.verdict_threshold` without looking at the cases it is judged on.
+/// Journey transitions are held to the same threshold but are not reweighed here (a
+/// transition's verdict moves the journey, and the moves after it depend on it).
+pub fn calibration(outcome: &Outcome) -> Vec<ThresholdFigures> {
+    let weighed: Vec<(f32, bool)> = outcome
+        .decisions
+        .iter()
+        .filter(|d| d.kind == Kind::Guideline)
+        .filter_map(|d| Some((d.probability?, d.expected.as_bool()?)))
+        .collect();
+    (30..=90)
+        .step_by(5)
+        .map(|percent| {
+            let threshold = percent as f32 / 100.0;
+            let correct = weighed.iter().filter(|(p, expected)| (*p >= threshold) == *expected).count();
+            let accuracy = if weighed.is_empty() { 0.0 } else { correct as f64 / weighed.len() as f64 };
+            ThresholdFigures { threshold, decisions: weighed.len(), correct, accuracy }
+        })
+        .collect()
+}
+
+/// The thresholds of `figures` as a table, with the best one (the lowest of those tied).
+pub fn calibration_text(figures: &[ThresholdFigures]) -> String {
+    let mut out = String::from("| yes from | right | accuracy |\n|---|---|---|\n");
+    for f in figures {
+        let _ = writeln!(out, "| {:.2} | {}/{} | {:.1} % |", f.threshold, f.correct, f.decisions, f.accuracy * 100.0);
+    }
+    let best = figures.iter().fold(None::<&ThresholdFigures>, |best, f| match best {
+        Some(b) if b.correct >= f.correct => Some(b),
+        _ => Some(f),
+    });
+    match best {
+        Some(b) if b.decisions > 0 => {
+            let _ = writeln!(out, "\nBest on these cases: engine.verdict_threshold: {:.2}", b.threshold);
+        }
+        _ => out.push_str(
+            "\nNo guideline decision reported how likely \"yes\" was (a model that reports odds is needed).\n",
+        ),
+    }
+    out
+}
+
 /// Whether a decision value says yes: `true`, or arguments a tool was called with.
 fn yes(value: &Value) -> bool {
     match value {

@@ -67,6 +67,7 @@ pub(crate) fn decide(case: &Case, run: usize, agent: &CompiledAgent, config: &Ma
                 actual: json!(followed),
                 correct: *expected == followed,
                 rationale: Some(rationale),
+                probability: None,
             }
         })
         .collect()

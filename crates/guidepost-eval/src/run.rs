@@ -104,6 +104,10 @@ pub struct Decided {
     pub correct: bool,
     /// Why the engine decided so (the model's rationale, or the error).
     pub rationale: Option<String>,
+    /// How likely the model found "yes" (a guideline's single check, when the model reports
+    /// it): what `--calibrate` weighs thresholds against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f32>,
 }
 
 /// One model request made while deciding (a batch of single questions is one request per

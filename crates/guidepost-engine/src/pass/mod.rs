@@ -258,6 +258,7 @@ impl<'a> Pass<'a> {
                             verdict,
                             rationale,
                             score,
+                            probability: verdicts.get(g.id.as_str()).and_then(|v| v.probability),
                         });
                     }
                 }
@@ -290,6 +291,7 @@ impl<'a> Pass<'a> {
                         verdict,
                         rationale,
                         score,
+                        probability: None,
                     });
                 }
                 (Task::Forks(task), TaskResult::Forks(selection)) => self.fold_forks(*task, *selection, wave, state),
@@ -804,7 +806,15 @@ fn fast_path_rationale(fast_path: FastPath) -> &'static str {
 }
 
 pub(crate) fn candidate(g: &MatchableGuideline, category: Option<Category>, verdict: Verdict) -> CandidateRecord {
-    CandidateRecord { guideline_id: g.id.clone(), category, batch: None, verdict, rationale: None, score: 0 }
+    CandidateRecord {
+        guideline_id: g.id.clone(),
+        category,
+        batch: None,
+        verdict,
+        rationale: None,
+        score: 0,
+        probability: None,
+    }
 }
 
 pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: String) -> GuidelineMatch {

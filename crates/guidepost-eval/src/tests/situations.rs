@@ -264,3 +264,32 @@ async fn a_stopped_run_resumes_where_it_stopped() {
     crate::evaluate_with(&suite, &models(third.clone()), &Options::default(), reread, &|_, _| {}).await;
     assert_eq!(third.calls(&TaskKind::Matching), 2);
 }
+
+#[tokio::test]
+async fn thresholds_are_weighed_on_the_odds_the_checks_reported() {
+    // "Refund" gets p(yes) 0.6 and holds; "shipping" gets 0.4 and does not.
+    let dir = super::suite_dir(CASES);
+    let suite = crate::load(&[dir.path().to_path_buf()]).unwrap();
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|req: &ChatRequest| {
+                Ok(if statement_of(req.last_user_message()).unwrap_or_default().contains("refunds") {
+                    0.6
+                } else {
+                    0.4
+                })
+            }),
+    );
+    let outcome = crate::evaluate(&suite, &models(model), &Options::default()).await;
+    let refund = outcome.decisions.iter().find(|d| d.subject == "refund").unwrap();
+    assert_eq!(refund.probability, Some(0.6));
+    assert!(!refund.correct, "0.6 is short of the model's 0.7");
+    let figures = crate::report::calibration(&outcome);
+    let at = |t: f32| figures.iter().find(|f| (f.threshold - t).abs() < 1e-6).unwrap();
+    assert_eq!((at(0.7).correct, at(0.7).decisions), (1, 3), "only shipping is right from 0.7");
+    assert_eq!(at(0.5).correct, 3, "from 0.5 all three are");
+    let text = crate::report::calibration_text(&figures);
+    assert!(text.contains("engine.verdict_threshold: 0.45"), "{text}");
+}

@@ -70,6 +70,8 @@ pub struct JourneySelector {
     /// The probability of "yes" from which a transition holds, overriding the model's
     /// declared [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
     pub verdict_threshold: Option<f32>,
+    /// Transitions are asked in both polarities (see [`single::Ask::both_ways`]).
+    pub both_ways: bool,
 }
 
 impl JourneySelector {
@@ -191,7 +193,8 @@ impl JourneySelector {
                 // to go back: it takes the likelier answer, so that a correction the model is
                 // unsure of is still looked at.
                 let gate = Some(GATE_THRESHOLD);
-                match self.ask_conditions(model, &[CORRECTION], conversation, &mut asked, gate).await {
+                // Asked one way: it only opens a fuller decision.
+                match self.ask_conditions(model, &[CORRECTION], conversation, &mut asked, (gate, false)).await {
                     Ok(verdicts) if verdicts.first().is_some_and(|v| v.holds) => corrected = true,
                     Ok(verdicts) => {
                         let p = verdicts.first().and_then(|v| v.probability);
@@ -294,7 +297,8 @@ impl JourneySelector {
             Some(verdicts) => verdicts,
             None => {
                 let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
-                self.ask_conditions(model, &conditions, conversation, asked, self.verdict_threshold).await?
+                let how = (self.verdict_threshold, self.both_ways);
+                self.ask_conditions(model, &conditions, conversation, asked, how).await?
             }
         };
         asked.notes.extend(conditional.iter().zip(&verdicts).map(|(e, v)| v.note(e)));
@@ -438,15 +442,16 @@ impl JourneySelector {
         selection
     }
 
-    /// Asks whether each of `conditions` holds, one yes-or-no question each, adding the
-    /// calls' usage and estimated prompt tokens to `asked`. `threshold` overrides the model's.
+    /// Asks whether each of `conditions` holds, one yes-or-no question each (in both
+    /// polarities when `both_ways`), adding the calls' usage and estimated prompt tokens to
+    /// `asked`. `threshold` overrides the model's.
     async fn ask_conditions(
         &self,
         model: &dyn ChatModel,
         conditions: &[&str],
         conversation: &ConversationView,
         asked: &mut Asking,
-        threshold: Option<f32>,
+        (threshold, both_ways): (Option<f32>, bool),
     ) -> Result<Vec<ExitVerdict>, BatchError> {
         let items: Vec<PromptItem> = conditions
             .iter()
@@ -465,6 +470,7 @@ impl JourneySelector {
             asked: single::Asked::Now,
             temperature: self.temperature,
             threshold: Some(threshold),
+            both_ways,
         };
         let outcome = single::evaluate(model, &ask, &items, conversation).await;
         asked.estimated_tokens += outcome.estimated_tokens;
@@ -601,7 +607,8 @@ tools:
         JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
     }
 
-    const SELECTOR: JourneySelector = JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None };
+    const SELECTOR: JourneySelector =
+        JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None, both_ways: false };
 
     #[test]
     fn root_with_one_transition_needs_no_model() {

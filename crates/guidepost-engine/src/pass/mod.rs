@@ -142,6 +142,7 @@ impl<'a> Pass<'a> {
             max_steps: self.config.max_advance_steps,
             temperature: self.config.temperature,
             verdict_threshold: self.config.verdict_threshold,
+            both_ways: self.config.ask_both_ways,
         }
     }
 
@@ -149,10 +150,14 @@ impl<'a> Pass<'a> {
         let t = self.config.temperature;
         match task {
             Task::Checks { category, items } => {
-                let style = self.config.verdicts.for_model(&self.model.capabilities());
-                let threshold = self.config.verdict_threshold;
+                let settings = batches::CheckSettings {
+                    style: self.config.verdicts.for_model(&self.model.capabilities()),
+                    temperature: t,
+                    threshold: self.config.verdict_threshold,
+                    both_ways: self.config.ask_both_ways,
+                };
                 TaskResult::Checks(
-                    batches::evaluate_checks(self.model, *category, items, conversation, t, style, threshold).await,
+                    batches::evaluate_checks(self.model, *category, items, conversation, &settings).await,
                 )
             }
             Task::Disambiguation { head, targets } => {

@@ -199,3 +199,20 @@ fn static_part_comes_first_and_is_identical_across_turns() {
     assert_ne!(a.user, b.user);
     assert!(!a.system.contains("Otto"), "nothing per-agent in the static part");
 }
+
+#[test]
+fn a_check_asked_both_ways_differs_only_in_its_statement() {
+    let (agent, conversation) = fixture();
+    let (items, _) = local_items(&[agent.guideline("refund").unwrap()]);
+    let plain = single::render_single(&items[0], &conversation, single::Asked::Now).unwrap();
+    let mut negated = items[0].clone();
+    negated.condition = single::negated(&items[0].condition);
+    let other = single::render_single(&negated, &conversation, single::Asked::Now).unwrap();
+    assert_eq!(plain.system, other.system, "the instructions are shared (the model keeps the prefix)");
+    let differing: Vec<(&str, &str)> = plain.user.lines().zip(other.user.lines()).filter(|(a, b)| a != b).collect();
+    assert_eq!(differing.len(), 1, "{differing:?}");
+    insta::assert_snapshot!(differing[0].1);
+    assert_eq!(single::negated("用户想知道天气"), "并非用户想知道天气");
+    assert_eq!(single::negated("API access was granted"), "It is not true that API access was granted");
+    assert_eq!(single::negated("I am done"), "It is not true that I am done");
+}

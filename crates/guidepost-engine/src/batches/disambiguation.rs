@@ -107,6 +107,7 @@ pub fn render_prompt(
             action: t.action.clone(),
             description: None,
             waits: false,
+            examples: Vec::new(),
         })
         .collect();
     render("disambiguation.j2", &DisambiguationContext { conversation, head: &head.condition, items })

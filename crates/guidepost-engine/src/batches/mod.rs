@@ -152,6 +152,7 @@ pub fn local_items(items: &[&MatchableGuideline]) -> (Vec<PromptItem>, HashMap<S
                 action: g.action.clone(),
                 description: g.description.clone(),
                 waits: g.customer_dependent,
+                examples: g.examples.clone(),
             }
         })
         .collect();

@@ -235,7 +235,13 @@ pub async fn evaluate(
     for item in items {
         let mut asked_items = vec![item.clone()];
         if ask.both_ways {
-            asked_items.push(PromptItem { condition: negated(&item.condition), ..item.clone() });
+            // The negation's examples hold where the statement's do not.
+            let examples = item
+                .examples
+                .iter()
+                .map(|e| guidepost_core::GuidelineExample { message: e.message.clone(), applies: !e.applies })
+                .collect();
+            asked_items.push(PromptItem { condition: negated(&item.condition), examples, ..item.clone() });
         }
         let mut answers = Vec::with_capacity(asked_items.len());
         for asked in &asked_items {

@@ -462,6 +462,7 @@ impl JourneySelector {
                 action: None,
                 description: None,
                 waits: false,
+                examples: Vec::new(),
             })
             .collect();
         let threshold = threshold.unwrap_or_else(|| model.capabilities().verdict_threshold);

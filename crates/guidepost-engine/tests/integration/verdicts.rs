@@ -302,3 +302,39 @@ async fn a_check_asked_both_ways_weighs_the_statement_and_its_negation_together(
     let asked: Vec<String> = both.requests().iter().filter(|r| schema_is("Verdict")(r)).map(statement).collect();
     assert!(asked.contains(&"It is not true that the customer is a student".to_string()), "{asked:?}");
 }
+
+#[tokio::test]
+async fn a_guidelines_labelled_examples_reach_its_checks_both_ways() {
+    const WITH_EXAMPLES: &str = r#"
+agent: { name: Rita }
+guidelines:
+  - id: price
+    condition: The customer asks how much the ride will cost
+    action: Explain that the fare is metered
+    examples:
+      - { message: "Is it expensive to the airport?", applies: true }
+      - { message: "How long is the ride?", applies: false }
+"#;
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|_| Ok(0.5)),
+    );
+    let config = MatcherConfig { ask_both_ways: true, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(WITH_EXAMPLES), model.clone(), None, config);
+    matcher.match_turn(&Session::new().customer("What's the fare to the harbour?")).await.unwrap();
+    let prompts: Vec<String> = model.requests().iter().map(|r| user(r).to_string()).collect();
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts[0].contains("- \"Is it expensive to the airport?\": yes\n- \"How long is the ride?\": no"),
+        "{}",
+        prompts[0]
+    );
+    // Asked the negation, the labels are the negation's.
+    assert!(
+        prompts[1].contains("- \"Is it expensive to the airport?\": no\n- \"How long is the ride?\": yes"),
+        "{}",
+        prompts[1]
+    );
+}

@@ -6,13 +6,14 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use guidepost_core::payload::{EventPayload, ToolCallPayload, ToolPayload};
 use guidepost_core::{AgentState, JourneyPath, Tool, ToolId};
 use guidepost_engine::record::{CandidateRecord, MatchingRecord, Verdict};
 use guidepost_engine::{
     CompiledAgent, GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome, StagedToolResult,
 };
 use guidepost_llm::{ChatModel, Embedder};
-use guidepost_runtime::events::{ToolCallEvent, ToolEvent, TurnEvent};
+use guidepost_runtime::events::Visibility;
 use guidepost_runtime::state::StagedCall;
 use guidepost_runtime::tool_calls::{InferenceInput, infer};
 use guidepost_runtime::{EventSink, MemorySession, NewEvent};
@@ -321,15 +322,16 @@ async fn context_of(
                 session.customer_message(text, &trace);
             }
             Line::Agent(text) => {
-                session.emit(NewEvent::message(&trace, &agent.id, &agent.name, text)).await;
+                session.emit(NewEvent::message(&trace, &agent.id, &agent.name, text), Visibility::Held).await;
             }
             Line::Tool(call) => {
-                let event = ToolCallEvent {
+                let payload = ToolCallPayload {
                     tool_id: tool_id(call),
                     arguments: call.arguments.clone(),
                     result: tool_result(call),
                 };
-                session.emit(NewEvent::from_turn(&trace, TurnEvent::Tool(ToolEvent { tool_calls: vec![event] }))).await;
+                let event = NewEvent::agent(&trace, EventPayload::Tool(ToolPayload { tool_calls: vec![payload] }));
+                session.emit(event, Visibility::Held).await;
             }
         }
     }

@@ -72,7 +72,7 @@ fn parse_mode(comment: &str) -> Option<Mode> {
         "wheel" => Mode::Wheel,
         "tools" => Mode::Tools,
         "parlant" => Mode::Parlant,
-                "server" => Mode::Server { keys: false, shows_reply: false },
+        "server" => Mode::Server { keys: false, shows_reply: false },
         "server with-keys" => Mode::Server { keys: true, shows_reply: false },
         "server shows-reply" => Mode::Server { keys: false, shows_reply: true },
         other => match other.strip_prefix("skip:") {

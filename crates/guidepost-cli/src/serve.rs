@@ -68,7 +68,7 @@ fn api_keys(file: Option<&PathBuf>) -> Result<Vec<(String, guidepost_server::acc
         keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("GUIDEPOST_API_KEYS: {e}"))?);
     }
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = guidepost_core::files::read_text(path, guidepost_core::limits::Limits::global())?;
         keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
     }
     Ok(keys)
@@ -134,11 +134,16 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         bail!("fix the definitions above (guidepost check shows the same), then start again");
     }
     let (store, location) = options.store.open().await?;
+    let mut unchanged = 0;
     for definition in &definitions {
         let report = store
             .import_definition(definition)
             .await
             .with_context(|| format!("importing agent `{}`", definition.agent.id))?;
+        if report.created + report.updated + report.removed == 0 {
+            unchanged += 1;
+            continue;
+        }
         eprintln!(
             "agent {}: {} created, {} updated, {} unchanged, {} removed",
             report.agent_id, report.created, report.updated, report.unchanged, report.removed
@@ -148,6 +153,9 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
                 "  note: `{id}` was changed over the API since the last start; the definition file's version replaces it"
             );
         }
+    }
+    if unchanged > 0 {
+        eprintln!("{unchanged} agent(s) unchanged since the last start");
     }
     let stack =
         crate::models::stack_with(options.model.as_deref(), options.embedder.as_deref(), options.threads, Some(128))?;

@@ -19,6 +19,8 @@ mod hostile;
 mod neighbours;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
+#[path = "integration/readers.rs"]
+mod readers;
 #[path = "integration/readme.rs"]
 mod readme;
 #[path = "integration/serve.rs"]

@@ -183,9 +183,36 @@ impl Store {
         rows.iter().map(Record::from_row).collect()
     }
 
-    /// Documents that came from this origin.
+    /// Documents that came from this origin, oldest first (one indexed query, whatever else
+    /// the collection holds).
     pub async fn list_from<T: Entity>(&self, origin: &Origin) -> Result<Vec<Record<T>>> {
-        Ok(self.list::<T>().await?.into_iter().filter(|r| &r.origin == origin).collect())
+        let rows = sqlx::query(
+            "SELECT id, created_us, origin, version, data FROM documents WHERE origin = $1 AND collection = $2 \
+             ORDER BY created_us, id",
+        )
+        .bind(origin.encode())
+        .bind(T::COLLECTION.name())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(Record::from_row).collect()
+    }
+
+    /// Every document that came from this origin, in any collection, keyed by collection
+    /// name and id (one indexed query).
+    pub(crate) async fn rows_from(
+        &self,
+        origin: &Origin,
+    ) -> Result<std::collections::HashMap<(String, String), sqlx::any::AnyRow>> {
+        let rows =
+            sqlx::query("SELECT collection, id, created_us, origin, version, data FROM documents WHERE origin = $1")
+                .bind(origin.encode())
+                .fetch_all(&self.pool)
+                .await?;
+        let mut out = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            out.insert((row.try_get::<String, _>("collection")?, row.try_get::<String, _>("id")?), row);
+        }
+        Ok(out)
     }
 
     /// One page of the collection in creation order.

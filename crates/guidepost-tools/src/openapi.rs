@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use guidepost_core::limits::Limits;
 use guidepost_core::tool::{Overlap, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
 use reqwest::Method;
@@ -134,19 +135,19 @@ impl OpenApiProvider {
             }
             text
         } else {
-            tokio::fs::read_to_string(&self.spec)
+            let path = std::path::PathBuf::from(&self.spec);
+            tokio::task::spawn_blocking(move || guidepost_core::files::read_text(&path, Limits::global()))
                 .await
                 .map_err(|e| self.invalid(format!("cannot read the OpenAPI document {}: {e}", self.spec)))?
+                .map_err(|e| self.invalid(format!("the OpenAPI document: {e}")))?
         };
-        let doc: Value = match serde_json::from_str(&text) {
-            Ok(doc) => doc,
-            Err(json_error) => yaml_serde::from_str(&text).map_err(|yaml_error| {
-                self.invalid(format!(
-                    "the OpenAPI document {} is neither JSON ({json_error}) nor YAML ({yaml_error})",
-                    self.spec
-                ))
-            })?,
-        };
+        // Parsed on a blocking thread, so the discovery budget around this call still runs out
+        // on time; the depth is checked before any parser recurses.
+        let spec = self.spec.clone();
+        let doc = tokio::task::spawn_blocking(move || parse_document(&text, Limits::global()))
+            .await
+            .map_err(|e| self.invalid(format!("parsing the OpenAPI document {spec}: {e}")))?
+            .map_err(|e| self.invalid(format!("the OpenAPI document {}: {e}", self.spec)))?;
         let base_url = self.base_url_for(&doc, is_url)?;
         let operations = self.operations(&doc)?;
         Ok(Api { base_url, operations })
@@ -314,6 +315,24 @@ impl OpenApiProvider {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         ToolOutcome::Ok(ToolResult::new(data))
+    }
+}
+
+/// Parses an OpenAPI document, JSON or YAML, within [`Limits`]: nested no deeper than
+/// [`Limit::NestingDepth`](guidepost_core::limits::Limit::NestingDepth) (checked on the raw
+/// text before anything recurses) and, for YAML, with aliases bounded in expansion.
+fn parse_document(text: &str, limits: &Limits) -> std::result::Result<Value, String> {
+    use guidepost_core::definition::{source, text as raw};
+    let looks_like_json = text.trim_start_matches('\u{feff}').trim_start().starts_with(['{', '[']);
+    if looks_like_json {
+        raw::check_json_depth(text, limits).map_err(|e| format!("line {}: {}", e.span.line, e.message))?;
+        if let Ok(doc) = serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+            return Ok(doc);
+        }
+    }
+    match source::parse_with(text, limits) {
+        Ok(node) => Ok(node.to_json()),
+        Err(e) => Err(format!("neither JSON nor YAML: line {}: {}", e.span.line, e.message)),
     }
 }
 

@@ -25,6 +25,8 @@ mod readers;
 mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
+#[path = "integration/store_health.rs"]
+mod store_health;
 
 use std::path::PathBuf;
 

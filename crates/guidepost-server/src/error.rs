@@ -155,6 +155,7 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { kind, id } => Self::Conflict(format!("{kind} `{id}` already exists")),
             StoreError::Conflict { .. } => Self::Conflict(error.to_string()),
             StoreError::Invalid(message) => Self::invalid(FieldError::new(vec![json!("body")], "value_error", message)),
+            StoreError::Unavailable(_) => Self::Unavailable(error.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

@@ -117,6 +117,20 @@ pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool,
     Ok((pool, backend))
 }
 
+/// Writes once (a change to nothing) to prove the database file can be written: a read-only
+/// file or folder would otherwise serve reads and fail every write later.
+pub(crate) async fn probe_write(pool: &AnyPool, path: &std::path::Path) -> Result<()> {
+    sqlx::query("UPDATE definition_revision SET revision = revision WHERE id = 1").execute(pool).await.map_err(
+        |e| {
+            StoreError::Unavailable(format!(
+                "the database file {} cannot be written ({e}); make it and its folder writable and start again",
+                path.display()
+            ))
+        },
+    )?;
+    Ok(())
+}
+
 fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
 }

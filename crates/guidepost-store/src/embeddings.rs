@@ -61,13 +61,13 @@ impl Store {
         .bind(i64::try_from(vector.len()).unwrap_or(0))
         .bind(to_bytes(vector))
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         if self.vector_search {
             sqlx::query("UPDATE embeddings SET embedding = CAST($1 AS vector) WHERE key = $2")
                 .bind(pg_vector(vector))
                 .bind(&k)
-                .execute(&self.pool)
+                .execute(self.writer()?)
                 .await?;
         }
         Ok(())

@@ -43,6 +43,10 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// The store cannot be written safely: its file was removed, replaced or made read-only
+    /// (the message says which and what to do). Nothing was written.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     /// The database URL is not one the store can use.
     #[error("unsupported database URL `{0}`: use sqlite://PATH, sqlite::memory: or postgres://...")]
     UnsupportedUrl(String),

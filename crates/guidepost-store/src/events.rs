@@ -160,7 +160,7 @@ impl Store {
         turn: Option<NewTurn>,
     ) -> Result<Vec<Event>> {
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let row = sqlx::query("UPDATE sessions SET next_offset = next_offset + $1 WHERE id = $2 RETURNING next_offset")
             .bind(count)
             .bind(session_id)
@@ -217,7 +217,7 @@ impl Store {
             .bind(data.to_string())
             .bind(session_id)
             .bind(event_id)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "event", id: event_id.to_string() });
@@ -233,7 +233,7 @@ impl Store {
         event_id: &str,
         change: impl FnOnce(&mut IndexMap<String, Value>),
     ) -> Result<Event> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
             .bind(session_id)
             .bind(event_id)
@@ -261,7 +261,7 @@ impl Store {
         sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND id = $2")
             .bind(session_id)
             .bind(event_id)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         self.changed(session_id).await;
         Ok(())
@@ -273,7 +273,7 @@ impl Store {
             sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0")
                 .bind(session_id)
                 .bind(i64::try_from(min_offset).unwrap_or(i64::MAX))
-                .execute(&self.pool)
+                .execute(self.writer()?)
                 .await?;
         self.changed(session_id).await;
         Ok(done.rows_affected())

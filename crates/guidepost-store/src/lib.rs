@@ -27,6 +27,7 @@ pub mod documents;
 pub mod embeddings;
 pub mod error;
 pub mod events;
+mod health;
 pub mod hub;
 pub mod ids;
 pub mod sessions;
@@ -55,6 +56,8 @@ pub struct Store {
     backend: Backend,
     hub: Arc<SessionHub>,
     vector_search: bool,
+    /// A SQLite store's file, looked at again before each write.
+    file: Option<Arc<health::DatabaseFile>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -73,14 +76,43 @@ impl Store {
     /// As [`Store::open`], with at most `max_connections` PostgreSQL connections.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self> {
         let url = normalize_sqlite_url(url);
+        let path = health::sqlite_file(&url);
+        // A file that exists but may not be written is refused before SQLite opens it
+        // (read-only, it would serve reads and fail every write).
+        if let Some(path) = path.as_deref().filter(|p| p.exists()) {
+            health::DatabaseFile::opened(path)?;
+        }
         let (pool, backend) = db::connect(&url, max_connections).await?;
         db::migrate(&pool, backend).await?;
+        let file = match &path {
+            Some(path) => {
+                db::probe_write(&pool, path).await?;
+                Some(Arc::new(health::DatabaseFile::opened(path)?))
+            }
+            None => None,
+        };
         let vector_search = backend == Backend::Postgres && db::enable_pgvector(&pool).await;
         let hub = Arc::new(SessionHub::default());
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, backend, hub, vector_search })
+        Ok(Self { pool, backend, hub, vector_search, file })
+    }
+
+    /// The pool to write through, once the store's file is known to be the one it opened and
+    /// writable (SQLite); a removed, replaced or read-only file is [`StoreError::Unavailable`].
+    pub(crate) fn writer(&self) -> Result<&AnyPool> {
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
+        Ok(&self.pool)
+    }
+
+    /// Whether the store can be read and written: the database answers and, for a SQLite file,
+    /// the file is still the one the store opened and writable.
+    pub async fn health(&self) -> Result<()> {
+        self.ping().await?;
+        self.writer().map(|_| ())
     }
 
     /// A SQLite file at `path` (created, with its folder, if missing).
@@ -140,7 +172,7 @@ impl Store {
             return Ok(());
         }
         let definition = writes.iter().any(Write::touches_definition);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         if definition {
             // First, so that on PostgreSQL concurrent definition writers queue on this row
             // instead of deadlocking on the documents they touch.

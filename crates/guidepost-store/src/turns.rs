@@ -203,7 +203,7 @@ impl Store {
     /// session holds a live lease (one turn at a time per session, across processes: the
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -276,7 +276,7 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -333,7 +333,7 @@ impl Store {
         .bind(now_us() + lease_ms * 1000)
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -347,7 +347,7 @@ impl Store {
         )
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -375,7 +375,7 @@ impl Store {
         .bind(trace.map(Value::to_string))
         .bind(error)
         .bind(id)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "turn", id: id.to_string() });

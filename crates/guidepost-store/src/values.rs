@@ -80,7 +80,7 @@ impl Store {
         .bind(&id)
         .bind(at.timestamp_micros())
         .bind(data.to_string())
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         self.get_value(variable_id, key)
             .await?
@@ -92,14 +92,17 @@ impl Store {
         let done = sqlx::query("DELETE FROM variable_values WHERE variable_id = $1 AND key = $2")
             .bind(variable_id)
             .bind(key)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
 
     /// Deletes every value of the variable.
     pub async fn delete_values(&self, variable_id: &str) -> Result<()> {
-        sqlx::query("DELETE FROM variable_values WHERE variable_id = $1").bind(variable_id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM variable_values WHERE variable_id = $1")
+            .bind(variable_id)
+            .execute(self.writer()?)
+            .await?;
         Ok(())
     }
 }

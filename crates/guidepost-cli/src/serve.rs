@@ -250,7 +250,7 @@ pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
         );
     }
     let (store, location) = store.open().await?;
-    let definition = match store.export_definition(agent).await {
+    let mut definition = match store.export_definition(agent).await {
         Ok(d) => d,
         Err(guidepost_store::StoreError::NotFound { .. }) => {
             let known = store.agent_ids().await?;
@@ -261,6 +261,8 @@ pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    // Tool services' credentials are not shown; importing this back keeps the stored ones.
+    definition.services = definition.services.iter().map(guidepost_tools::registry::shown_service).collect();
     out!("{}", guidepost_core::definition::to_yaml(&definition)?);
     Ok(ExitCode::SUCCESS)
 }

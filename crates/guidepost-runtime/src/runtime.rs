@@ -356,7 +356,7 @@ impl AgentRuntime {
                 let text = error.scrubbed();
                 tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(failed(trace_id, &text)).await;
+                sink.emit(failed(trace_id, &self.failure_notice(&input.events))).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -375,7 +375,7 @@ impl AgentRuntime {
             matched_journey_states: Some(
                 state.journey_paths.iter().map(|(j, p)| id(format!("{j}.{}", p.current()))).collect(),
             ),
-            degraded: trace.is_degraded().then(|| trace.degraded_json()),
+            degraded: trace.degraded_for_customers(),
             ..StatusDetail::default()
         };
         sink.emit(completed(trace_id, ready)).await;
@@ -427,7 +427,8 @@ impl AgentRuntime {
             Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
                 let text = error.scrubbed();
-                sink.emit(failed(&input.trace_id, &text)).await;
+                tracing::error!(error = %text, trace_id = %input.trace_id, "utterance failed");
+                sink.emit(failed(&input.trace_id, &self.failure_notice(&input.events))).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -731,10 +732,12 @@ impl AgentRuntime {
         for record in records {
             // The call has run with what the model inferred; from here on (the event, the
             // trace, the logs, the next prompts) its arguments and result carry no secrets.
+            // The services' own credentials too: a service may echo the ones it was called with.
+            let known = self.tools.secrets();
             let mut result = serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
-            scrub_json(&mut result);
+            guidepost_llm::secrets::scrub_json(&mut result, known);
             let mut arguments = record.arguments;
-            arguments.values_mut().for_each(scrub_json);
+            arguments.values_mut().for_each(|v| guidepost_llm::secrets::scrub_json(v, known));
             let call = StagedCall {
                 tool: record.tool.clone(),
                 arguments: arguments.clone(),
@@ -952,7 +955,7 @@ impl AgentRuntime {
             chunks.push(None);
             let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
             message.chunks = Some(chunks);
-            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            message.degraded = trace.degraded_for_customers();
             let event = NewEvent::from_turn(trace_id, TurnEvent::Message(message));
             match stream_event {
                 Some(id) => sink.update(&id, event.data).await,
@@ -966,18 +969,43 @@ impl AgentRuntime {
             }
             let mut message = MessageEvent::new(&agent.id, &agent.name, &text);
             message.canned_responses = composed.template_id.as_ref().map(|id| vec![(id.clone(), text.clone())]);
-            message.draft = composed.draft.clone();
+            // What the checks refused, and the draft the reply was corrected from, stay in the
+            // trace: the customer sees which checks refused a reply, never its text.
             if composed.fallback || !composed.reply_checks.is_empty() {
-                message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": composed.reply_checks}));
+                let problems: Vec<Value> = composed
+                    .reply_checks
+                    .iter()
+                    .map(|reply| reply.iter().map(|p| json!({"check": p.check.name()})).collect())
+                    .collect();
+                message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": problems}));
             }
-            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            message.degraded = trace.degraded_for_customers();
             sink.emit(NewEvent::from_turn(trace_id, TurnEvent::Message(message))).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;
         Ok(Ending::Sent(vec![text]))
     }
 }
-/// The `error` status of a failed turn.
+impl AgentRuntime {
+    /// What the customer's `error` status says: that something failed, in the agent's
+    /// language (or the customer's, for an agent that follows it). The error itself goes to
+    /// the turn's trace and the log.
+    fn failure_notice(&self, events: &[guidepost_core::Event]) -> String {
+        let language = match self.definition.agent.language.as_deref().filter(|l| *l != "customer") {
+            Some(code) => Some(code.to_string()),
+            None => events
+                .iter()
+                .rev()
+                .filter(|e| e.source == guidepost_core::EventSource::Customer)
+                .filter_map(crate::events::message_text)
+                .find_map(guidepost_core::reply_check::detect_language)
+                .map(|code| code.to_string()),
+        };
+        guidepost_core::reply_check::failure_notice(language.as_deref())
+    }
+}
+
+/// The `error` status of a failed turn; `exception` is what the customer may read.
 fn failed(trace_id: &str, exception: &str) -> NewEvent {
     let data = StatusDetail { exception: Some(exception.to_string()), ..StatusDetail::default() };
     NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Error, data }))
@@ -989,13 +1017,14 @@ fn completed(trace_id: &str, mut detail: StatusDetail) -> NewEvent {
     NewEvent::from_turn(trace_id, TurnEvent::Status(StatusEvent { status: Status::Ready, data: detail }))
 }
 
-/// Whether a failed tool call cost the turn its result: it timed out, panicked or could not
-/// reach its service. A tool that answered with a failure of its own (an error fixture, an
-/// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's
+/// Whether a failed tool call cost the turn its result: it timed out, panicked, could not
+/// reach its service, or its service failed (an HTTP 5xx, 401 or 429, a result over the size
+/// limit or one that does not decode). A tool that answered with a failure of its own (an
+/// error fixture, a 404) gave the reply a fact to use, and invalid arguments are the model's
 /// inference at work, not a loss.
 fn lost_call(kind: &guidepost_tools::ToolErrorKind) -> bool {
     use guidepost_tools::ToolErrorKind as K;
-    matches!(kind, K::Timeout { .. } | K::Panicked | K::Unavailable)
+    matches!(kind, K::Timeout { .. } | K::ServiceError | K::Panicked | K::Unavailable)
 }
 
 /// `text` without secrets, for traces and events: the credentials the process's

@@ -232,7 +232,12 @@ impl Store {
             plan.put(names.id(&t.id.to_string()), t.clone(), Map::new()).await?;
         }
         for s in &definition.services {
-            plan.put(names.id(&s.name), s.clone(), Map::new()).await?;
+            let id = names.id(&s.name);
+            let mut service = s.clone();
+            if let Some(stored) = plan.existing::<ToolService>(&id).await? {
+                keep_redacted_credentials(&mut service, &stored.entity);
+            }
+            plan.put(id, service, Map::new()).await?;
         }
         for v in &definition.variables {
             let id = names.id(&v.id);
@@ -606,6 +611,44 @@ fn localize(mut d: AgentDefinition, agent_id: &str) -> AgentDefinition {
         c.tags = tags.all(&c.tags);
     }
     d
+}
+
+/// What an exported definition shows in place of a credential.
+const REDACTED: &str = "[redacted]";
+
+/// `shown` (a value with `[redacted]` in place of its credentials) filled from `stored`
+/// where the two agree around each redaction; `None` when they do not.
+fn unredact(shown: &str, stored: &str) -> Option<String> {
+    let parts: Vec<&str> = shown.split(REDACTED).collect();
+    let (first, last) = (parts.first()?, parts.last()?);
+    let fits = stored.starts_with(first)
+        && stored.ends_with(last)
+        && stored.len() >= first.len() + last.len()
+        && parts[1..parts.len() - 1].iter().all(|p| stored.contains(p));
+    fits.then(|| stored.to_string())
+}
+
+/// A service read back from an export carries `[redacted]` where its credentials were: the
+/// stored ones stay (a changed host or path, or a new credential, is taken as given).
+fn keep_redacted_credentials(service: &mut ToolService, stored: &ToolService) {
+    let restore = |shown: &mut Option<String>, stored: &Option<String>| {
+        if let (Some(text), Some(old)) = (shown.as_ref(), stored)
+            && text.contains(REDACTED)
+            && let Some(value) = unredact(text, old)
+        {
+            *shown = Some(value);
+        }
+    };
+    restore(&mut service.url, &stored.url);
+    restore(&mut service.spec, &stored.spec);
+    for (name, value) in &mut service.env {
+        if value.contains(REDACTED)
+            && let Some(old) = stored.env.get(name)
+            && let Some(restored) = unredact(value, old)
+        {
+            *value = restored;
+        }
+    }
 }
 
 /// Checks that an id given through the API can name an entity.

@@ -4,7 +4,8 @@
 //! query and header parameters and the top-level properties of a JSON request body. A call
 //! substitutes the path, builds the query string and the JSON body, and returns the JSON
 //! response as `data`; a non-2xx status is an error outcome with the status and an excerpt
-//! of the body.
+//! of the body (the service's own failure for 5xx, 401, 403, 407, 408 and 429, see
+//! [`ToolOutcome::http_error`]).
 
 use std::time::Duration;
 
@@ -299,15 +300,15 @@ impl OpenApiProvider {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return ToolOutcome::unavailable(format!("cannot reach {url} for {what}: {e}")),
-            Err(e) => return ToolOutcome::failed(format!("{what} failed: {e}")),
+            Err(e) => return ToolOutcome::service_error(format!("{what} failed: {e}")),
         };
         let status = response.status();
         let text = match crate::body::read_capped(response, &format!("tool `{}`: {what}", self.service)).await {
             Ok(t) => t,
-            Err(e) => return ToolOutcome::failed(format!("reading the response of {what} failed: {e}")),
+            Err(e) => return ToolOutcome::service_error(format!("reading the response of {what} failed: {e}")),
         };
         if !status.is_success() {
-            return ToolOutcome::failed(format!("HTTP {status} from {what}: {}", excerpt(&text)));
+            return ToolOutcome::http_error(status.as_u16(), format!("HTTP {status} from {what}: {}", excerpt(&text)));
         }
         let data = if text.trim().is_empty() {
             Value::Null

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target (proptest properties named `fuzz_*`, see guidepost_core::fuzz) for
+# Runs every fuzz target (proptest properties named `fuzz_*`, see the guidepost-fuzz crate) for
 # GUIDEPOST_FUZZ_SECONDS seconds each (default 60), repeating runs of GUIDEPOST_FUZZ_CASES
 # inputs (default 2000; the definition loader takes at least 256) with fresh random seeds
 # until the time is up, at the lowest priority on one thread. Prints the executions per

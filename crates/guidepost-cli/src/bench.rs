@@ -68,18 +68,21 @@ struct FirstWords<'a> {
 
 #[async_trait::async_trait]
 impl guidepost_runtime::EventSink for FirstWords<'_> {
-    async fn emit(&self, event: guidepost_runtime::NewEvent) -> String {
-        let words = event.kind == guidepost_core::EventKind::Message
-            && event.data.get("tags").is_none()
-            && event.data["message"].as_str().is_some_and(|m| !m.is_empty());
+    async fn emit(
+        &self,
+        event: guidepost_runtime::NewEvent,
+        visibility: guidepost_runtime::events::Visibility,
+    ) -> Option<String> {
+        let words = matches!(&event.payload, guidepost_core::payload::EventPayload::Message(m)
+            if m.tags.is_none() && !m.message.is_empty());
         if words {
             let mut first = self.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             first.get_or_insert_with(|| self.started.elapsed());
         }
-        self.session.emit(event).await
+        self.session.emit(event, visibility).await
     }
-    async fn update(&self, event_id: &str, data: serde_json::Value) {
-        self.session.update(event_id, data).await;
+    async fn update(&self, event_id: &str, event: guidepost_runtime::NewEvent) {
+        self.session.update(event_id, event).await;
     }
 }
 

@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use guidepost_conversation::redaction::Redactor;
 
 /// The models a command runs on.
 #[derive(clap::Args)]
@@ -354,14 +355,11 @@ enum Command {
 
 /// Secrets the log must never show (provider keys, API keys): every log line passes
 /// through [`LogWriter`], which replaces them.
-static LOG_SECRETS: std::sync::RwLock<Vec<String>> = std::sync::RwLock::new(Vec::new());
+static LOG_SECRETS: std::sync::RwLock<Redactor> = std::sync::RwLock::new(Redactor::empty());
 
 /// Adds secrets for the log to hide.
 pub fn add_log_secrets(secrets: &[String]) {
-    let mut all = LOG_SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    all.extend(secrets.iter().filter(|s| s.len() >= 8).cloned());
-    all.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    all.dedup();
+    LOG_SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner).extend(secrets.iter().cloned());
 }
 
 /// Standard error, with secrets replaced by `***`.
@@ -374,11 +372,7 @@ impl std::io::Write for LogWriter {
             return std::io::stderr().write(buf);
         }
         let mut text = String::from_utf8_lossy(buf).into_owned();
-        for s in secrets.iter() {
-            if text.contains(s.as_str()) {
-                text = text.replace(s.as_str(), "***");
-            }
-        }
+        secrets.mask(&mut text);
         std::io::stderr().write_all(text.as_bytes())?;
         Ok(buf.len())
     }
@@ -390,7 +384,7 @@ impl std::io::Write for LogWriter {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    add_log_secrets(&guidepost_server::access::Redactor::from_environment());
+    add_log_secrets(&guidepost_llm::secrets::environment_secrets());
     let _ = tracing_subscriber::fmt()
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("GUIDEPOST_LOG").unwrap_or_else(|_| "warn".into()))
@@ -474,7 +468,7 @@ fn main() -> ExitCode {
                 embedder,
                 threads,
                 cors_origins,
-                turns: guidepost_server::TurnSettings {
+                turns: guidepost_conversation::TurnSettings {
                     lease: std::time::Duration::from_secs(turn_lease_secs.max(1)),
                     max_in_flight: max_turns_in_flight.max(1),
                     turn_timeout: std::time::Duration::from_secs(turn_timeout_secs.max(1)),

@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use guidepost_core::payload::{EventPayload, StatusPayload};
+use guidepost_core::session::Status;
 use guidepost_llm::UsageLedger;
+use guidepost_runtime::events::Visibility;
 use guidepost_runtime::{EventSink, NewEvent};
-use serde_json::Value;
 
 /// A sink that passes events on and remembers the turn's latest status.
 pub struct ObservedSink<'a> {
@@ -99,31 +101,27 @@ impl LiveReply {
 }
 
 /// The activity a status event stands for, in words.
-fn describe_status(data: &Value) -> Option<String> {
-    let status = data.get("status").and_then(Value::as_str)?;
-    let stage = data.pointer("/data/stage").and_then(Value::as_str);
-    Some(match (status, stage) {
-        ("acknowledged", _) => "received".into(),
-        ("processing", Some(stage)) => stage.to_lowercase(),
-        ("processing", None) => "processing".into(),
-        ("typing", _) => "writing the reply".into(),
-        (other, _) => other.to_string(),
-    })
+fn describe_status(status: &StatusPayload) -> String {
+    match (status.status, status.data.stage.as_deref()) {
+        (Status::Acknowledged, _) => "received".into(),
+        (Status::Processing, Some(stage)) => stage.to_lowercase(),
+        (Status::Processing, None) => "processing".into(),
+        (Status::Typing, _) => "writing the reply".into(),
+        (other, _) => serde_json::to_value(other).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+    }
 }
 
 #[async_trait]
 impl EventSink for ObservedSink<'_> {
-    async fn emit(&self, event: NewEvent) -> String {
-        if event.kind == guidepost_core::EventKind::Status
-            && let Some(text) = describe_status(&event.data)
-        {
-            *self.status.lock().unwrap_or_else(PoisonError::into_inner) = text;
+    async fn emit(&self, event: NewEvent, visibility: Visibility) -> Option<String> {
+        if let EventPayload::Status(status) = &event.payload {
+            *self.status.lock().unwrap_or_else(PoisonError::into_inner) = describe_status(status);
         }
-        self.inner.emit(event).await
+        self.inner.emit(event, visibility).await
     }
 
-    async fn update(&self, event_id: &str, data: Value) {
-        self.inner.update(event_id, data).await;
+    async fn update(&self, event_id: &str, event: NewEvent) {
+        self.inner.update(event_id, event).await;
     }
 
     async fn preview(&self, trace_id: &str, text: &str) {
@@ -235,15 +233,13 @@ impl TurnProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use guidepost_core::session::ProcessingStage;
 
     #[test]
     fn statuses_and_calls_read_as_activities() {
-        assert_eq!(
-            describe_status(&json!({"status": "processing", "data": {"stage": "Interpreting"}})).as_deref(),
-            Some("interpreting")
-        );
-        assert_eq!(describe_status(&json!({"status": "typing", "data": {}})).as_deref(), Some("writing the reply"));
+        assert_eq!(describe_status(&StatusPayload::processing(ProcessingStage::Interpreting)), "interpreting");
+        assert_eq!(describe_status(&StatusPayload::new(Status::Typing)), "writing the reply");
+        assert_eq!(describe_status(&StatusPayload::new(Status::Cancelled)), "cancelled");
         let mut calls = std::collections::BTreeMap::new();
         calls.insert("matching".to_string(), 2);
         calls.insert("journey_selection".to_string(), 1);

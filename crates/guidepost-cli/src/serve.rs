@@ -52,7 +52,7 @@ pub struct ServeOptions {
     pub embedder: Option<String>,
     pub threads: Option<usize>,
     pub cors_origins: Vec<String>,
-    pub turns: guidepost_server::TurnSettings,
+    pub turns: guidepost_conversation::TurnSettings,
     pub production: bool,
     pub api_keys_file: Option<PathBuf>,
     pub rate_limit: Option<u32>,
@@ -163,7 +163,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     let model_id = models.generation.model_id().to_string();
     let cors = if options.cors_origins.is_empty() { Cors::Any } else { Cors::Origins(options.cors_origins.clone()) };
     let keys = api_keys(options.api_keys_file.as_ref())?;
-    let mut secrets = guidepost_server::access::Redactor::from_environment();
+    let mut secrets = guidepost_llm::secrets::environment_secrets();
     secrets.extend(keys.iter().map(|(k, _)| k.clone()));
     crate::add_log_secrets(&secrets);
     let key_count = keys.len();

@@ -8,15 +8,16 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use async_trait::async_trait;
+use guidepost_core::payload::PREAMBLE_TAG;
 use guidepost_core::reply_check::ReplyProblem;
 use guidepost_core::{AgentState, Event, EventKind, EventSource};
 use guidepost_engine::record::{JourneyDecision, JourneyRecord};
 use guidepost_llm::Usage;
 use guidepost_runtime::CustomerRef;
+use guidepost_runtime::events::Visibility;
 use guidepost_runtime::{AgentRuntime, EmittingLatch, EventSink, MemorySession, NewEvent, TurnOutcome};
 use guidepost_sim::agents::ToolCallRecord;
 use guidepost_sim::agents::in_process::{EngineEvent, EngineSession, EngineSessionFactory};
-use guidepost_sim::agents::parlant_events::PREAMBLE_TAG;
 use guidepost_sim::observations::JourneyStateReached;
 use guidepost_sim::{AgentError, Plugins, SimulateArgs};
 use guidepost_tools::registry::ToolRegistry;
@@ -231,10 +232,7 @@ impl EngineSession for RuntimeSession {
 
     async fn append_agent_message(&mut self, text: &str) -> Result<(), AgentError> {
         let agent = &self.runtime.definition().agent;
-        let mut event = NewEvent::message("injected", &agent.id, &agent.name, text);
-        event.source = EventSource::AiAgent;
-        event.kind = EventKind::Message;
-        self.session.emit(event).await;
+        self.session.emit(NewEvent::message("injected", &agent.id, &agent.name, text), Visibility::Held).await;
         Ok(())
     }
 }
@@ -275,8 +273,9 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
 
 #[cfg(test)]
 mod tests {
-    use guidepost_core::{EventKind, EventSource};
+    use guidepost_core::payload::{EventPayload, MessagePayload, PREAMBLE_TAG, ToolCallPayload, ToolPayload};
     use guidepost_engine::record::{JourneyDecision, JourneyRecord};
+    use guidepost_runtime::events::Visibility;
     use guidepost_runtime::{EventSink, MemorySession, NewEvent};
     use guidepost_sim::agents::in_process::EngineEvent;
     use serde_json::json;
@@ -286,19 +285,20 @@ mod tests {
     #[tokio::test]
     async fn the_turns_items_keep_the_engines_order_and_its_preamble() {
         let session = MemorySession::new();
-        let mut preamble = NewEvent::message("t", "weather", "小天", "稍等一下。");
-        preamble.data["tags"] = json!(["__preamble__"]);
-        session.emit(preamble).await;
+        let mut preamble = MessagePayload::agent("weather", "小天", "稍等一下。");
+        preamble.tags = Some(vec![PREAMBLE_TAG.to_string()]);
+        session.emit(NewEvent::agent("t", EventPayload::Message(preamble)), Visibility::Held).await;
+        let mut arguments = serde_json::Map::new();
+        arguments.insert("location".into(), json!("北京"));
+        let call = ToolCallPayload {
+            tool_id: "fixtures:get_weather".into(),
+            arguments,
+            result: json!({"data": {"temperature": 15}, "metadata": {}, "control": {}, "canned_responses": [], "canned_response_fields": {}}),
+        };
         session
-            .emit(NewEvent {
-                source: EventSource::AiAgent,
-                kind: EventKind::Tool,
-                data: json!({"tool_calls": [{"tool_id": "fixtures:get_weather", "arguments": {"location": "北京"},
-                    "result": {"data": {"temperature": 15}, "metadata": {}, "control": {}, "canned_responses": [], "canned_response_fields": {}}}]}),
-                trace_id: "t".into(),
-            })
+            .emit(NewEvent::agent("t", EventPayload::Tool(ToolPayload { tool_calls: vec![call] })), Visibility::Held)
             .await;
-        session.emit(NewEvent::message("t", "weather", "小天", "北京15度。")).await;
+        session.emit(NewEvent::message("t", "weather", "小天", "北京15度。"), Visibility::Held).await;
         let events = item_events(&session.events());
         assert!(matches!(&events[0], EngineEvent::Preamble { text } if text == "稍等一下。"));
         assert!(matches!(&events[1], EngineEvent::ToolCall(call)

@@ -10,6 +10,7 @@
 //!   precise, position-carrying diagnostics, with a published JSON Schema;
 //! - the projection of journeys into node guidelines ([`projection`]) and the journey
 //!   path algebra ([`JourneyPath`]);
+//! - what session events carry, typed ([`payload`]);
 //! - journey diagrams in Mermaid and Graphviz ([`graph`]).
 //!
 //! ```
@@ -40,7 +41,6 @@ pub mod builder;
 pub mod cron;
 pub mod definition;
 pub mod files;
-pub mod fuzz;
 pub mod graph;
 pub mod guideline;
 pub mod ids;
@@ -49,6 +49,7 @@ pub mod knowledge;
 pub mod limits;
 pub mod model;
 pub mod path;
+pub mod payload;
 pub mod projection;
 pub mod relationship;
 pub mod reply_check;

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 /// Id of the customer that owns sessions created without one.
 pub const GUEST_CUSTOMER: &str = "guest";
 
+/// The name of the guest customer (not a name to address anyone by).
+pub const GUEST_NAME: &str = "Guest";
+
 /// A customer of the business.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Customer {

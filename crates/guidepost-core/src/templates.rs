@@ -1,7 +1,10 @@
 //! The two template environments of the workspace: one for the prompts the program sends to
 //! models (engine, runtime, server, simulator), one for the canned responses agents define.
 
+use std::sync::OnceLock;
+
 use minijinja::syntax::SyntaxConfig;
+use minijinja::value::Serde;
 use minijinja::{Environment, UndefinedBehavior};
 
 /// The environment prompt templates render in. A line holding only a block tag (`{% if %}`,
@@ -13,6 +16,13 @@ pub fn prompt_environment() -> Environment<'static> {
         env.set_syntax(syntax);
     }
     env
+}
+
+/// Renders the prompt template `name` (its source is `template`) with `context`, in the
+/// [`prompt_environment`].
+pub fn render_prompt(name: &str, template: &str, context: impl serde::Serialize) -> Result<String, minijinja::Error> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(prompt_environment).render_named_str(name, template, Serde(context))
 }
 
 /// The environment canned responses render in: the Jinja syntax agent authors know, and an

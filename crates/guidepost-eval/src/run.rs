@@ -6,10 +6,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
+use guidepost_core::payload::{EventPayload, ToolCallPayload, ToolPayload};
 use guidepost_core::{AgentState, JourneyPath, Tool, ToolId};
 use guidepost_engine::{CompiledAgent, GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome};
 use guidepost_llm::{ChatModel, Embedder, Usage};
-use guidepost_runtime::events::{ToolCallEvent, ToolEvent, TurnEvent};
+use guidepost_runtime::events::Visibility;
 use guidepost_runtime::tool_calls::{InferenceInput, infer};
 use guidepost_runtime::{EventSink, MemorySession, NewEvent};
 use serde::Serialize;
@@ -236,7 +237,7 @@ async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -
                 session.customer_message(text, &trace);
             }
             Line::Agent(text) => {
-                session.emit(NewEvent::message(&trace, &agent.id, &agent.name, text)).await;
+                session.emit(NewEvent::message(&trace, &agent.id, &agent.name, text), Visibility::Held).await;
             }
             Line::Tool(call) => {
                 let tool_id = definition
@@ -244,12 +245,13 @@ async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -
                     .iter()
                     .find(|t| t.id.name == call.name)
                     .map_or_else(|| call.name.clone(), |t| t.id.to_string());
-                let event = ToolCallEvent {
+                let call = ToolCallPayload {
                     tool_id,
                     arguments: call.arguments.clone(),
                     result: json!({"data": call.result, "metadata": {}, "control": {}}),
                 };
-                session.emit(NewEvent::from_turn(&trace, TurnEvent::Tool(ToolEvent { tool_calls: vec![event] }))).await;
+                let event = NewEvent::agent(&trace, EventPayload::Tool(ToolPayload { tool_calls: vec![call] }));
+                session.emit(event, Visibility::Held).await;
             }
         }
     }

@@ -121,7 +121,7 @@ impl LlmError {
     /// every error, so a server that echoes the key (a 401 body quoting the header, a proxy
     /// error page) cannot leak it into logs, traces or the console.
     pub fn redacted(self, secret: Option<&str>) -> Self {
-        let scrub = |text: String| redact(&text, secret);
+        let scrub = |text: String| crate::secrets::redact(&text, secret);
         match self {
             LlmError::Http { status, body, retry_after } => LlmError::Http { status, body: scrub(body), retry_after },
             LlmError::Connection(detail) => LlmError::Connection(scrub(detail)),
@@ -137,38 +137,6 @@ impl LlmError {
             other => other,
         }
     }
-}
-
-/// Prefixes of provider keys: OpenAI (`sk-`, `sk-proj-`), Anthropic (`sk-ant-`), and
-/// bearer tokens in echoed headers.
-const KEY_PREFIXES: [&str; 3] = ["sk-", "Bearer ", "bearer "];
-
-/// `text` with `secret` and key-shaped words (a known prefix followed by at least 16 key
-/// characters) replaced by `[redacted]`.
-pub fn redact(text: &str, secret: Option<&str>) -> String {
-    let mut out = match secret.map(str::trim).filter(|s| s.len() >= 8) {
-        Some(secret) => text.replace(secret, "[redacted]"),
-        None => text.to_string(),
-    };
-    let is_key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    for prefix in KEY_PREFIXES {
-        let mut result = String::with_capacity(out.len());
-        let mut rest = out.as_str();
-        while let Some(at) = rest.find(prefix) {
-            let after = &rest[at + prefix.len()..];
-            let key_len = after.find(|c: char| !is_key_char(c)).unwrap_or(after.len());
-            result.push_str(&rest[..at + prefix.len()]);
-            if key_len >= 16 {
-                result.push_str("[redacted]");
-            } else {
-                result.push_str(&after[..key_len]);
-            }
-            rest = &after[key_len..];
-        }
-        result.push_str(rest);
-        out = result;
-    }
-    out
 }
 
 /// The first `max` characters of `text`, with an ellipsis when cut (char-boundary safe).
@@ -216,6 +184,7 @@ mod tests {
         assert!(!text.contains("abcdefghijklmnop"), "{text}");
         assert!(text.contains("[redacted]"), "{text}");
         // Key-shaped words go even when the key is not known; short words stay.
+        use crate::secrets::redact;
         assert_eq!(redact("key sk-ant-api03-0123456789abcdefXYZ, task-list", None), "key sk-[redacted], task-list");
         assert_eq!(redact("my-secret-value!", Some("secret-value")), "my-[redacted]!");
     }

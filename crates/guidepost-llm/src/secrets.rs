@@ -16,8 +16,6 @@
 
 use std::sync::OnceLock;
 
-use crate::error::redact;
-
 /// What a removed secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
@@ -355,6 +353,38 @@ fn scrub_one_url(url: &str) -> String {
     if let Some(f) = fragment {
         out.push('#');
         out.push_str(f);
+    }
+    out
+}
+
+/// Prefixes of provider keys: OpenAI (`sk-`, `sk-proj-`), Anthropic (`sk-ant-`), and
+/// bearer tokens in echoed headers.
+const KEY_PREFIXES: [&str; 3] = ["sk-", "Bearer ", "bearer "];
+
+/// `text` with `secret` and key-shaped words (a known prefix followed by at least 16 key
+/// characters) replaced by `[redacted]`.
+pub fn redact(text: &str, secret: Option<&str>) -> String {
+    let mut out = match secret.map(str::trim).filter(|s| s.len() >= 8) {
+        Some(secret) => text.replace(secret, REDACTED),
+        None => text.to_string(),
+    };
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    for prefix in KEY_PREFIXES {
+        let mut result = String::with_capacity(out.len());
+        let mut rest = out.as_str();
+        while let Some(at) = rest.find(prefix) {
+            let after = &rest[at + prefix.len()..];
+            let key_len = after.find(|c: char| !is_key_char(c)).unwrap_or(after.len());
+            result.push_str(&rest[..at + prefix.len()]);
+            if key_len >= 16 {
+                result.push_str(REDACTED);
+            } else {
+                result.push_str(&after[..key_len]);
+            }
+            rest = &after[key_len..];
+        }
+        result.push_str(rest);
+        out = result;
     }
     out
 }

@@ -15,6 +15,7 @@
 
 pub mod clock;
 pub mod compose;
+pub mod config;
 pub mod error;
 pub mod events;
 pub mod history;
@@ -28,10 +29,11 @@ pub mod tool_calls;
 pub mod trace;
 pub mod variables;
 
+pub use config::{RuntimeConfig, RuntimeModels};
 pub use error::{ConfigError, TurnError};
 pub use events::{EventSink, MemorySession, NewEvent};
 pub use hooks::{EngineHooks, HookAction, NoHooks};
-pub use runtime::{AgentRuntime, EmittingLatch, RuntimeConfig, RuntimeModels, TurnInput, TurnOutcome, TurnStatus};
+pub use runtime::{AgentRuntime, EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 pub use session::{SessionRunner, TurnHandle};
 pub use state::{ResponseState, ToolDecision, ToolInsights};
 pub use trace::{DegradedStage, Stage, TurnTrace};

@@ -1,11 +1,7 @@
 //! Rendering prompt templates (minijinja). A template that fails to render is an error of
 //! the stage that asked for it, never a prompt sent as its raw source.
 
-use std::sync::OnceLock;
-
 use guidepost_llm::LlmError;
-use minijinja::Environment;
-use minijinja::value::Serde;
 use serde::Serialize;
 
 /// The customer's latest message in a conversation given as (speaker, text).
@@ -13,16 +9,11 @@ pub(crate) fn last_customer(history: &[(String, String)]) -> Option<&str> {
     history.iter().rev().find(|(who, _)| who == "customer").map(|(_, text)| text.as_str())
 }
 
-fn environment() -> &'static Environment<'static> {
-    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
-    ENV.get_or_init(guidepost_core::templates::prompt_environment)
-}
-
 /// Renders the prompt template `name` (its source is `template`) with `context`. Templates
 /// are part of the program and tested, so an error here is a bug; it fails the stage with
 /// [`LlmError::Prompt`], which the turn's trace and error events name.
 pub fn render(name: &str, template: &str, context: impl Serialize) -> Result<String, LlmError> {
-    environment().render_named_str(name, template, Serde(context)).map_err(|err| {
+    guidepost_core::templates::render_prompt(name, template, context).map_err(|err| {
         tracing::error!(template = name, error = %err, "prompt template failed to render");
         LlmError::Prompt { template: name.to_string(), detail: err.to_string() }
     })

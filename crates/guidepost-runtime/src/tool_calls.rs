@@ -254,7 +254,7 @@ fn insight(tool: &Tool, p: &ToolParameter, invalid_value: Option<Value>, problem
 fn already_staged(staged: &[StagedCall], tool: &ToolId, args: &Map<String, Value>) -> bool {
     // Staged calls keep their arguments scrubbed of secrets: compare like with like.
     let mut scrubbed = args.clone();
-    scrubbed.values_mut().for_each(crate::runtime::scrub_json);
+    scrubbed.values_mut().for_each(|v| guidepost_llm::secrets::scrub_json(v, &[]));
     staged.iter().any(|c| &c.tool == tool && c.arguments == scrubbed)
 }
 

@@ -223,46 +223,6 @@ pub fn rate_key(caller: &Caller, address: Option<IpAddr>) -> String {
     }
 }
 
-/// Secrets the server must never repeat: API keys and provider credentials. Replaces each
-/// in a text with `***`.
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<String>,
-}
-
-impl Redactor {
-    /// These secrets (short ones are ignored: they would mangle ordinary words).
-    pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 8).collect();
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
-        Self { secrets }
-    }
-
-    /// The values of the process's environment variables that hold credentials
-    /// (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `*AUTHORIZATION*`, and passwords in
-    /// database URLs; see [`guidepost_llm::secrets::environment_secrets`]).
-    pub fn from_environment() -> Vec<String> {
-        guidepost_llm::secrets::environment_secrets()
-    }
-
-    /// `text` with every secret replaced.
-    pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "***");
-            }
-        }
-        out
-    }
-
-    /// Whether there is anything to redact.
-    pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,12 +257,5 @@ mod tests {
         let wait = limiter.take("k", 3).unwrap_err();
         assert!(wait > Duration::from_secs(5) && wait <= Duration::from_secs(20), "{wait:?}");
         assert!(limiter.take("other", 3).is_ok());
-    }
-
-    #[test]
-    fn secrets_are_redacted() {
-        let r = Redactor::new(["sk-planted-0123456789".to_string(), "tiny".to_string()]);
-        assert_eq!(r.redact("Incorrect API key provided: sk-planted-0123456789."), "Incorrect API key provided: ***.");
-        assert_eq!(r.redact("a tiny word"), "a tiny word");
     }
 }

@@ -7,6 +7,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use guidepost_conversation::ConversationError;
 use guidepost_store::StoreError;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -157,6 +158,19 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid(message) => Self::invalid(FieldError::new(vec![json!("body")], "value_error", message)),
             StoreError::Unavailable(_) => Self::Unavailable(error.to_string()),
             other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+impl From<ConversationError> for ApiError {
+    fn from(error: ConversationError) -> Self {
+        match error {
+            ConversationError::Store(e) => e.into(),
+            ConversationError::Unavailable(_) => Self::Unavailable(error.to_string()),
+            ConversationError::Timeout => Self::Timeout,
+            ConversationError::AgentCannotRun { .. } | ConversationError::Internal(_) => {
+                Self::Internal(error.to_string())
+            }
         }
     }
 }

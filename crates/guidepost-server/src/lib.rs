@@ -4,19 +4,19 @@
 //! the Parlant 3.3 API, so its official clients and chat widget work unchanged; Guidepost's
 //! extensions (journey states and transitions, definition import and export, turn traces,
 //! usage, `/openapi.json`, `/metrics`) sit beside them. Everything is kept in a
-//! [`guidepost_store::Store`]; turns run through [`guidepost_runtime::AgentRuntime`] on each
-//! agent's current definition.
+//! [`guidepost_store::Store`]; messages, turns and waits for events are the
+//! [`guidepost_conversation::Conversations`] service's, which the routes call: each parses
+//! its request, authorizes the caller, calls the service and maps its errors.
 //!
 //! A customer message is followed from its route to the stored reply like this:
-//! [`routes::events::create`] stores it with its turn row and hands the turn to the
-//! [`turns::TurnScheduler`], which claims it, runs the agent's runtime from the
-//! [`pool::AgentPool`] and appends the turn's events through [`adapters::StoreSink`]; clients
+//! [`routes::events::create`] parses it into a [`guidepost_conversation::Post`] and posts it;
+//! the service stores it with its turn row, runs the turn and commits its reply; clients
 //! long-polling [`routes::events::list`] wake on each commit.
 //!
 //! ```no_run
 //! # async fn run() -> anyhow::Result<()> {
 //! use guidepost_server::Server;
-//! # let models: guidepost_runtime::RuntimeModels = todo!();
+//! # let models: guidepost_conversation::RuntimeModels = todo!();
 //! let store = guidepost_store::Store::open("sqlite://.guidepost/guidepost.db").await?;
 //! let server = Server::new(store, models, Default::default());
 //! server.start().await?;
@@ -27,17 +27,13 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod access;
-pub mod adapters;
 pub mod dto;
 pub mod error;
 pub mod extract;
 pub mod metrics;
 pub mod openapi;
-pub mod pool;
 pub mod routes;
-pub mod sink;
 pub mod state;
-pub mod turns;
 pub mod web;
 
 use std::future::Future;
@@ -50,21 +46,18 @@ use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use guidepost_runtime::{RuntimeConfig, RuntimeModels};
+use guidepost_conversation::{ConversationSettings, Conversations, RuntimeConfig, RuntimeModels, TurnSettings};
 use guidepost_store::Store;
+use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
-use crate::access::{AccessPolicy, Caller, RateLimiter, Redactor};
-use crate::adapters::StoreEmbeddings;
+use crate::access::{AccessPolicy, Caller, RateLimiter};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::pool::AgentPool;
 use crate::routes::*;
 use crate::state::AppState;
-use crate::turns::TurnScheduler;
 
 pub use error::{ApiError as Error, FieldError};
-pub use turns::TurnSettings;
 
 /// Largest request body accepted (413 above).
 pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -114,29 +107,18 @@ impl Server {
     }
 
     /// A server with these options.
-    pub fn with_options(
-        store: Store,
-        mut models: RuntimeModels,
-        config: RuntimeConfig,
-        options: ServerOptions,
-    ) -> Self {
-        if let Some(embedder) = models.embedder.take() {
-            models.embedder = Some(Arc::new(StoreEmbeddings::new(embedder, store.clone())));
-        }
-        let redactor = Arc::new(Redactor::new(options.secrets));
+    pub fn with_options(store: Store, models: RuntimeModels, config: RuntimeConfig, options: ServerOptions) -> Self {
         let metrics = Arc::new(Metrics::default());
-        let pool = Arc::new(AgentPool::new(store.clone(), models, config));
-        let turns = TurnScheduler::new(store.clone(), pool.clone(), metrics.clone(), options.turns, redactor.clone());
+        let settings =
+            ConversationSettings { turns: options.turns, secrets: options.secrets, observer: metrics.clone() };
+        let conversations = Arc::new(Conversations::new(store.clone(), models, config, settings));
         let state = Arc::new(AppState {
             store,
-            pool,
-            turns,
+            conversations,
             metrics,
             evaluations: Default::default(),
-            shutdown: tokio_util::sync::CancellationToken::new(),
             access: options.access,
             limiter: RateLimiter::default(),
-            redactor,
             simulations: options.simulations,
         });
         Self { state, cors: options.cors }
@@ -152,17 +134,7 @@ impl Server {
     pub async fn start(&self) -> Result<(), guidepost_store::StoreError> {
         customers::ensure_guest(&self.state.store).await?;
         evaluations::fail_orphans(&self.state).await?;
-        self.state.turns.recover().await;
-        let turns = self.state.turns.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(turns.lease() / 2).await;
-                if turns.is_shut_down() {
-                    return;
-                }
-                turns.recover().await;
-            }
-        });
+        self.state.conversations.start().await;
         Ok(())
     }
 
@@ -175,15 +147,15 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let app = self.router();
-        let token = self.state.shutdown.clone();
+        let token = CancellationToken::new();
         // Turns are handed back or finished while the HTTP side drains: long polls and
-        // streams end at once when the token is cancelled.
-        let turns = self.state.turns.clone();
+        // streams end at once when the service stops.
+        let conversations = self.state.conversations.clone();
         let stopping = {
             let token = token.clone();
             tokio::spawn(async move {
                 token.cancelled().await;
-                turns.shutdown(Duration::from_secs(10)).await;
+                conversations.shutdown(Duration::from_secs(10)).await;
             })
         };
         let signal = {

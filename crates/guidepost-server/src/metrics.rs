@@ -7,6 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use guidepost_conversation::TurnObserver;
+use guidepost_llm::UsageTotals;
+use guidepost_store::TurnState;
+
 const BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
 
 /// A latency histogram with fixed buckets (seconds).
@@ -93,19 +97,6 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
-    /// One turn ended.
-    pub fn turn_finished(&self, status: &str, took: Duration) {
-        *self.turns.lock().unwrap_or_else(PoisonError::into_inner).entry(status.to_string()).or_default() += 1;
-        self.turn_seconds.lock().unwrap_or_else(PoisonError::into_inner).observe(took.as_secs_f64());
-    }
-
-    /// Model usage of one turn.
-    pub fn model_usage(&self, calls: u64, prompt_tokens: u64, completion_tokens: u64) {
-        self.model_calls.fetch_add(calls, Ordering::Relaxed);
-        self.prompt_tokens.fetch_add(prompt_tokens, Ordering::Relaxed);
-        self.completion_tokens.fetch_add(completion_tokens, Ordering::Relaxed);
-    }
-
     /// The Prometheus text exposition, with `watched_sessions` sessions long-polled or
     /// streamed right now.
     pub fn render(&self, watched_sessions: usize) -> String {
@@ -151,6 +142,19 @@ impl Metrics {
     }
 }
 
+impl TurnObserver for Metrics {
+    fn turn_finished(&self, status: TurnState, took: Duration) {
+        *self.turns.lock().unwrap_or_else(PoisonError::into_inner).entry(status.as_str().to_string()).or_default() += 1;
+        self.turn_seconds.lock().unwrap_or_else(PoisonError::into_inner).observe(took.as_secs_f64());
+    }
+
+    fn model_usage(&self, usage: &UsageTotals) {
+        self.model_calls.fetch_add(usage.calls, Ordering::Relaxed);
+        self.prompt_tokens.fetch_add(usage.prompt_tokens, Ordering::Relaxed);
+        self.completion_tokens.fetch_add(usage.completion_tokens, Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,8 +163,8 @@ mod tests {
     fn renders_prometheus_text() {
         let m = Metrics::default();
         m.request("GET", "/agents", 200, Duration::from_millis(3));
-        m.turn_finished("completed", Duration::from_millis(700));
-        m.model_usage(3, 1200, 80);
+        m.turn_finished(TurnState::Completed, Duration::from_millis(700));
+        m.model_usage(&UsageTotals { calls: 3, prompt_tokens: 1200, completion_tokens: 80, ..UsageTotals::default() });
         let text = m.render(2);
         assert!(text.contains("guidepost_http_requests_total{method=\"GET\",route=\"/agents\",status=\"200\"} 1"));
         assert!(text.contains("guidepost_turns_total{status=\"completed\"} 1"));

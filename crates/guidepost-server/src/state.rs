@@ -2,34 +2,27 @@
 
 use std::sync::Arc;
 
+use guidepost_conversation::Conversations;
 use guidepost_core::{Agent, Journey, Tag};
 use guidepost_store::Store;
 
 use crate::error::{ApiError, ApiResult};
 use crate::metrics::Metrics;
-use crate::pool::AgentPool;
-use crate::turns::TurnScheduler;
 
 /// The server's shared state.
 pub struct AppState {
     /// Where everything is kept.
     pub store: Store,
-    /// The agents' runtimes.
-    pub pool: Arc<AgentPool>,
-    /// The turns.
-    pub turns: Arc<TurnScheduler>,
+    /// Messages, turns and waiting for events.
+    pub conversations: Arc<Conversations>,
     /// Counters.
     pub metrics: Arc<Metrics>,
     /// Evaluations running in this process.
     pub evaluations: crate::routes::evaluations::RunningEvaluations,
-    /// Cancelled when the server stops: long polls and streams end at once.
-    pub shutdown: tokio_util::sync::CancellationToken,
     /// Who may do what.
     pub access: crate::access::AccessPolicy,
     /// Request and message rates.
     pub limiter: crate::access::RateLimiter,
-    /// Secrets never repeated in responses or events.
-    pub redactor: Arc<crate::access::Redactor>,
     /// The simulator's artifact folder, when runs are shown.
     pub simulations: Option<std::path::PathBuf>,
 }
@@ -38,19 +31,6 @@ pub struct AppState {
 pub type State = axum::extract::State<Arc<AppState>>;
 
 impl AppState {
-    /// Waits for `changed` until `deadline`; `false` when the deadline passed or the
-    /// server is stopping (a long poll then answers as it would on its timeout).
-    pub async fn wait_for_change(
-        &self,
-        changed: &mut tokio::sync::watch::Receiver<u64>,
-        deadline: tokio::time::Instant,
-    ) -> bool {
-        tokio::select! {
-            r = tokio::time::timeout_at(deadline, changed.changed()) => matches!(r, Ok(Ok(()))),
-            () = self.shutdown.cancelled() => false,
-        }
-    }
-
     /// Checks that every tag id names a tag: a declared one, `agent:<id>` of an existing
     /// agent or `journey:<id>` of an existing journey. An unknown one is a 404, as on the
     /// reference server.

@@ -245,7 +245,22 @@ impl Store {
         Ok(Claim::Claimed)
     }
 
-    /// Whether a newer message asked this turn to stop (or the turn is gone).
+    /// Asks the session's unfinished turns to stop, as a newer message does: a pending one
+    /// will not start, a running one stops unless it is already replying (the process that
+    /// runs it watches the flag and wakes on the notification). How many were asked.
+    pub async fn cancel_turns(&self, session_id: &str) -> Result<u64> {
+        let done = sqlx::query(
+            "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')",
+        )
+        .bind(session_id)
+        .execute(&self.pool)
+        .await?;
+        self.changed(session_id).await;
+        Ok(done.rows_affected())
+    }
+
+    /// Whether a newer message or a cancellation asked this turn to stop (or the turn is
+    /// gone).
     pub async fn turn_cancel_requested(&self, id: &str) -> Result<bool> {
         let row =
             sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;

@@ -139,7 +139,7 @@ mod properties {
     use proptest::prelude::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: guidepost_core::fuzz::cases().max(256), failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig { cases: guidepost_fuzz::cases().max(256), failure_persistence: None, ..ProptestConfig::default() })]
 
         /// Mutated copies of the hostile seeds (the fuzz target of the definition loader):
         /// decoded and loaded, or refused with a position inside the file, in bounded time.
@@ -148,14 +148,14 @@ mod properties {
             seed in any::<prop::sample::Index>(),
             edits in proptest::collection::vec(
                 (any::<u8>(), any::<usize>(), any::<usize>(), any::<u8>())
-                    .prop_map(|(kind, at, len, token)| guidepost_core::fuzz::Mutation { kind, at, len, token }),
+                    .prop_map(|(kind, at, len, token)| guidepost_fuzz::Mutation { kind, at, len, token }),
                 1..8,
             ),
         ) {
             let folder = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/hostile");
-            let seeds = guidepost_core::fuzz::corpus(&folder);
+            let seeds = guidepost_fuzz::corpus(&folder);
             prop_assert!(!seeds.is_empty());
-            let bytes = guidepost_core::fuzz::mutate(&seeds[seed.index(seeds.len())].1, &edits);
+            let bytes = guidepost_fuzz::mutate(&seeds[seed.index(seeds.len())].1, &edits);
             // Line breaks as YAML counts them: LF, CR LF, and a CR alone.
             let lines = bytes.iter().enumerate().filter(|(i, b)| **b == b'\n' || (**b == b'\r' && bytes.get(i + 1) != Some(&b'\n'))).count() as u32 + 1;
             let shown = String::from_utf8_lossy(&bytes[..bytes.len().min(600)]).into_owned();
@@ -169,7 +169,7 @@ mod properties {
                 }
                 Err(d) => prop_assert!(d.line >= 1 && d.line <= lines && d.column >= 1, "{d:?}"),
             }
-            prop_assert!(started.elapsed() < guidepost_core::fuzz::CASE_TIME, "took {:?}", started.elapsed());
+            prop_assert!(started.elapsed() < guidepost_fuzz::CASE_TIME, "took {:?}", started.elapsed());
         }
 
         /// Any bytes: decoded or refused with a position inside the file, never a panic.

@@ -3,14 +3,14 @@
 //! bounded time and end in a typed error or a well-formed result: a recording decodes or is
 //! reported corrupt with the file and where its JSON went wrong; a stream yields deltas and
 //! then exactly one end (the reply, or an error) and nothing after. `GUIDEPOST_FUZZ_CASES`
-//! sets the inputs per run (see `guidepost_core::fuzz`); `scripts/fuzz.sh` runs them for a
+//! sets the inputs per run (see `guidepost_fuzz`); `scripts/fuzz.sh` runs them for a
 //! given time.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use futures::StreamExt;
-use guidepost_core::fuzz::{self, Mutation};
+use guidepost_fuzz::{self as fuzz, Mutation};
 use guidepost_llm::middleware::recording;
 use guidepost_llm::providers::anthropic::AnthropicChat;
 use guidepost_llm::providers::openai_compat::OpenAiChat;

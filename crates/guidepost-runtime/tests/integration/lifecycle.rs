@@ -152,7 +152,8 @@ struct Silent;
 impl EngineHooks for Silent {
     async fn on_generating_messages(&self, state: &mut ResponseState, events: &dyn EventSink) -> HookAction {
         assert!(state.prepared_to_respond);
-        let _ = events.emit(guidepost_runtime::NewEvent::status("hook", guidepost_core::session::Status::Typing)).await;
+        let typing = guidepost_runtime::NewEvent::status("hook", guidepost_core::session::Status::Typing);
+        let _ = events.emit(typing, guidepost_runtime::events::Visibility::Live).await;
         HookAction::Bail
     }
 }
@@ -312,11 +313,15 @@ struct PreviewedSession {
 
 #[async_trait::async_trait]
 impl guidepost_runtime::EventSink for PreviewedSession {
-    async fn emit(&self, event: guidepost_runtime::NewEvent) -> String {
-        self.session.emit(event).await
+    async fn emit(
+        &self,
+        event: guidepost_runtime::NewEvent,
+        visibility: guidepost_runtime::events::Visibility,
+    ) -> Option<String> {
+        self.session.emit(event, visibility).await
     }
-    async fn update(&self, event_id: &str, data: serde_json::Value) {
-        self.session.update(event_id, data).await;
+    async fn update(&self, event_id: &str, event: guidepost_runtime::NewEvent) {
+        self.session.update(event_id, event).await;
     }
     async fn preview(&self, _trace_id: &str, text: &str) {
         self.previews.lock().unwrap().push(text.to_string());

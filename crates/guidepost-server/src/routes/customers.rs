@@ -77,7 +77,7 @@ pub async fn ensure_guest(store: &Store) -> guidepost_store::Result<()> {
         let guest = Customer {
             id: GUEST_CUSTOMER.into(),
             creation_utc: epoch,
-            name: "Guest".into(),
+            name: guidepost_core::session::GUEST_NAME.into(),
             metadata: IndexMap::new(),
             tags: Vec::new(),
         };

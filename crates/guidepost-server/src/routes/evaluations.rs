@@ -171,7 +171,7 @@ fn schema(propose_action: bool) -> Value {
 async fn propose(model: &dyn ChatModel, p: &GuidelinePayloadDto) -> Result<Proposal, String> {
     let propose_action = p.action_proposition && p.content.action.as_deref().is_none_or(|a| a.trim().is_empty());
     let tools: Vec<String> = p.tool_ids.iter().map(|t| format!("{}:{}", t.service_name, t.tool_name)).collect();
-    let prompt = guidepost_runtime::prompt::render(
+    let prompt = guidepost_core::templates::render_prompt(
         "evaluate_guideline.j2",
         PROMPT,
         json!({"condition": p.content.condition, "action": p.content.action, "tools": tools, "propose_action": propose_action}),
@@ -241,7 +241,7 @@ async fn set_status(state: &AppState, id: &str, change: impl FnMut(&mut Evaluati
 }
 
 async fn run(state: Arc<AppState>, id: String, done: watch::Sender<bool>) {
-    let model = state.pool.models().matching.clone();
+    let model = state.conversations.models().matching.clone();
     let Ok(record) = state.store.require::<Evaluation>(&id).await else { return };
     set_status(&state, &id, |d| d.status = "running".into()).await;
     let mut invoices = record.entity.dto.invoices.clone();

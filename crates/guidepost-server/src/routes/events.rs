@@ -16,23 +16,21 @@ use axum::Json;
 use axum::extract::Path;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use guidepost_core::session::SessionMode;
-use guidepost_core::{Agent, Customer, Event, EventKind, EventSource};
-use guidepost_runtime::CustomerRef;
-use guidepost_runtime::TurnInput;
-use guidepost_store::turns::NewTurn;
-use guidepost_store::{EventFilter, NewEventRecord};
+use futures::StreamExt;
+use guidepost_conversation::{Post, is_whole};
+use guidepost_core::payload::{EventPayload, Participant, StatusDetail, StatusPayload};
+use guidepost_core::{Event, EventKind, EventSource};
+use guidepost_store::EventFilter;
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use crate::adapters::StoreSink;
 use crate::dto::MetadataUpdate;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
 use crate::routes::{created, no_content};
-use crate::state::{AppState, State};
+use crate::state::State;
 
 /// Longest accepted `wait_for_data`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 3600;
@@ -231,43 +229,22 @@ pub async fn create(
             ))
         }
     })?;
-    let session = state.store.require_session(&session_id).await?.session;
-    let trace = guidepost_store::ids::new_trace_id();
-    let metadata = body.metadata.clone().unwrap_or_default();
-    let record = |source: EventSource, kind: EventKind, data: Value| NewEventRecord {
-        source,
-        kind,
-        trace_id: trace.clone(),
-        data,
-        metadata: metadata.clone(),
-    };
-    match (body.kind, body.source) {
-        (EventKindDto::Message, EventSourceDto::Customer) => {
-            let text = body.message.clone().ok_or_else(|| invalid("message", "a customer message needs `message`"))?;
-            let (participant_id, name) = match &body.participant {
-                Some(p) => (p.id.clone().unwrap_or_else(|| session.customer_id.clone()), p.display_name.clone()),
-                None => (
-                    session.customer_id.clone(),
-                    state
-                        .store
-                        .get::<Customer>(&session.customer_id)
-                        .await?
-                        .map_or_else(|| session.customer_id.clone(), |c| c.entity.name),
-                ),
-            };
-            let data = json!({"message": text, "participant": {"id": participant_id, "display_name": name}, "flagged": false, "tags": []});
-            let starts = session.mode == SessionMode::Auto;
-            let turn = starts.then(|| NewTurn { id: trace.clone() });
-            let mut events = state
-                .store
-                .append_events(&session_id, vec![record(EventSource::Customer, EventKind::Message, data)], turn)
-                .await?;
-            if starts {
-                state.turns.schedule(&session_id, &trace).await;
-            }
-            let event = events.pop().ok_or_else(|| ApiError::Internal("no event stored".into()))?;
-            Ok(created(EventDto::from(&event)))
-        }
+    state.store.require_session(&session_id).await?;
+    let post = post_of(body)?;
+    let event = state.conversations.post(&session_id, post).await?;
+    Ok(created(EventDto::from(&event)))
+}
+
+/// What the body asks to post, checked for the fields its kind and source need.
+fn post_of(body: EventCreationParams) -> ApiResult<Post> {
+    let metadata = body.metadata.unwrap_or_default();
+    let participant = |p: ParticipantDto| Participant { id: p.id, display_name: p.display_name };
+    Ok(match (body.kind, body.source) {
+        (EventKindDto::Message, EventSourceDto::Customer) => Post::CustomerMessage {
+            text: body.message.ok_or_else(|| invalid("message", "a customer message needs `message`"))?,
+            participant: body.participant.map(participant),
+            metadata,
+        },
         (EventKindDto::Message, EventSourceDto::AiAgent) => {
             if body.message.is_some() {
                 return Err(invalid(
@@ -275,125 +252,58 @@ pub async fn create(
                     "an ai_agent event cannot carry `message`: the agent writes its own (give `guidelines` to say what it should say)",
                 ));
             }
-            match body.guidelines.as_ref().filter(|g| !g.is_empty()) {
-                Some(guidelines) => utter(&state, &session, &trace, guidelines).await,
-                None => {
-                    let mut rx = state.store.hub().subscribe(&session_id);
-                    state.store.append_events(&session_id, Vec::new(), Some(NewTurn { id: trace.clone() })).await?;
-                    state.turns.schedule(&session_id, &trace).await;
-                    let filter = EventFilter {
-                        trace_id: Some(trace.clone()),
-                        kinds: vec![EventKind::Status],
-                        ..Default::default()
-                    };
-                    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-                    loop {
-                        if let Some(first) = state.store.list_events(&session_id, &filter).await?.first() {
-                            return Ok(created(EventDto::from(first)));
-                        }
-                        if !state.wait_for_change(&mut rx, deadline).await {
-                            return Err(ApiError::Timeout);
-                        }
-                    }
+            match body.guidelines.filter(|g| !g.is_empty()) {
+                Some(guidelines) => {
+                    Post::Utterance { instructions: guidelines.into_iter().map(|g| g.action).collect() }
                 }
+                None => Post::AgentTurn,
             }
         }
         (EventKindDto::Message, EventSourceDto::HumanAgent) => {
-            let text =
-                body.message.clone().ok_or_else(|| invalid("message", "a human agent message needs `message`"))?;
-            let participant = body
+            let text = body.message.ok_or_else(|| invalid("message", "a human agent message needs `message`"))?;
+            let given = body
                 .participant
-                .clone()
                 .ok_or_else(|| invalid("participant", "a human agent message needs `participant.display_name`"))?;
-            let data = json!({"message": text, "participant": {"id": participant.id, "display_name": participant.display_name}});
-            let event = state
-                .store
-                .append_event(&session_id, record(EventSource::HumanAgent, EventKind::Message, data))
-                .await?;
-            Ok(created(EventDto::from(&event)))
+            Post::HumanAgentMessage { text, participant: participant(given), metadata }
         }
-        (EventKindDto::Message, EventSourceDto::HumanAgentOnBehalfOfAiAgent) => {
-            let text = body.message.clone().ok_or_else(|| invalid("message", "a message needs `message`"))?;
-            let agent = state.store.get::<Agent>(&session.agent_id).await?.map(|a| a.entity);
-            let data = json!({"message": text, "participant": {"id": session.agent_id, "display_name": agent.map(|a| a.name).unwrap_or_default()}});
-            let event = state
-                .store
-                .append_event(&session_id, record(EventSource::HumanAgentOnBehalfOfAiAgent, EventKind::Message, data))
-                .await?;
-            Ok(created(EventDto::from(&event)))
-        }
-        (EventKindDto::Custom, source) => {
-            let data = body.data.clone().unwrap_or(Value::Null);
-            let source: EventSource = wire(source).unwrap_or(EventSource::System);
-            let event = state.store.append_event(&session_id, record(source, EventKind::Custom, data)).await?;
-            Ok(created(EventDto::from(&event)))
-        }
+        (EventKindDto::Message, EventSourceDto::HumanAgentOnBehalfOfAiAgent) => Post::OnBehalfOfAgent {
+            text: body.message.ok_or_else(|| invalid("message", "a message needs `message`"))?,
+            metadata,
+        },
+        (EventKindDto::Custom, source) => Post::Client {
+            source: wire(source).unwrap_or(EventSource::System),
+            payload: Box::new(EventPayload::Custom(body.data.unwrap_or(Value::Null))),
+            metadata,
+        },
         (EventKindDto::Status, source) => {
             let status = body.status.ok_or_else(|| invalid("status", "a status event needs `status`"))?;
-            let data = match body.data.clone() {
-                None => json!({}),
-                Some(Value::Object(m)) => Value::Object(m),
+            let other = match body.data {
+                None => Map::new(),
+                Some(Value::Object(m)) => m,
                 Some(_) => return Err(invalid("data", "the data of a status event must be an object")),
             };
-            let source: EventSource = wire(source).unwrap_or(EventSource::System);
-            let event = state
-                .store
-                .append_event(&session_id, record(source, EventKind::Status, json!({"status": status, "data": data})))
-                .await?;
-            Ok(created(EventDto::from(&event)))
+            let status = wire(status).ok_or_else(|| invalid("status", "an unknown status"))?;
+            Post::Client {
+                source: wire(source).unwrap_or(EventSource::System),
+                payload: Box::new(EventPayload::Status(StatusPayload {
+                    status,
+                    data: StatusDetail { other, ..StatusDetail::default() },
+                })),
+                metadata,
+            }
         }
-        (kind, source) => Err(ApiError::invalid(FieldError::body(
-            &["kind"],
-            "value_error",
-            format!(
-                "events of kind `{}` from `{}` cannot be created",
-                serde_json::to_value(kind).unwrap_or_default().as_str().unwrap_or_default(),
-                serde_json::to_value(source).unwrap_or_default().as_str().unwrap_or_default()
-            ),
-        ))),
-    }
-}
-
-async fn utter(
-    state: &AppState,
-    session: &guidepost_core::Session,
-    trace: &str,
-    guidelines: &[AgentMessageGuidelineDto],
-) -> ApiResult<Response> {
-    let runtime = state.pool.runtime(&session.agent_id).await?;
-    let customer = state.store.get::<Customer>(&session.customer_id).await?.map(|c| c.entity);
-    let input = TurnInput {
-        session_id: session.id.clone(),
-        customer: CustomerRef {
-            id: session.customer_id.clone(),
-            tags: customer.as_ref().map(|c| c.tags.clone()).unwrap_or_default(),
-        },
-        customer_name: customer.map(|c| c.name),
-        events: state.store.list_events(&session.id, &EventFilter::default()).await?,
-        previous_state: state.store.latest_agent_state(&session.id).await?,
-        trace_id: trace.to_string(),
-    };
-    let actions: Vec<String> = guidelines.iter().map(|g| g.action.clone()).collect();
-    let sink = StoreSink::new(state.store.clone(), &session.id).with_redactor(state.redactor.clone());
-    // In a task of its own: a client that goes away does not stop the message half-sent.
-    let outcome = tokio::spawn(async move { runtime.utter(input, &actions, &sink).await })
-        .await
-        .map_err(|e| ApiError::Internal(format!("the utterance task failed: {e}")))?;
-    if let Some(error) = outcome.trace.error {
-        return Err(ApiError::Unavailable(format!(
-            "the agent could not write the message: {}",
-            state.redactor.redact(&error)
-        )));
-    }
-    let filter =
-        EventFilter { trace_id: Some(trace.to_string()), kinds: vec![EventKind::Message], ..Default::default() };
-    let message = state
-        .store
-        .list_events(&session.id, &filter)
-        .await?
-        .pop()
-        .ok_or_else(|| ApiError::Internal("no message emitted".into()))?;
-    Ok(created(EventDto::from(&message)))
+        (kind, source) => {
+            return Err(ApiError::invalid(FieldError::body(
+                &["kind"],
+                "value_error",
+                format!(
+                    "events of kind `{}` from `{}` cannot be created",
+                    serde_json::to_value(kind).unwrap_or_default().as_str().unwrap_or_default(),
+                    serde_json::to_value(source).unwrap_or_default().as_str().unwrap_or_default()
+                ),
+            )));
+        }
+    })
 }
 
 fn event_filter(params: &Params) -> ApiResult<EventFilter> {
@@ -427,55 +337,18 @@ pub async fn list(state: State, Path(session_id): Path<String>, params: Params) 
     let filter = event_filter(&params)?;
     let wait = u64::try_from(params.number::<i64>("wait_for_data")?.unwrap_or(60)).unwrap_or(0).min(MAX_WAIT_SECS);
     let sse = params.boolean("sse")?.unwrap_or(false);
-    state.store.require_session(&session_id).await?;
     if sse {
-        return Ok(stream(state.0.clone(), session_id, filter, wait).into_response());
+        state.store.require_session(&session_id).await?;
+        let events = state.conversations.follow_events(&session_id, filter, Duration::from_secs(wait));
+        return Ok(Sse::new(events.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
-    let mut rx = state.store.hub().subscribe(&session_id);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    loop {
-        let events = state.store.list_events(&session_id, &filter).await?;
-        if !events.is_empty() || wait == 0 {
-            return Ok(Json(events.iter().map(EventDto::from).collect::<Vec<_>>()).into_response());
-        }
-        if !state.wait_for_change(&mut rx, deadline).await {
-            state.store.require_session(&session_id).await?;
-            return Err(ApiError::Timeout);
-        }
-    }
+    let events = state.conversations.wait_for_events(&session_id, &filter, Duration::from_secs(wait)).await?;
+    Ok(Json(events.iter().map(EventDto::from).collect::<Vec<_>>()).into_response())
 }
 
-fn stream(
-    state: std::sync::Arc<AppState>,
-    session_id: String,
-    mut filter: EventFilter,
-    wait: u64,
-) -> Sse<impl futures::Stream<Item = Result<SseEvent, Infallible>>> {
-    let events = async_stream::stream! {
-        let mut rx = state.store.hub().subscribe(&session_id);
-        loop {
-            let batch = match state.store.list_events(&session_id, &filter).await {
-                Ok(b) => b,
-                Err(error) => {
-                    tracing::warn!(%error, session_id, "an event stream ended on a store error");
-                    break;
-                }
-            };
-            for e in &batch {
-                filter.min_offset = e.offset + 1;
-                let json = serde_json::to_string(&EventDto::from(e)).unwrap_or_default();
-                yield Ok(SseEvent::default().data(json));
-            }
-            if !batch.is_empty() {
-                continue;
-            }
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(wait.max(1));
-            if !state.wait_for_change(&mut rx, deadline).await {
-                break;
-            }
-        }
-    };
-    Sse::new(events).keep_alive(KeepAlive::default())
+/// An event as a `data:` line of a stream.
+fn sse_event(event: Event) -> Result<SseEvent, Infallible> {
+    Ok(SseEvent::default().data(serde_json::to_string(&EventDto::from(&event)).unwrap_or_default()))
 }
 
 /// `DELETE /sessions/{session_id}/events?min_offset=`: soft-deletes from that offset on.
@@ -488,13 +361,6 @@ pub async fn delete_many(state: State, Path(session_id): Path<String>, params: P
     Ok(no_content())
 }
 
-fn complete(event: &Event) -> bool {
-    match event.data.get("chunks").and_then(Value::as_array) {
-        Some(chunks) => chunks.last().is_some_and(Value::is_null),
-        None => true,
-    }
-}
-
 /// `GET /sessions/{session_id}/events/{event_id}?wait_for_completion=&wait_for_data=&sse=`:
 /// a streamed message can be awaited until complete, or followed chunk by chunk.
 pub async fn read(
@@ -503,48 +369,20 @@ pub async fn read(
     params: Params,
 ) -> ApiResult<Response> {
     let wait_for_completion = params.boolean("wait_for_completion")?.unwrap_or(false);
-    let wait = params.number::<u64>("wait_for_data")?.unwrap_or(60).min(MAX_WAIT_SECS);
+    let wait = Duration::from_secs(params.number::<u64>("wait_for_data")?.unwrap_or(60).min(MAX_WAIT_SECS));
     let sse = params.boolean("sse")?.unwrap_or(false);
     state.store.require_session(&session_id).await?;
     let not_found = || ApiError::NotFound { kind: "event", id: event_id.clone() };
     let event = state.store.get_event(&session_id, &event_id).await?.ok_or_else(not_found)?;
     if sse {
-        let st = state.0.clone();
-        let (sid, eid) = (session_id.clone(), event_id.clone());
-        let updates = async_stream::stream! {
-            let mut rx = st.store.hub().subscribe(&sid);
-            let mut last: Option<Value> = None;
-            loop {
-                let Ok(Some(e)) = st.store.get_event(&sid, &eid).await else { break };
-                if last.as_ref() != Some(&e.data) {
-                    last = Some(e.data.clone());
-                    yield Ok::<_, Infallible>(SseEvent::default().data(serde_json::to_string(&EventDto::from(&e)).unwrap_or_default()));
-                }
-                if complete(&e) {
-                    break;
-                }
-                let deadline = tokio::time::Instant::now() + Duration::from_secs(wait.max(1));
-                if !st.wait_for_change(&mut rx, deadline).await {
-                    break;
-                }
-            }
-        };
-        return Ok(Sse::new(updates).keep_alive(KeepAlive::default()).into_response());
+        let updates = state.conversations.follow_event(&session_id, &event_id, wait);
+        return Ok(Sse::new(updates.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
-    if !wait_for_completion || complete(&event) {
+    if !wait_for_completion || is_whole(&event) {
         return Ok(Json(EventDto::from(&event)).into_response());
     }
-    let mut rx = state.store.hub().subscribe(&session_id);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(wait);
-    loop {
-        let e = state.store.get_event(&session_id, &event_id).await?.ok_or_else(not_found)?;
-        if complete(&e) {
-            return Ok(Json(EventDto::from(&e)).into_response());
-        }
-        if !state.wait_for_change(&mut rx, deadline).await {
-            return Err(ApiError::Timeout);
-        }
-    }
+    let whole = state.conversations.wait_until_whole(&session_id, &event_id, wait).await?;
+    Ok(Json(EventDto::from(&whole)).into_response())
 }
 
 /// `PATCH /sessions/{session_id}/events/{event_id}`

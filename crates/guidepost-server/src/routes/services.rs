@@ -4,6 +4,7 @@
 use axum::Json;
 use axum::extract::Path;
 use axum::response::Response;
+use guidepost_conversation::agents::DISCOVERY_TIMEOUT;
 use guidepost_core::tool::{ServiceKind, ToolService};
 use guidepost_store::{Origin, Record, Write};
 use guidepost_tools::registry::ToolRegistry;
@@ -13,7 +14,6 @@ use serde_json::json;
 
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::Body;
-use crate::pool::DISCOVERY_TIMEOUT;
 use crate::routes::no_content;
 use crate::routes::relationships::ToolDto;
 use crate::state::{AppState, State};

@@ -6,7 +6,6 @@ use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use guidepost_core::session::{GUEST_CUSTOMER, SessionMode};
 use guidepost_core::{Agent, Session};
-use guidepost_store::turns::NewTurn;
 use guidepost_store::{SessionFilter, TurnRecord};
 use indexmap::IndexMap;
 use schemars::JsonSchema;
@@ -147,9 +146,7 @@ pub async fn create(
     };
     state.store.create_session(&session).await?;
     if greet {
-        let trace = guidepost_store::ids::new_trace_id();
-        state.store.append_events(&session.id, Vec::new(), Some(NewTurn { id: trace.clone() })).await?;
-        state.turns.schedule(&session.id, &trace).await;
+        state.conversations.start_agent_turn(&session.id).await?;
     }
     Ok(created(SessionDto::from(&session)))
 }

@@ -3,7 +3,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use guidepost_runtime::RuntimeConfig;
+use guidepost_conversation::RuntimeConfig;
 use guidepost_server::Server;
 use guidepost_store::Store;
 use http_body_util::BodyExt;

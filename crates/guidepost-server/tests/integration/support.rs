@@ -1,7 +1,7 @@
 use std::time::Duration;
 
+use guidepost_conversation::{RuntimeConfig, RuntimeModels};
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStackBuilder, TaskKind};
-use guidepost_runtime::{RuntimeConfig, RuntimeModels};
 use guidepost_server::Server;
 use guidepost_store::Store;
 use guidepost_testkit::fake_openai::{FakeState, router};
@@ -58,26 +58,11 @@ impl TestServer {
     }
 
     pub async fn start_with_options(store: Store, latency: Duration, options: guidepost_server::ServerOptions) -> Self {
-        Self::start_wrapped(store, latency, options, |m| m).await
-    }
-
-    /// A server on an in-memory store whose models are the fake's, wrapped by `wrap`.
-    pub async fn start_with_models(wrap: impl FnOnce(RuntimeModels) -> RuntimeModels) -> Self {
-        let store = Store::ephemeral().await.unwrap();
-        Self::start_wrapped(store, Duration::ZERO, guidepost_server::ServerOptions::default(), wrap).await
-    }
-
-    async fn start_wrapped(
-        store: Store,
-        latency: Duration,
-        options: guidepost_server::ServerOptions,
-        wrap: impl FnOnce(RuntimeModels) -> RuntimeModels,
-    ) -> Self {
         let fake = fake_model(latency).await;
         for name in ["weather", "taxi"] {
             store.import_definition(&example(name)).await.unwrap();
         }
-        let server = Server::with_options(store.clone(), wrap(models(&fake)), RuntimeConfig::default(), options);
+        let server = Server::with_options(store.clone(), models(&fake), RuntimeConfig::default(), options);
         server.start().await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

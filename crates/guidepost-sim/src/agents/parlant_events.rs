@@ -35,9 +35,7 @@ use serde_json::Value;
 use crate::agents::{AgentTurn, ToolCallRecord};
 use crate::error::AgentError;
 use crate::observations::{EngineObservations, JourneyStateReached, ToolCalled, UnattributedJourneyNode};
-
-/// The tag Parlant puts on preamble messages.
-pub const PREAMBLE_TAG: &str = "__preamble__";
+pub use guidepost_core::payload::PREAMBLE_TAG;
 
 /// Which journeys have a state with a given id, from agent definitions: lets a Parlant node
 /// id that equals a state id (an agent built with explicit state ids) be named.

@@ -1,14 +1,14 @@
 //! Fuzz target: the scenario loader. Arbitrary bytes and mutated copies of the seeds in
 //! `tests/corpus/scenarios` either load or fail with errors that name the file (and a line
 //! and column for every problem of encoding or characters), within a bounded time, never a
-//! panic. `GUIDEPOST_FUZZ_CASES` sets the inputs per run (see `guidepost_core::fuzz`);
+//! panic. `GUIDEPOST_FUZZ_CASES` sets the inputs per run (see `guidepost_fuzz`);
 //! `scripts/fuzz.sh` runs it for a given time.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use guidepost_core::fuzz::{self, Mutation};
 use guidepost_core::limits::Limits;
+use guidepost_fuzz::{self as fuzz, Mutation};
 use guidepost_sim::scenario::Scenario;
 use proptest::prelude::*;
 

@@ -141,3 +141,20 @@ store_test!(concurrent_claims_on_one_session_let_one_turn_run, |store: Store| as
     }
     assert_eq!(claimed, 1, "exactly one turn of the session runs at a time");
 });
+
+store_test!(cancelling_a_sessions_turns_flags_the_unfinished_ones_and_wakes_its_watchers, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.create_session(&session("other", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![customer_message("t1")], Some(NewTurn { id: "t1".into() })).await.unwrap();
+    store.finish_turn("t1", TurnState::Completed, None, None, None).await.unwrap();
+    store.append_events("s", vec![customer_message("t2")], Some(NewTurn { id: "t2".into() })).await.unwrap();
+    assert!(store.claim_turn("t2", "w", 30_000).await.unwrap());
+    store.append_events("other", vec![customer_message("t3")], Some(NewTurn { id: "t3".into() })).await.unwrap();
+    let watching = store.hub().subscribe("s");
+    assert!(!store.turn_cancel_requested("t2").await.unwrap());
+    assert_eq!(store.cancel_turns("s").await.unwrap(), 1, "only the running turn is unfinished");
+    assert!(watching.has_changed().unwrap(), "the session's watchers wake");
+    assert!(store.turn_cancel_requested("t2").await.unwrap());
+    assert!(!store.turn_cancel_requested("t3").await.unwrap(), "another session's turn runs on");
+    assert_eq!(store.cancel_turns("nobody").await.unwrap(), 0);
+});

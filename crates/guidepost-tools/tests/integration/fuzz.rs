@@ -3,12 +3,12 @@
 //! `tests/corpus/<target>`, cut into arbitrary chunks, never panic, finish in bounded time
 //! and end in one outcome: a result, or a failure that names the service's URL (and, for a
 //! broken stream, the offset). `GUIDEPOST_FUZZ_CASES` sets the inputs per run (see
-//! `guidepost_core::fuzz`); `scripts/fuzz.sh` runs them for a given time.
+//! `guidepost_fuzz`); `scripts/fuzz.sh` runs them for a given time.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use guidepost_core::fuzz::{self, Mutation};
+use guidepost_fuzz::{self as fuzz, Mutation};
 use guidepost_tools::mcp::outcome_from_mcp;
 use guidepost_tools::parlant::CallStreamDecoder;
 use guidepost_tools::{ToolErrorKind, ToolOutcome};

@@ -1,4 +1,5 @@
-//! Structure-aware mutations and run settings for the property-based fuzz targets.
+//! Structure-aware mutations and run settings for the property-based fuzz targets: test
+//! support, a development dependency of the crates whose decoders are fuzzed.
 //!
 //! `cargo fuzz` needs a nightly toolchain and a libFuzzer build per target; Guidepost's fuzz
 //! targets are proptest properties instead, in each crate's integration tests (the
@@ -10,12 +11,13 @@
 //! fast); `scripts/fuzz.sh` repeats the runs with fresh seeds for a given time.
 //!
 //! ```
-//! use guidepost_core::fuzz::{Mutation, mutate};
+//! use guidepost_fuzz::{Mutation, mutate};
 //!
 //! let seed = b"agent: {name: A}\n";
 //! let out = mutate(seed, &[Mutation { kind: 0, at: 3, len: 0, token: 2 }]);
 //! assert_eq!(out.len(), seed.len() + 1, "one NUL byte inserted");
 //! ```
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 use std::time::Duration;
 

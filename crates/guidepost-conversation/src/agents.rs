@@ -17,8 +17,8 @@ use guidepost_tools::registry::ToolRegistry;
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use crate::adapters::StoreVariables;
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ConversationError, Result};
+use crate::ports::StoreVariables;
 
 /// How long listing the tools of one agent's services may take before the agent runs
 /// with the tools that answered.
@@ -57,7 +57,7 @@ impl AgentPool {
     }
 
     /// The runtime of `agent_id` on its current definition.
-    pub async fn runtime(&self, agent_id: &str) -> ApiResult<Arc<AgentRuntime>> {
+    pub async fn runtime(&self, agent_id: &str) -> Result<Arc<AgentRuntime>> {
         let revision = self.store.revision().await?;
         let mut runtimes = self.runtimes.lock().await;
         if let Some(cached) = runtimes.get(agent_id)
@@ -82,7 +82,7 @@ impl AgentPool {
     /// The tool registry for a definition's services and tools, with the tools of its
     /// dynamic services listed (those that do not answer in time are left out and logged),
     /// and whether every service answered.
-    pub async fn registry(&self, definition: &AgentDefinition) -> ApiResult<(Arc<ToolRegistry>, bool)> {
+    pub async fn registry(&self, definition: &AgentDefinition) -> Result<(Arc<ToolRegistry>, bool)> {
         let key = {
             let text = serde_json::to_string(&(&definition.services, &definition.tools)).unwrap_or_default();
             hex_digest(&text)
@@ -91,9 +91,11 @@ impl AgentPool {
         if let Some(registry) = registries.get(&key) {
             return Ok((registry.clone(), true));
         }
-        let mut registry = ToolRegistry::from_definition(definition).map_err(|e| {
-            ApiError::Internal(format!("the tools of agent `{}` cannot be set up: {e}", definition.agent.id))
-        })?;
+        let mut registry =
+            ToolRegistry::from_definition(definition).map_err(|e| ConversationError::AgentCannotRun {
+                agent: definition.agent.id.clone(),
+                reason: format!("its tools cannot be set up: {e}"),
+            })?;
         // A registry whose services did not all answer is used for this runtime but not
         // kept: the next definition change or turn after a restart lists them again.
         let complete = match tokio::time::timeout(DISCOVERY_TIMEOUT, registry.discover_tools()).await {
@@ -116,11 +118,6 @@ impl AgentPool {
             registries.insert(key, registry.clone());
         }
         Ok((registry, complete))
-    }
-
-    /// Forgets every runtime (the next turn of each agent builds a fresh one).
-    pub async fn clear(&self) {
-        self.runtimes.lock().await.clear();
     }
 }
 

@@ -1,0 +1,349 @@
+//! [`AgentRuntime`]: one agent's turns, from the customer's message to the reply.
+//!
+//! A turn is prepared in iterations, as the response lifecycle describes: match
+//! guidelines and walk journeys, infer and run tool calls for the tool-enabled matches,
+//! then match again on what the tools returned (only what the new information can change)
+//! until no new tool calls are made, or `max_engine_iterations` is reached. Then the reply
+//! is composed and emitted, followed by the `ready` status that ends the turn.
+//!
+//! The stages live beside this file, one module each: `context` (variables, conversation,
+//! glossary), `preparation` (matching in iterations), `tools` (tool calls) and `reply`
+//! (preamble, composition, emission); `turn` holds what they share.
+
+mod context;
+mod preparation;
+mod reply;
+mod tools;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use guidepost_core::payload::{EventPayload, IdRef, StatusDetail, StatusPayload};
+use guidepost_core::session::{ProcessingStage, Status};
+use guidepost_core::{AgentDefinition, AgentState, Tool, ToolId};
+use guidepost_engine::{GuidelineMatcher, MatchKind, MatchingContext};
+use guidepost_tools::registry::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::config::{RuntimeConfig, RuntimeModels};
+use crate::error::TurnError;
+use crate::events::{EventSink, NewEvent, Visibility};
+use crate::hooks::{EngineHooks, HookAction, NoHooks};
+use crate::retrieval::KnowledgeIndex;
+use crate::state::ResponseState;
+use crate::variables::{MemoryVariables, VariableStore};
+
+pub use turn::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
+use turn::{Ending, Seen, Turn};
+
+/// Runs an agent's turns.
+pub struct AgentRuntime {
+    definition: Arc<AgentDefinition>,
+    matcher: GuidelineMatcher,
+    tools: Arc<ToolRegistry>,
+    tool_index: HashMap<ToolId, Tool>,
+    models: RuntimeModels,
+    hooks: Arc<dyn EngineHooks>,
+    variables: Arc<dyn VariableStore>,
+    clock: Arc<dyn Clock>,
+    knowledge: KnowledgeIndex,
+    config: RuntimeConfig,
+}
+
+impl AgentRuntime {
+    /// A runtime for `definition` with these models and tools.
+    pub fn new(
+        definition: Arc<AgentDefinition>,
+        models: RuntimeModels,
+        tools: Arc<ToolRegistry>,
+        config: RuntimeConfig,
+    ) -> Self {
+        let compiled = Arc::new(guidepost_engine::CompiledAgent::new(definition.clone()));
+        let matcher =
+            GuidelineMatcher::new(compiled, models.matching.clone(), models.embedder.clone(), config.matcher.clone())
+                .with_journey_model(models.journey_selection.clone());
+        let tool_index = tools.tools().map(|t| (t.id.clone(), t.clone())).collect();
+        Self {
+            definition,
+            matcher,
+            tools,
+            tool_index,
+            models,
+            hooks: Arc::new(NoHooks),
+            variables: Arc::new(MemoryVariables::default()),
+            clock: Arc::new(SystemClock),
+            knowledge: KnowledgeIndex::default(),
+            config,
+        }
+    }
+
+    /// Uses these hooks.
+    pub fn with_hooks(mut self, hooks: Arc<dyn EngineHooks>) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
+    /// Uses this variable store.
+    pub fn with_variables(mut self, store: Arc<dyn VariableStore>) -> Self {
+        self.variables = store;
+        self
+    }
+
+    /// Uses this clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The agent.
+    pub fn definition(&self) -> &AgentDefinition {
+        &self.definition
+    }
+
+    fn max_iterations(&self) -> u32 {
+        self.config.max_engine_iterations.unwrap_or(self.definition.agent.max_engine_iterations).max(1)
+    }
+
+    /// Processes one turn: emits its events to `sink` and returns what happened. A turn
+    /// cancelled through `cancel` before its reply is emitted ends with `cancelled` and
+    /// `ready`; once emitting has started (`latch`), it finishes.
+    ///
+    /// The turn runs as named stages (one module each): acknowledge, load the context, prepare
+    /// (match, then infer and call tools, in iterations), and compose and emit the reply.
+    pub async fn process(
+        &self,
+        input: TurnInput,
+        sink: &dyn EventSink,
+        cancel: CancellationToken,
+        latch: EmittingLatch,
+    ) -> TurnOutcome {
+        let started = Instant::now();
+        let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
+        let trace_id = input.trace_id.as_str();
+        sink.emit(NewEvent::status(trace_id, Status::Acknowledged), Visibility::Live).await;
+        let result = self.run(&mut turn).await;
+        let Turn { ledger, state, mut trace, .. } = turn;
+        trace.usage = ledger.totals();
+        trace.duration_ms = started.elapsed().as_millis() as u64;
+        let (status, messages) = match result {
+            Ok(Ending::Sent(messages)) if trace.is_degraded() => {
+                for stage in &trace.degraded {
+                    tracing::warn!(trace_id, %stage, "the reply went out with a degraded stage");
+                }
+                (TurnStatus::Degraded, messages)
+            }
+            Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
+            Ok(Ending::Cancelled) => {
+                trace.cancelled = true;
+                sink.emit(NewEvent::status(trace_id, Status::Cancelled), Visibility::Held).await;
+                (TurnStatus::Cancelled, Vec::new())
+            }
+            Err(error) => {
+                let text = error.scrubbed();
+                tracing::error!(error = %text, trace_id, "turn failed");
+                self.hooks.on_error(&error, &state, sink).await;
+                sink.emit(failed(trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
+                trace.error = Some(text);
+                (TurnStatus::Failed, Vec::new())
+            }
+        };
+        trace.matched = state.all_matches().map(|m| m.guideline_id.clone()).collect();
+        let id = |id: String| IdRef { id };
+        let ready = StatusDetail {
+            matched_guidelines: Some(
+                state
+                    .all_matches()
+                    .filter(|m| matches!(m.kind, MatchKind::Guideline))
+                    .map(|m| id(m.guideline_id.clone()))
+                    .collect(),
+            ),
+            matched_journeys: Some(state.journey_paths.keys().cloned().map(id).collect()),
+            matched_journey_states: Some(
+                state.journey_paths.iter().map(|(j, p)| id(format!("{j}.{}", p.current()))).collect(),
+            ),
+            degraded: trace.degraded_for_customers(),
+            ..StatusDetail::default()
+        };
+        sink.emit(completed(trace_id, ready), Visibility::Held).await;
+        let new_state = if status.replied() {
+            self.next_state(&input, &state, trace.composition.followed.as_deref())
+        } else {
+            input.previous_state.clone()
+        };
+        TurnOutcome { status, messages, state: new_state, trace }
+    }
+
+    /// Sends one message that carries out `instructions` (actions an operator wrote), with
+    /// no guideline matching and no tools: the reply is composed from the instructions,
+    /// the conversation and the agent's identity, and emitted under `input.trace_id`,
+    /// followed by the `ready` status. The agent state is left as it was.
+    pub async fn utter(&self, input: TurnInput, instructions: &[String], sink: &dyn EventSink) -> TurnOutcome {
+        let started = Instant::now();
+        let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "utterance");
+        turn.state = ResponseState {
+            journey_paths: input.previous_state.journey_paths.clone(),
+            previous_journey_paths: input.previous_state.journey_paths.clone(),
+            ..ResponseState::default()
+        };
+        turn.state.ordinary_matches = instructions
+            .iter()
+            .enumerate()
+            .map(|(i, action)| guidepost_engine::GuidelineMatch {
+                guideline_id: format!("utterance:{i}"),
+                kind: MatchKind::Guideline,
+                condition: "The agent was asked to say this now".into(),
+                action: Some(action.clone()),
+                tools: Vec::new(),
+                score: 10,
+                rationale: "requested through the API".into(),
+            })
+            .collect();
+        turn.state.prepared_to_respond = true;
+        let ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
+        let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
+        let history = self.prompt_history(&input, &conversation);
+        sink.emit(NewEvent::status(&input.trace_id, Status::Typing), Visibility::Live).await;
+        let result = self.emit_reply(&mut turn, &conversation, &history).await;
+        let Turn { ledger, mut trace, .. } = turn;
+        trace.usage = ledger.totals();
+        trace.duration_ms = started.elapsed().as_millis() as u64;
+        let (status, messages) = match result {
+            Ok(Ending::Sent(messages)) => (TurnStatus::Completed, messages),
+            Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
+            Err(error) => {
+                let text = error.scrubbed();
+                tracing::error!(error = %text, trace_id = %input.trace_id, "utterance failed");
+                sink.emit(failed(&input.trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
+                trace.error = Some(text);
+                (TurnStatus::Failed, Vec::new())
+            }
+        };
+        let nothing = NewEvent::agent(&input.trace_id, EventPayload::Status(StatusPayload::completed_empty()));
+        sink.emit(nothing, Visibility::Held).await;
+        TurnOutcome { status, messages, state: input.previous_state, trace }
+    }
+
+    /// The state for the next turn: journey paths, and the guidelines whose actions were
+    /// carried out, added to those applied earlier. A matched, tracked guideline with an
+    /// action counts as carried out when the reply's analysis (`followed`, reported with the
+    /// reply) names it, and, without an analysis, whenever it matched; never a tool-enabled
+    /// one whose tools did not run (a missing argument, say). What was not carried out stays
+    /// new, so it is evaluated afresh next turn.
+    fn next_state(&self, input: &TurnInput, state: &ResponseState, followed: Option<&[String]>) -> AgentState {
+        let mut applied: Vec<String> = input.previous_state.applied_guideline_ids.clone();
+        let done = |tool: &ToolId| {
+            state.tool_insights.decisions.iter().any(|(t, d)| t == tool && *d != crate::state::ToolDecision::CannotRun)
+        };
+        for m in state.all_matches() {
+            let tracked = self.definition.guideline(&m.guideline_id).is_some_and(guidepost_core::Guideline::is_tracked);
+            let carried_out = m.tools.iter().all(done) && followed.is_none_or(|f| f.contains(&m.guideline_id));
+            if tracked && carried_out && matches!(m.kind, MatchKind::Guideline) && !applied.contains(&m.guideline_id) {
+                applied.push(m.guideline_id.clone());
+            }
+        }
+        AgentState {
+            trace_id: input.trace_id.clone(),
+            applied_guideline_ids: applied,
+            journey_paths: state.journey_paths.clone(),
+        }
+    }
+
+    /// The stages of a turn after its acknowledgement.
+    async fn run(&self, turn: &mut Turn<'_>) -> Result<Ending, TurnError> {
+        if self.hooks.on_acknowledged(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
+        }
+        let (mut ctx, conversation, query) = self.load_context(turn).await;
+        let seen = Seen { history: self.prompt_history(turn.input, &conversation), conversation: &conversation, query };
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Interpreting), Visibility::Live).await;
+        if self.hooks.on_preparing(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
+        }
+        if let Some(ending) = self.prepare(turn, &mut ctx, &seen).await? {
+            return Ok(ending);
+        }
+        if self.hooks.on_generating_messages(&mut turn.state, turn.sink).await == HookAction::Bail {
+            return Ok(Ending::Sent(Vec::new()));
+        }
+        turn.sink.emit(NewEvent::processing(turn.trace_id(), ProcessingStage::Articulating), Visibility::Live).await;
+        turn.sink.emit(NewEvent::status(turn.trace_id(), Status::Typing), Visibility::Live).await;
+        self.emit_reply(turn, &conversation, &seen.history).await
+    }
+}
+
+impl AgentRuntime {
+    /// What the customer's `error` status says: that something failed, in the agent's
+    /// language (or the customer's, for an agent that follows it). The error itself goes to
+    /// the turn's trace and the log.
+    fn failure_notice(&self, events: &[guidepost_core::Event]) -> String {
+        let language = match self.definition.agent.language.as_deref().filter(|l| *l != "customer") {
+            Some(code) => Some(code.to_string()),
+            None => events
+                .iter()
+                .rev()
+                .filter(|e| e.source == guidepost_core::EventSource::Customer)
+                .filter_map(crate::events::message_text)
+                .find_map(guidepost_core::reply_check::detect_language)
+                .map(|code| code.to_string()),
+        };
+        guidepost_core::reply_check::failure_notice(language.as_deref())
+    }
+}
+
+/// The `error` status of a failed turn; `exception` is what the customer may read.
+fn failed(trace_id: &str, exception: &str) -> NewEvent {
+    NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::error(exception)))
+}
+
+/// The `ready` status that ends a turn (`stage: completed`), with what it matched.
+fn completed(trace_id: &str, detail: StatusDetail) -> NewEvent {
+    NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::completed(detail)))
+}
+
+#[cfg(test)]
+mod fixtures {
+    //! A small agent each stage's tests run on, with a scripted model.
+    pub(super) use super::*;
+    pub(super) use crate::events::MemorySession;
+    pub(super) use crate::variables::CustomerRef;
+    use guidepost_core::definition::{SourceFile, load_agent};
+    use guidepost_llm::providers::scripted::ScriptedModel;
+
+    /// Each stage of a turn, run alone on a scripted model.
+    const SHOP: &str = r#"
+agent: {name: Otto}
+guidelines:
+  - {id: shipping, condition: The customer asks about shipping, action: Say that shipping takes 3 days}
+  - id: weather
+    condition: The customer asks about the weather
+    action: Look up the weather and tell them
+    tools: [get_weather]
+variables:
+  - {name: plan, value: premium}
+glossary:
+  - {name: express, description: Delivery in one day}
+tools:
+  - name: get_weather
+    description: Current weather for a city
+    parameters:
+      city: {type: string, description: The city}
+    fixture:
+      cases:
+        - {args: {city: Paris}, result: {temperature: 12}}
+"#;
+
+    pub(in crate::runtime) fn runtime(model: ScriptedModel) -> AgentRuntime {
+        let definition = load_agent(&[SourceFile::new("shop.yaml", SHOP)]).definition.unwrap();
+        let tools = ToolRegistry::from_definition(&definition).unwrap();
+        let models = RuntimeModels::single(Arc::new(model), None);
+        AgentRuntime::new(Arc::new(definition), models, Arc::new(tools), RuntimeConfig::default())
+    }
+
+    pub(in crate::runtime) fn input(session: &MemorySession, text: &str) -> TurnInput {
+        session.customer_turn("s1", CustomerRef { id: "guest".into(), tags: vec![] }, text, &AgentState::default())
+    }
+}

@@ -193,6 +193,21 @@ enum Command {
         /// when it exists).
         #[arg(long, value_name = "DIR")]
         simulations: Option<PathBuf>,
+        /// Bytes one event from a customer or their client may carry (message, data and
+        /// metadata as JSON); larger ones are refused with 413.
+        #[arg(long, default_value_t = 16 * 1024, env = "GUIDEPOST_MAX_EVENT_BYTES")]
+        max_event_bytes: usize,
+        /// Seconds a request's headers may take to arrive (from the connection's opening or
+        /// the previous response; an idle kept-alive connection is closed after it too).
+        #[arg(long, default_value_t = 30, env = "GUIDEPOST_HEADER_TIMEOUT_SECS")]
+        header_timeout_secs: u64,
+        /// Seconds a client may stall in the middle of a request (between two pieces of its
+        /// body, or not reading its response) before it is dropped.
+        #[arg(long, default_value_t = 60, env = "GUIDEPOST_IDLE_TIMEOUT_SECS")]
+        idle_timeout_secs: u64,
+        /// Connections served at once; more are closed as soon as they are accepted.
+        #[arg(long, default_value_t = 1024, env = "GUIDEPOST_MAX_CONNECTIONS")]
+        max_connections: usize,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -458,6 +473,10 @@ fn main() -> ExitCode {
             rate_limit,
             session_message_limit,
             simulations,
+            max_event_bytes,
+            header_timeout_secs,
+            idle_timeout_secs,
+            max_connections,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -478,6 +497,12 @@ fn main() -> ExitCode {
                 rate_limit,
                 session_message_limit,
                 simulations,
+                bounds: guidepost_server::bounds::Bounds {
+                    max_customer_event_bytes: max_event_bytes.max(1),
+                    header_timeout: std::time::Duration::from_secs(header_timeout_secs.max(1)),
+                    idle_timeout: std::time::Duration::from_secs(idle_timeout_secs.max(1)),
+                    max_connections: max_connections.max(1),
+                },
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),

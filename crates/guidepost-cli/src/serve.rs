@@ -58,6 +58,7 @@ pub struct ServeOptions {
     pub rate_limit: Option<u32>,
     pub session_message_limit: Option<u32>,
     pub simulations: Option<PathBuf>,
+    pub bounds: guidepost_server::bounds::Bounds,
 }
 
 /// API keys from `GUIDEPOST_API_KEYS` and `--api-keys-file` (`role:key` entries).
@@ -186,6 +187,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         secrets,
         cors,
         simulations: simulations.clone(),
+        bounds: options.bounds.clone(),
     };
     let config = guidepost_cli::config_file::runtime_config()?;
     let server = Server::with_options(store.clone(), models, config, server_options);

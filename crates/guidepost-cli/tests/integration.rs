@@ -1,6 +1,8 @@
 //! Integration tests of the `guidepost` command, in one binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "integration/bounded.rs"]
+mod bounded;
 #[path = "integration/check.rs"]
 mod check;
 #[path = "integration/degraded.rs"]

@@ -27,9 +27,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod access;
+pub mod bounds;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
@@ -86,6 +88,8 @@ pub struct ServerOptions {
     pub cors: Cors,
     /// The simulator's artifact folder the web page shows runs from.
     pub simulations: Option<std::path::PathBuf>,
+    /// Event sizes, header and idle timeouts, connections at once.
+    pub bounds: bounds::Bounds,
 }
 
 /// The server: its shared state and its routes.
@@ -120,6 +124,7 @@ impl Server {
             access: options.access,
             limiter: RateLimiter::default(),
             simulations: options.simulations,
+            bounds: options.bounds,
         });
         Self { state, cors: options.cors }
     }
@@ -165,9 +170,7 @@ impl Server {
                 token.cancel();
             }
         };
-        let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(signal)
-            .await;
+        let served = listener::serve(listener, app, &self.state.bounds, signal, Duration::from_secs(15)).await;
         token.cancel();
         let _ = stopping.await;
         self.state.store.close().await;

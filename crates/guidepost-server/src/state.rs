@@ -25,6 +25,8 @@ pub struct AppState {
     pub limiter: crate::access::RateLimiter,
     /// The simulator's artifact folder, when runs are shown.
     pub simulations: Option<std::path::PathBuf>,
+    /// How much one caller can make the server hold.
+    pub bounds: crate::bounds::Bounds,
 }
 
 /// The state as handlers receive it.

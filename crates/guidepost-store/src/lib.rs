@@ -41,7 +41,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Row};
 pub use db::Backend;
 pub use documents::{Collection, Cursor, Entity, Origin, Page, PageRequest, Record, Sort, Write};
 pub use error::{Result, StoreError};
-pub use events::{EventFilter, NewEventRecord};
+pub use events::{EventFilter, EventPage, NewEventRecord};
 pub use hub::SessionHub;
 pub use sessions::SessionFilter;
 pub use turns::{TurnRecord, TurnState};
@@ -52,7 +52,10 @@ const CAS_ATTEMPTS: usize = 16;
 /// The store. Cheap to clone; every clone shares the pool and the wake-up hub.
 #[derive(Clone)]
 pub struct Store {
+    /// Writes (and, on PostgreSQL and in memory, reads).
     pool: AnyPool,
+    /// Reads: on a SQLite file, connections of their own beside the one writer.
+    reader: AnyPool,
     backend: Backend,
     hub: Arc<SessionHub>,
     vector_search: bool,
@@ -82,7 +85,7 @@ impl Store {
         if let Some(path) = path.as_deref().filter(|p| p.exists()) {
             health::DatabaseFile::opened(path)?;
         }
-        let (pool, backend) = db::connect(&url, max_connections).await?;
+        let (pool, reader, backend) = db::connect(&url, max_connections).await?;
         db::migrate(&pool, backend).await?;
         let file = match &path {
             Some(path) => {
@@ -96,7 +99,7 @@ impl Store {
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, backend, hub, vector_search, file })
+        Ok(Self { pool, reader, backend, hub, vector_search, file })
     }
 
     /// The pool to write through, once the store's file is known to be the one it opened and
@@ -149,20 +152,27 @@ impl Store {
         &self.pool
     }
 
-    /// Closes the pool, waiting for connections to be returned.
+    /// The pool reads go through: on a SQLite file, read-only connections beside the writer
+    /// (the same pool as [`Store::pool`] otherwise).
+    pub fn read_pool(&self) -> &AnyPool {
+        &self.reader
+    }
+
+    /// Closes the pools, waiting for connections to be returned.
     pub async fn close(&self) {
+        self.reader.close().await;
         self.pool.close().await;
     }
 
     /// Whether the database answers.
     pub async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1 AS one").fetch_one(&self.pool).await?;
+        sqlx::query("SELECT 1 AS one").fetch_one(&self.reader).await?;
         Ok(())
     }
 
     /// The definition revision: bumped by every change to a definition entity.
     pub async fn revision(&self) -> Result<i64> {
-        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.pool).await?;
+        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.reader).await?;
         Ok(row.try_get("revision")?)
     }
 
@@ -194,7 +204,7 @@ impl Store {
         )
         .bind(T::COLLECTION.name())
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         row.as_ref().map(Record::from_row).transpose()
     }
@@ -210,7 +220,7 @@ impl Store {
             "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 ORDER BY created_us, id",
         )
         .bind(T::COLLECTION.name())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(Record::from_row).collect()
     }
@@ -224,7 +234,7 @@ impl Store {
         )
         .bind(origin.encode())
         .bind(T::COLLECTION.name())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(Record::from_row).collect()
     }
@@ -238,7 +248,7 @@ impl Store {
         let rows =
             sqlx::query("SELECT collection, id, created_us, origin, version, data FROM documents WHERE origin = $1")
                 .bind(origin.encode())
-                .fetch_all(&self.pool)
+                .fetch_all(&self.reader)
                 .await?;
         let mut out = std::collections::HashMap::with_capacity(rows.len());
         for row in rows {
@@ -251,7 +261,7 @@ impl Store {
     pub async fn page<T: Entity>(&self, request: &PageRequest) -> Result<Page<Record<T>>> {
         let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM documents WHERE collection = $1")
             .bind(T::COLLECTION.name())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reader)
             .await?
             .try_get("n")?;
         let (cmp, order) = match request.sort {
@@ -271,7 +281,7 @@ impl Store {
                     .bind(c.created_us)
                     .bind(&c.id)
                     .bind(fetch)
-                    .fetch_all(&self.pool)
+                    .fetch_all(&self.reader)
                     .await?
             }
             None => {
@@ -279,7 +289,7 @@ impl Store {
                     "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 \
                      ORDER BY created_us {order}, id {order} LIMIT $2"
                 );
-                sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.pool).await?
+                sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.reader).await?
             }
         };
         let mut items: Vec<Record<T>> = rows.iter().map(Record::from_row).collect::<Result<_>>()?;

@@ -78,7 +78,7 @@ impl Store {
     pub async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
         let row = sqlx::query("SELECT id, version, data FROM sessions WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -101,7 +101,7 @@ impl Store {
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.agent_id.clone())
             .bind(filter.customer_id.clone())
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {

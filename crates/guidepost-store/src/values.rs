@@ -46,7 +46,7 @@ impl Store {
         )
         .bind(variable_id)
         .bind(key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -57,7 +57,7 @@ impl Store {
             "SELECT key, id, last_modified_us, data FROM variable_values WHERE variable_id = $1 ORDER BY key",
         )
         .bind(variable_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }

@@ -1,0 +1,166 @@
+//! Bounded under abuse: what a caller can post, how many events it can post to a session, and
+//! how long a client that dawdles (headers that never end, a body that stalls, an idle
+//! kept-alive connection) or how many at once can hold the server. Each wait here is a guard
+//! far above the bound under test: a server without the bound fails the test instead of
+//! passing slowly.
+
+use std::time::Duration;
+
+use guidepost_server::ServerOptions;
+use guidepost_server::access::AccessPolicy;
+use guidepost_server::bounds::Bounds;
+use guidepost_store::Store;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::support::TestServer;
+
+const GUARD: Duration = Duration::from_secs(20);
+
+async fn server(bounds: Bounds, access: AccessPolicy) -> TestServer {
+    let options = ServerOptions { bounds, access, ..ServerOptions::default() };
+    TestServer::start_with_options(Store::ephemeral().await.unwrap(), Duration::ZERO, options).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customer_events_are_bounded_in_size_and_in_rate_whatever_their_kind() {
+    let mut access = AccessPolicy::default();
+    access.messages_per_session_per_minute = Some(3);
+    let bounds = Bounds { max_customer_event_bytes: 4096, ..Bounds::default() };
+    let server = server(bounds, access).await;
+    let session = server.session("weather").await;
+    let events = format!("/sessions/{session}/events");
+    let ui = |data: serde_json::Value| json!({"kind": "custom", "source": "customer_ui", "data": data});
+
+    let (status, body) = server.call("post", &events, Some(ui(json!({"blob": "x".repeat(1_900_000)})))).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("at most 4096 bytes"), "{body}");
+    let long = json!({"kind": "message", "source": "customer", "message": "y".repeat(5000)});
+    assert_eq!(server.call("post", &events, Some(long)).await.0, 413);
+    let metadata = json!({"kind": "custom", "source": "customer", "data": {}, "metadata": {"m": "z".repeat(5000)}});
+    assert_eq!(server.call("post", &events, Some(metadata)).await.0, 413);
+
+    // Three events a minute from the customer's side, of any kind; the fourth waits.
+    for n in 0..3 {
+        assert_eq!(server.call("post", &events, Some(ui(json!({"n": n})))).await.0, 201);
+    }
+    let (status, body) = server.call("post", &events, Some(ui(json!({"n": 3})))).await;
+    assert_eq!(status, 429, "customer_ui events count against the session's limit: {body}");
+    let message = json!({"kind": "message", "source": "customer", "message": "Hi"});
+    assert_eq!(server.call("post", &events, Some(message)).await.0, 429);
+    // An event from the system is not the customer's, and not bounded so.
+    let system = json!({"kind": "custom", "source": "system", "data": {"blob": "x".repeat(10_000)}});
+    assert_eq!(server.call("post", &events, Some(system)).await.0, 201);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_listing_comes_whole_and_in_order() {
+    let server = server(Bounds::default(), AccessPolicy::default()).await;
+    let session = server.session("weather").await;
+    let events = format!("/sessions/{session}/events");
+    for n in 0..250 {
+        let data = json!({"n": n, "pad": "p".repeat(8_000)});
+        let body = json!({"kind": "custom", "source": "system", "data": data});
+        assert_eq!(server.call("post", &events, Some(body)).await.0, 201);
+    }
+    // Several pages of a hundred events or a mebibyte each, as one array.
+    let listed = server.ok("get", &format!("{events}?wait_for_data=0"), None).await;
+    let offsets: Vec<u64> = listed.as_array().unwrap().iter().map(|e| e["offset"].as_u64().unwrap()).collect();
+    assert_eq!(offsets, (0..250).collect::<Vec<_>>());
+    let some = server.ok("get", &format!("{events}?min_offset=240&wait_for_data=0"), None).await;
+    assert_eq!(some.as_array().unwrap().len(), 10);
+    let none = server.ok("get", &format!("{events}?min_offset=999&wait_for_data=0"), None).await;
+    assert_eq!(none, json!([]));
+    server.stop().await;
+}
+
+/// Reads from `stream` until the server closes it; `true` when it did within the guard.
+async fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    let until = tokio::time::Instant::now() + GUARD;
+    loop {
+        match tokio::time::timeout_at(until, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+fn address(server: &TestServer) -> String {
+    server.base.trim_start_matches("http://").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_clients_are_dropped_and_long_polls_are_not() {
+    let bounds =
+        Bounds { header_timeout: Duration::from_secs(1), idle_timeout: Duration::from_secs(1), ..Bounds::default() };
+    let server = server(bounds, AccessPolicy::default()).await;
+    let addr = address(&server);
+
+    // Headers that never end.
+    let mut slow = TcpStream::connect(&addr).await.unwrap();
+    slow.write_all(b"GET /agents HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    assert!(closed_by_server(&mut slow).await, "a request whose headers never end is dropped");
+
+    // A kept-alive connection left idle after its response.
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut first = vec![0u8; 1024];
+    let n = idle.read(&mut first).await.unwrap();
+    assert!(String::from_utf8_lossy(&first[..n]).starts_with("HTTP/1.1 200"));
+    assert!(closed_by_server(&mut idle).await, "an idle kept-alive connection is closed");
+
+    // A body that stops halfway.
+    let mut stalled = TcpStream::connect(&addr).await.unwrap();
+    stalled
+        .write_all(b"POST /customers HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"name\":")
+        .await
+        .unwrap();
+    assert!(closed_by_server(&mut stalled).await, "a stalled body is dropped");
+
+    // A long poll waits longer than either timeout, for the server, and is answered.
+    let session = server.session("weather").await;
+    let (status, _) =
+        server.call("get", &format!("/sessions/{session}/events?min_offset=99&wait_for_data=3"), None).await;
+    assert_eq!(status, 504, "the long poll ran its course");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_are_closed_and_a_freed_slot_is_used_again() {
+    let bounds = Bounds { max_connections: 3, ..Bounds::default() };
+    let server = server(bounds, AccessPolicy::default()).await;
+    let addr = address(&server);
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut stream = TcpStream::connect(&addr).await.unwrap();
+        // Each is served: a first request goes through and the connection stays open.
+        stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut buf = vec![0u8; 1024];
+        let n = stream.read(&mut buf).await.unwrap();
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        held.push(stream);
+    }
+    let mut extra = TcpStream::connect(&addr).await.unwrap();
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    assert!(closed_by_server(&mut extra).await, "the fourth connection is closed at once");
+
+    // One of them goes; its slot serves the next connection.
+    drop(held.pop());
+    let until = tokio::time::Instant::now() + GUARD;
+    loop {
+        let mut next = TcpStream::connect(&addr).await.unwrap();
+        let _ = next.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nconnection: close\r\n\r\n").await;
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(GUARD, next.read_to_end(&mut answer)).await;
+        if String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < until, "the freed slot was never used again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server.stop().await;
+}

@@ -5,6 +5,10 @@
 //!
 //! - headers: hyper's header-read timeout, which runs from the connection's opening and from
 //!   the end of each response, so it also closes an idle kept-alive connection;
+//! - a quiet connection: one that sends nothing for the header timeout while none of its
+//!   requests is being answered is closed whatever its protocol ([`Activity`]), so a client
+//!   that connects and never speaks, or stops halfway through an HTTP/2 preface or frame,
+//!   holds no slot;
 //! - a request body that stalls between two pieces: [`RequestBodyTimeout`];
 //! - a response the client does not read: [`Stalled`], which fails a write that has waited
 //!   longer than the idle timeout. A long poll or an event stream waiting on the server writes
@@ -14,6 +18,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -63,12 +68,21 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let service = app.clone().layer(axum::Extension(axum::extract::ConnectInfo(address)));
-        let service = TowerToHyperService::new(RequestBodyTimeout::new(service, bounds.idle_timeout));
-        let io = TokioIo::new(Stalled::new(stream, bounds.idle_timeout));
-        let connection = graceful.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+        let activity = Arc::new(Activity::new());
+        let service =
+            Tracked { inner: RequestBodyTimeout::new(service, bounds.idle_timeout), activity: activity.clone() };
+        let io = TokioIo::new(Stalled::new(stream, bounds.idle_timeout, activity.clone()));
+        let connection =
+            graceful.watch(builder.serve_connection_with_upgrades(io, TowerToHyperService::new(service)).into_owned());
+        let quiet = bounds.header_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!(%address, %error, "connection ended");
+            tokio::select! {
+                ended = connection => if let Err(error) = ended {
+                    tracing::debug!(%address, %error, "connection ended");
+                },
+                () = activity.quiet_for(quiet) => {
+                    tracing::debug!(%address, "connection closed: it sent nothing for {quiet:?} with no request being answered");
+                }
             }
             drop(slot);
         });
@@ -80,24 +94,144 @@ pub async fn serve(
     Ok(())
 }
 
+/// What a connection is doing: when it last sent something or had a request end, and how
+/// many of its requests are being answered (a response counts until its body is sent or
+/// dropped, so a long poll and an event stream are never quiet).
+struct Activity {
+    opened: tokio::time::Instant,
+    /// Milliseconds from `opened` to the last read or request start or end.
+    last: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self { opened: tokio::time::Instant::now(), last: AtomicU64::new(0), in_flight: AtomicUsize::new(0) }
+    }
+
+    fn touch(&self) {
+        let now = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Completes once the connection was quiet for `limit`: nothing read, no request started
+    /// or ended, and none being answered.
+    async fn quiet_for(&self, limit: Duration) {
+        loop {
+            let last = self.last.load(Ordering::Relaxed);
+            tokio::time::sleep_until(self.opened + Duration::from_millis(last) + limit).await;
+            if self.in_flight.load(Ordering::Relaxed) == 0 && self.last.load(Ordering::Relaxed) == last {
+                return;
+            }
+            if self.last.load(Ordering::Relaxed) == last {
+                // Requests being answered and nothing else: look again a limit later.
+                self.touch();
+            }
+        }
+    }
+}
+
+/// Counts a request as being answered from its start until its response's body is sent or
+/// dropped.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.in_flight.fetch_add(1, Ordering::Relaxed);
+        activity.touch();
+        Self(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
+    }
+}
+
+/// A service whose requests are counted in the connection's [`Activity`].
+#[derive(Clone)]
+struct Tracked<S> {
+    inner: S,
+    activity: Arc<Activity>,
+}
+
+impl<S, R> tower::Service<R> for Tracked<S>
+where
+    S: tower::Service<R, Response = axum::response::Response>,
+    S::Future: Send + 'static,
+{
+    type Response = axum::response::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        let in_flight = InFlight::new(self.activity.clone());
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(response.map(|body| axum::body::Body::new(Answering { body, _in_flight: in_flight })))
+        })
+    }
+}
+
+/// A response body that keeps its request counted as being answered until it is done.
+struct Answering {
+    body: axum::body::Body,
+    _in_flight: InFlight,
+}
+
+impl axum::body::HttpBody for Answering {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
 /// A stream whose writes fail once one has waited longer than `limit` for the client to
 /// read (its socket buffer full): a client that stops reading is dropped, not served forever.
+/// What it reads counts as the connection's activity.
 struct Stalled<S> {
     inner: S,
     limit: Duration,
     /// When the write that is waiting gives up.
     waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+    activity: Arc<Activity>,
 }
 
 impl<S> Stalled<S> {
-    fn new(inner: S, limit: Duration) -> Self {
-        Self { inner, limit, waiting: None }
+    fn new(inner: S, limit: Duration, activity: Arc<Activity>) -> Self {
+        Self { inner, limit, waiting: None, activity }
     }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Stalled<S> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.activity.touch();
+        }
+        polled
     }
 }
 

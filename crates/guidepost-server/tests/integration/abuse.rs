@@ -130,6 +130,54 @@ async fn slow_and_idle_clients_are_dropped_and_long_polls_are_not() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quiet_connections_are_closed_and_event_streams_are_not() {
+    let bounds =
+        Bounds { header_timeout: Duration::from_secs(1), idle_timeout: Duration::from_secs(1), ..Bounds::default() };
+    let server = server(bounds, AccessPolicy::default()).await;
+    let addr = address(&server);
+
+    // A client that connects and never speaks.
+    let mut silent = TcpStream::connect(&addr).await.unwrap();
+    assert!(closed_by_server(&mut silent).await, "a connection that sends nothing is closed");
+    // One that stops halfway through the HTTP/2 preface, and one that sends the preface and
+    // then nothing.
+    let mut partial = TcpStream::connect(&addr).await.unwrap();
+    partial.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    assert!(closed_by_server(&mut partial).await, "a half-sent HTTP/2 preface is dropped");
+    let mut h2 = TcpStream::connect(&addr).await.unwrap();
+    h2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+    assert!(closed_by_server(&mut h2).await, "an HTTP/2 connection that sends no request is closed");
+
+    // An event stream sends nothing from the client for three times the bound, and still
+    // delivers the event posted after that.
+    let session = server.session("weather").await;
+    let events = format!("/sessions/{session}/events");
+    let existing = server.ok("get", &format!("{events}?wait_for_data=0"), None).await;
+    let next = existing.as_array().unwrap().len();
+    let response = server
+        .http
+        .get(server.url(&format!("{events}?sse=true&min_offset={next}&wait_for_data=60")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let late = json!({"kind": "custom", "source": "system", "data": {"late": true}});
+    assert_eq!(server.call("post", &events, Some(late)).await.0, 201);
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    let until = tokio::time::Instant::now() + GUARD;
+    use futures::StreamExt;
+    while !seen.contains("\"late\"") {
+        match tokio::time::timeout_at(until, body.next()).await {
+            Ok(Some(Ok(chunk))) => seen.push_str(&String::from_utf8_lossy(&chunk)),
+            other => panic!("the stream ended before the late event ({other:?}): {seen}"),
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_are_closed_and_a_freed_slot_is_used_again() {
     let bounds = Bounds { max_connections: 3, ..Bounds::default() };
     let server = server(bounds, AccessPolicy::default()).await;

@@ -160,7 +160,9 @@ enum Command {
         ephemeral: bool,
         #[command(flatten)]
         models: ModelArgs,
-        /// Allow browsers from this origin only (repeatable; default: any origin).
+        /// Allow browsers from this origin only, with credentials (repeatable). By default any
+        /// origin: echoed with credentials by an open server, `*` without them by a protected
+        /// one.
         #[arg(long = "cors-origin", value_name = "ORIGIN")]
         cors_origins: Vec<String>,
         /// How long a claim on a running turn lasts without renewal: a turn whose process
@@ -189,6 +191,11 @@ enum Command {
         /// (default 30).
         #[arg(long, env = "GUIDEPOST_SESSION_MESSAGE_LIMIT")]
         session_message_limit: Option<u32>,
+        /// Requests with an API key that matches none, per minute per address, when access is
+        /// protected; beyond it every request from that address with a key is a 429 until the
+        /// budget refills. 0 for no limit (default 10).
+        #[arg(long, env = "GUIDEPOST_AUTH_FAILURE_LIMIT")]
+        auth_failure_limit: Option<u32>,
         /// The simulator's artifact folder whose runs the web page shows (default `.tally`
         /// when it exists).
         #[arg(long, value_name = "DIR")]
@@ -472,6 +479,7 @@ fn main() -> ExitCode {
             api_keys_file,
             rate_limit,
             session_message_limit,
+            auth_failure_limit,
             simulations,
             max_event_bytes,
             header_timeout_secs,
@@ -496,6 +504,7 @@ fn main() -> ExitCode {
                 api_keys_file,
                 rate_limit,
                 session_message_limit,
+                auth_failure_limit,
                 simulations,
                 bounds: guidepost_server::bounds::Bounds {
                     max_customer_event_bytes: max_event_bytes.max(1),

@@ -57,6 +57,7 @@ pub struct ServeOptions {
     pub api_keys_file: Option<PathBuf>,
     pub rate_limit: Option<u32>,
     pub session_message_limit: Option<u32>,
+    pub auth_failure_limit: Option<u32>,
     pub simulations: Option<PathBuf>,
     pub bounds: guidepost_server::bounds::Bounds,
 }
@@ -174,6 +175,9 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     }
     if let Some(n) = options.session_message_limit {
         access.messages_per_session_per_minute = (n > 0).then_some(n);
+    }
+    if let Some(n) = options.auth_failure_limit {
+        access.failed_authentications_per_minute = (n > 0).then_some(n);
     }
     let protected = access.is_protected();
     // The simulator's artifact folder: as given, or `.tally` when there is one here.

@@ -212,3 +212,75 @@ async fn connections_past_the_cap_are_closed_and_a_freed_slot_is_used_again() {
     }
     server.stop().await;
 }
+
+const ADMIN: &str = "admin-key-0123456789abcdef";
+
+fn production() -> AccessPolicy {
+    AccessPolicy::with_keys([(ADMIN.to_string(), guidepost_server::access::Role::Admin)], true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_that_match_nothing_are_rate_limited_per_address() {
+    let server = server(Bounds::default(), production()).await;
+    let get = |key: &'static str| server.http.get(server.url("/guidelines")).bearer_auth(key).send();
+    for n in 0..10 {
+        let response = get("wrong-key-0123456789abcdef").await.unwrap();
+        assert_eq!(response.status(), 401, "wrong key {n}");
+    }
+    let response = get("wrong-key-0123456789abcdef").await.unwrap();
+    assert_eq!(response.status(), 429, "the eleventh wrong key in a minute waits");
+    let wait: u64 = response.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    // While the address waits, no key from it is tried, the right one included: a guesser
+    // cannot tell a right key from a wrong one by the answer.
+    assert_eq!(get(ADMIN).await.unwrap().status(), 429);
+    // A caller without a key is not guessing and goes on.
+    let (status, body) = server.call("post", "/sessions", Some(json!({"agent_id": "weather"}))).await;
+    assert_eq!(status, 201, "{body}");
+    server.stop().await;
+}
+
+async fn preflight(server: &TestServer, origin: &str) -> reqwest::header::HeaderMap {
+    let response = server
+        .http
+        .request(reqwest::Method::OPTIONS, server.url("/sessions"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "authorization,content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    response.headers().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_server_lends_credentials_only_to_the_origins_it_names() {
+    // Any origin, in production: `*`, never with credentials.
+    let open_to_any = server(Bounds::default(), production()).await;
+    let h = preflight(&open_to_any, "https://attacker.example").await;
+    assert_eq!(h["access-control-allow-origin"], "*");
+    assert!(h.get("access-control-allow-credentials").is_none(), "{h:?}");
+    assert!(h["access-control-allow-headers"].to_str().unwrap().contains("authorization"));
+    open_to_any.stop().await;
+
+    // Named origins: those, with credentials; others are not allowed.
+    let options = ServerOptions {
+        access: production(),
+        cors: guidepost_server::Cors::Origins(vec!["https://shop.example".into()]),
+        ..ServerOptions::default()
+    };
+    let named = TestServer::start_with_options(Store::ephemeral().await.unwrap(), Duration::ZERO, options).await;
+    let h = preflight(&named, "https://shop.example").await;
+    assert_eq!(h["access-control-allow-origin"], "https://shop.example");
+    assert_eq!(h["access-control-allow-credentials"], "true");
+    let h = preflight(&named, "https://attacker.example").await;
+    assert!(h.get("access-control-allow-origin").is_none(), "the browser refuses the call: {h:?}");
+    named.stop().await;
+
+    // An open development server echoes any origin, as the reference does.
+    let open = server(Bounds::default(), AccessPolicy::default()).await;
+    let h = preflight(&open, "http://localhost:3000").await;
+    assert_eq!(h["access-control-allow-origin"], "http://localhost:3000");
+    open.stop().await;
+}

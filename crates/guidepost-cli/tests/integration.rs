@@ -1,6 +1,8 @@
 //! Integration tests of the `guidepost` command, in one binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "integration/bench.rs"]
+mod bench;
 #[path = "integration/bounded.rs"]
 mod bounded;
 #[path = "integration/check.rs"]
@@ -9,6 +11,8 @@ mod check;
 mod degraded;
 #[path = "integration/durability.rs"]
 mod durability;
+#[path = "integration/eval.rs"]
+mod eval;
 #[path = "integration/fake_parlant_engine.rs"]
 mod fake_parlant_engine;
 #[path = "integration/graph.rs"]
@@ -19,8 +23,12 @@ mod help;
 mod hostile;
 #[path = "integration/neighbours.rs"]
 mod neighbours;
+#[path = "integration/parlant_import.rs"]
+mod parlant_import;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
+#[path = "integration/python_tools.rs"]
+mod python_tools;
 #[path = "integration/readers.rs"]
 mod readers;
 #[path = "integration/readme.rs"]
@@ -29,6 +37,8 @@ mod readme;
 mod serve;
 #[path = "integration/store_health.rs"]
 mod store_health;
+#[path = "integration/wheel.rs"]
+mod wheel;
 
 use std::path::PathBuf;
 

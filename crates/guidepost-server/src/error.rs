@@ -160,6 +160,9 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict { .. } => Self::Conflict(error.to_string()),
             StoreError::Invalid(message) => Self::invalid(FieldError::new(vec![json!("body")], "value_error", message)),
             StoreError::Unavailable(_) => Self::Unavailable(error.to_string()),
+            StoreError::SplitsTurn { .. } => {
+                Self::invalid(FieldError::query("min_offset", "value_error", error.to_string()))
+            }
             other => Self::Internal(other.to_string()),
         }
     }

@@ -62,6 +62,28 @@ pub fn check_customer_event(
     Ok(())
 }
 
+/// Checks the size of a session created by a caller without an admin key (a customer's
+/// application or, in production, anyone): its title, metadata and labels, as JSON. 413
+/// beyond `max` bytes, the same bound as a customer's event.
+pub fn check_customer_session(
+    title: Option<&str>,
+    metadata: Option<&indexmap::IndexMap<String, Value>>,
+    labels: Option<&Vec<String>>,
+    max: usize,
+) -> Result<(), ApiError> {
+    let size = title
+        .map_or(0, str::len)
+        .saturating_add(metadata.map_or(0, json_len))
+        .saturating_add(labels.map_or(0, json_len));
+    if size > max {
+        return Err(ApiError::Oversized(format!(
+            "a session created without an admin key carries at most {max} bytes (title, metadata and labels as \
+             JSON); this one carries {size} (the server's --max-event-bytes)"
+        )));
+    }
+    Ok(())
+}
+
 /// The length of a value's JSON text (`usize::MAX` when it does not serialize).
 fn json_len<T: serde::Serialize>(value: &T) -> usize {
     serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
@@ -78,5 +100,14 @@ mod tests {
         let error = check_customer_event(Some(&"y".repeat(150)), Some(&data), None, 200).unwrap_err();
         assert_eq!(error.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
         assert!(error.to_string().contains("--max-event-bytes"), "{error}");
+    }
+
+    #[test]
+    fn a_customer_session_is_measured_whole() {
+        let labels = vec!["l".repeat(50); 2];
+        assert!(check_customer_session(Some("title"), None, Some(&labels), 200).is_ok());
+        let metadata: indexmap::IndexMap<String, Value> = [("m".to_string(), Value::from("z".repeat(150)))].into();
+        let error = check_customer_session(Some("title"), Some(&metadata), Some(&labels), 200).unwrap_err();
+        assert_eq!(error.status(), axum::http::StatusCode::PAYLOAD_TOO_LARGE);
     }
 }

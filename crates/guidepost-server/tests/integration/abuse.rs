@@ -223,6 +223,10 @@ fn production() -> AccessPolicy {
 async fn keys_that_match_nothing_are_rate_limited_per_address() {
     let server = server(Bounds::default(), production()).await;
     let get = |key: &'static str| server.http.get(server.url("/guidelines")).bearer_auth(key).send();
+    // An admin is not a customer: its sessions are not bounded so.
+    let padded = json!({"agent_id": "weather", "metadata": {"pad": "x".repeat(20_000)}});
+    let admin = server.http.post(server.url("/sessions")).bearer_auth(ADMIN).json(&padded).send().await.unwrap();
+    assert_eq!(admin.status(), 201);
     for n in 0..10 {
         let response = get("wrong-key-0123456789abcdef").await.unwrap();
         assert_eq!(response.status(), 401, "wrong key {n}");
@@ -234,9 +238,12 @@ async fn keys_that_match_nothing_are_rate_limited_per_address() {
     // While the address waits, no key from it is tried, the right one included: a guesser
     // cannot tell a right key from a wrong one by the answer.
     assert_eq!(get(ADMIN).await.unwrap().status(), 429);
-    // A caller without a key is not guessing and goes on.
+    // A caller without a key is not guessing and goes on, within the customer's bounds.
     let (status, body) = server.call("post", "/sessions", Some(json!({"agent_id": "weather"}))).await;
     assert_eq!(status, 201, "{body}");
+    let padded = json!({"agent_id": "weather", "metadata": {"pad": "x".repeat(20_000)}});
+    let (status, body) = server.call("post", "/sessions", Some(padded)).await;
+    assert_eq!(status, 413, "an anonymous session is bounded as a customer's event is: {body}");
     server.stop().await;
 }
 

@@ -34,6 +34,7 @@ pub mod extract;
 pub mod listener;
 pub mod metrics;
 pub mod openapi;
+pub mod rates;
 pub mod routes;
 pub mod state;
 pub mod web;
@@ -53,7 +54,7 @@ use guidepost_store::Store;
 use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
-use crate::access::{AccessPolicy, Caller, RateLimiter};
+use crate::access::{AccessPolicy, Caller};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::routes::*;
@@ -117,13 +118,14 @@ impl Server {
         let settings =
             ConversationSettings { turns: options.turns, secrets: options.secrets, observer: metrics.clone() };
         let conversations = Arc::new(Conversations::new(store.clone(), models, config, settings));
+        let limiter = rates::Limiter::for_store(&store);
         let state = Arc::new(AppState {
+            limiter,
             store,
             conversations,
             metrics,
             evaluations: Default::default(),
             access: options.access,
-            limiter: RateLimiter::default(),
             simulations: options.simulations,
             bounds: options.bounds,
         });
@@ -299,7 +301,7 @@ async fn authorize(
     let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
     let failures = state.access.failed_authentications_per_minute.filter(|_| presented.is_some());
     if let Some(limit) = failures
-        && let Err(wait) = state.limiter.check(&access::failure_key(address), limit)
+        && let Err(wait) = state.limiter.check(&access::failure_key(address), limit).await
     {
         return ApiError::TooManyRequests(wait).into_response();
     }
@@ -307,8 +309,8 @@ async fn authorize(
         Ok(c) => c,
         Err(unknown) => {
             if let Some(limit) = failures
-                && state.limiter.take(&access::failure_key(address), limit).is_ok()
-                && state.limiter.check(&access::failure_key(address), limit).is_err()
+                && state.limiter.take(&access::failure_key(address), limit).await.is_ok()
+                && state.limiter.check(&access::failure_key(address), limit).await.is_err()
             {
                 tracing::warn!(address = ?address, "API keys that match none: further keys from this address wait");
             }
@@ -324,7 +326,7 @@ async fn authorize(
     if access != access::Access::Public
         && let Some(limit) = state.access.requests_per_minute
         && !matches!(caller, Caller::Key { role: access::Role::Admin, .. })
-        && let Err(wait) = state.limiter.take(&access::rate_key(&caller, address), limit)
+        && let Err(wait) = state.limiter.take(&access::rate_key(&caller, address), limit).await
     {
         return ApiError::TooManyRequests(wait).into_response();
     }

@@ -22,7 +22,7 @@ pub struct AppState {
     /// Who may do what.
     pub access: crate::access::AccessPolicy,
     /// Request and message rates.
-    pub limiter: crate::access::RateLimiter,
+    pub limiter: crate::rates::Limiter,
     /// The simulator's artifact folder, when runs are shown.
     pub simulations: Option<std::path::PathBuf>,
     /// How much one caller can make the server hold.

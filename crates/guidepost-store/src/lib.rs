@@ -30,6 +30,7 @@ pub mod events;
 mod health;
 pub mod hub;
 pub mod ids;
+pub mod rates;
 pub mod sessions;
 pub mod turns;
 pub mod values;
@@ -87,6 +88,7 @@ impl Store {
         }
         let (pool, reader, backend) = db::connect(&url, max_connections).await?;
         db::migrate(&pool, backend).await?;
+        rates::prepare(&pool).await?;
         let file = match &path {
             Some(path) => {
                 db::probe_write(&pool, path).await?;

@@ -213,7 +213,7 @@ pub async fn create(
             ));
         }
     }
-    check_customer_event(&state, &session_id, &body)?;
+    check_customer_event(&state, &session_id, &body).await?;
     params.choice::<String>("moderation", &["auto", "paranoid", "none"])?.map_or(Ok(()), |m| {
         if ["auto", "paranoid", "none"].contains(&m.as_str()) {
             Ok(())
@@ -234,14 +234,14 @@ pub async fn create(
 /// kind): its size (413 beyond `--max-event-bytes`), and its share of the session's event rate
 /// (`--session-message-limit`, 429), so `customer_ui` and `custom` events cannot be posted
 /// past the limit messages have.
-fn check_customer_event(state: &State, session_id: &str, body: &EventCreationParams) -> ApiResult<()> {
+async fn check_customer_event(state: &State, session_id: &str, body: &EventCreationParams) -> ApiResult<()> {
     if !matches!(body.source, EventSourceDto::Customer | EventSourceDto::CustomerUi) {
         return Ok(());
     }
     let max = state.bounds.max_customer_event_bytes;
     crate::bounds::check_customer_event(body.message.as_deref(), body.data.as_ref(), body.metadata.as_ref(), max)?;
     if let Some(limit) = state.access.messages_per_session_per_minute
-        && let Err(wait) = state.limiter.take(&format!("session:{session_id}"), limit)
+        && let Err(wait) = state.limiter.take(&format!("session:{session_id}"), limit).await
     {
         return Err(ApiError::TooManyRequests(wait));
     }

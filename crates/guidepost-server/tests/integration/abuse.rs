@@ -291,3 +291,38 @@ async fn a_protected_server_lends_credentials_only_to_the_origins_it_names() {
     assert_eq!(h["access-control-allow-origin"], "http://localhost:3000");
     open.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_postgres_give_a_session_one_budget() {
+    let Some(url) = std::env::var("GUIDEPOST_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+        eprintln!("skipped: GUIDEPOST_TEST_DATABASE_URL is not set");
+        return;
+    };
+    let admin = Store::open_with(&url, 2).await.unwrap();
+    let name = format!("gp_server_{}", uuid::Uuid::new_v4().simple());
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).execute(admin.pool()).await.unwrap();
+    let database = format!("{}/{name}", url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b));
+    let mut access = AccessPolicy::default();
+    access.messages_per_session_per_minute = Some(4);
+    let options = || ServerOptions { access: access.clone(), ..ServerOptions::default() };
+    let first =
+        TestServer::start_with_options(Store::open_with(&database, 4).await.unwrap(), Duration::ZERO, options()).await;
+    let second =
+        TestServer::start_with_options(Store::open_with(&database, 4).await.unwrap(), Duration::ZERO, options()).await;
+    let session = first.session("weather").await;
+    let events = format!("/sessions/{session}/events");
+    let ui = |n: u32| Some(json!({"kind": "custom", "source": "customer_ui", "data": {"n": n}}));
+    // Four a minute for the session, whichever replica takes them.
+    for n in 0..2 {
+        assert_eq!(first.call("post", &events, ui(n)).await.0, 201);
+        assert_eq!(second.call("post", &events, ui(n + 2)).await.0, 201);
+    }
+    assert_eq!(second.call("post", &events, ui(4)).await.0, 429, "the second replica knows the first's four");
+    assert_eq!(first.call("post", &events, ui(5)).await.0, 429);
+    first.stop().await;
+    second.stop().await;
+    let _ = sqlx::query(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")))
+        .execute(admin.pool())
+        .await;
+    admin.close().await;
+}

@@ -252,3 +252,30 @@ store_test!(deleting_from_the_middle_of_a_turn_deletes_nothing, |store: Store| a
 async fn refused_message(store: &Store, offset: u64) -> String {
     store.delete_events("s", offset).await.err().map(|e| e.to_string()).unwrap_or_default()
 }
+
+store_test!(rate_buckets_grant_their_budget_once, |store: Store| async move {
+    // Three a minute: three takes are granted, the fourth waits (at most twenty seconds).
+    for n in 0..3 {
+        assert_eq!(store.take_rate_token("k", 3, true).await.unwrap(), Ok(()), "take {n}");
+    }
+    let wait = store.take_rate_token("k", 3, true).await.unwrap().unwrap_err();
+    assert!(wait > Duration::ZERO && wait <= Duration::from_secs(20), "{wait:?}");
+    // Looking takes nothing, and another key has its own budget.
+    assert!(store.take_rate_token("k", 3, false).await.unwrap().is_err());
+    for _ in 0..3 {
+        assert_eq!(store.take_rate_token("other", 3, false).await.unwrap(), Ok(()));
+    }
+    assert_eq!(store.take_rate_token("other", 3, true).await.unwrap(), Ok(()));
+    // Concurrent takes from many tasks grant exactly the budget.
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move { store.take_rate_token("busy", 5, true).await.unwrap().is_ok() }));
+    }
+    let mut granted = 0;
+    for task in tasks {
+        granted += usize::from(task.await.unwrap());
+    }
+    assert_eq!(granted, 5);
+    assert_eq!(store.prune_rate_buckets().await.unwrap(), 0, "buckets in use are kept");
+});

@@ -232,6 +232,12 @@ enum Command {
         /// budget refills. 0 for no limit (default 10).
         #[arg(long, env = "GUIDEPOST_AUTH_FAILURE_LIMIT")]
         auth_failure_limit: Option<u32>,
+        /// A proxy in front of the server (an address or a range, repeatable): requests from
+        /// it are counted by the client its X-Forwarded-For names, for per-address limits.
+        /// Without it the header is ignored.
+        #[arg(long = "trusted-proxy", value_name = "ADDR|CIDR", env = "GUIDEPOST_TRUSTED_PROXIES", value_delimiter = ',',
+              value_parser = guidepost_server::client::TrustedProxies::parse_entry)]
+        trusted_proxies: Vec<ipnet::IpNet>,
         /// The simulator's artifact folder whose runs the web page shows (default `.tally`
         /// when it exists).
         #[arg(long, value_name = "DIR")]
@@ -561,6 +567,7 @@ fn main() -> ExitCode {
             rate_limit,
             session_message_limit,
             auth_failure_limit,
+            trusted_proxies,
             simulations,
             max_event_bytes,
             header_timeout_secs,
@@ -586,6 +593,7 @@ fn main() -> ExitCode {
                 rate_limit,
                 session_message_limit,
                 auth_failure_limit,
+                trusted_proxies: guidepost_server::client::TrustedProxies(trusted_proxies),
                 simulations,
                 bounds: guidepost_server::bounds::Bounds {
                     max_customer_event_bytes: max_event_bytes.max(1),

@@ -58,6 +58,7 @@ pub struct ServeOptions {
     pub rate_limit: Option<u32>,
     pub session_message_limit: Option<u32>,
     pub auth_failure_limit: Option<u32>,
+    pub trusted_proxies: guidepost_server::client::TrustedProxies,
     pub simulations: Option<PathBuf>,
     pub bounds: guidepost_server::bounds::Bounds,
 }
@@ -192,6 +193,7 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         cors,
         simulations: simulations.clone(),
         bounds: options.bounds.clone(),
+        trusted_proxies: options.trusted_proxies.clone(),
     };
     let config = guidepost_cli::config_file::runtime_config()?;
     let server = Server::with_options(store.clone(), models, config, server_options);

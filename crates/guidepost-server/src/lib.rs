@@ -28,6 +28,7 @@
 
 pub mod access;
 pub mod bounds;
+pub mod client;
 pub mod dto;
 pub mod error;
 pub mod extract;
@@ -92,6 +93,8 @@ pub struct ServerOptions {
     pub simulations: Option<std::path::PathBuf>,
     /// Event sizes, header and idle timeouts, connections at once.
     pub bounds: bounds::Bounds,
+    /// The proxies whose `X-Forwarded-For` names the client (for per-address limits).
+    pub trusted_proxies: client::TrustedProxies,
 }
 
 /// The server: its shared state and its routes.
@@ -128,6 +131,7 @@ impl Server {
             access: options.access,
             simulations: options.simulations,
             bounds: options.bounds,
+            proxies: options.trusted_proxies,
         });
         Self { state, cors: options.cors }
     }
@@ -298,7 +302,10 @@ async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .or_else(|| req.headers().get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(|k| k.trim().to_string());
-    let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+    let address = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| state.proxies.client(c.0.ip(), req.headers()));
     let failures = state.access.failed_authentications_per_minute.filter(|_| presented.is_some());
     if let Some(limit) = failures
         && let Err(wait) = state.limiter.check(&access::failure_key(address), limit).await

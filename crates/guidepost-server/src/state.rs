@@ -27,6 +27,8 @@ pub struct AppState {
     pub simulations: Option<std::path::PathBuf>,
     /// How much one caller can make the server hold.
     pub bounds: crate::bounds::Bounds,
+    /// The proxies whose `X-Forwarded-For` names the client.
+    pub proxies: crate::client::TrustedProxies,
 }
 
 /// The state as handlers receive it.

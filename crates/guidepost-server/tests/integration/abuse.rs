@@ -326,3 +326,33 @@ async fn replicas_on_postgres_give_a_session_one_budget() {
         .await;
     admin.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_each_client_has_its_own_budget() {
+    let wrong = |server: &TestServer, forwarded: &str| {
+        server
+            .http
+            .get(server.url("/guidelines"))
+            .bearer_auth("wrong-key-0123456789abcdef")
+            .header("x-forwarded-for", forwarded)
+            .send()
+    };
+    // The test connects from 127.0.0.1: trusted, the header names the client.
+    let proxies = guidepost_server::client::TrustedProxies(vec!["127.0.0.0/8".parse().unwrap()]);
+    let options = ServerOptions { access: production(), trusted_proxies: proxies, ..ServerOptions::default() };
+    let behind = TestServer::start_with_options(Store::ephemeral().await.unwrap(), Duration::ZERO, options).await;
+    for _ in 0..10 {
+        assert_eq!(wrong(&behind, "203.0.113.7").await.unwrap().status(), 401);
+    }
+    assert_eq!(wrong(&behind, "203.0.113.7").await.unwrap().status(), 429, "the guesser waits");
+    assert_eq!(wrong(&behind, "203.0.113.8").await.unwrap().status(), 401, "another client behind the proxy does not");
+    behind.stop().await;
+
+    // Not trusted: the header is the caller's own claim, and changing it changes nothing.
+    let direct = server(Bounds::default(), production()).await;
+    for n in 0..10 {
+        assert_eq!(wrong(&direct, &format!("203.0.113.{n}")).await.unwrap().status(), 401);
+    }
+    assert_eq!(wrong(&direct, "203.0.113.99").await.unwrap().status(), 429);
+    direct.stop().await;
+}

@@ -19,7 +19,7 @@ pub fn workload(agents: &std::path::Path, size: &str) -> Result<(guidepost_core:
             path.display()
         );
     }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text = guidepost_core::files::read_text(&path, guidepost_core::limits::Limits::global())?;
     guidepost_sim::workload::load(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 

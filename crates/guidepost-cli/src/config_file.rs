@@ -35,7 +35,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, bail};
 use guidepost_llm::{ModelSettings, ModelStackBuilder, ProviderKeys, StackConfig};
 use serde::Deserialize;
 
@@ -99,9 +99,15 @@ struct Models {
 
 /// Reads a configuration file; an unknown key or a bad value is an error at its line.
 fn read(path: &Path) -> Result<ConfigFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let limits = guidepost_core::limits::Limits::global();
+    let text = guidepost_core::files::read_text(path, limits)?;
     if text.trim().is_empty() {
         return Ok(ConfigFile::default());
+    }
+    // The bounded reader first: deep nesting and alias bombs are refused at their line before
+    // the typed parser recurses.
+    if let Err(e) = guidepost_core::definition::source::parse_with(&text, limits) {
+        bail!("{}:{}:{}: {}", path.display(), e.span.line, e.span.col, e.message);
     }
     yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -196,7 +196,9 @@ enum Command {
         ephemeral: bool,
         #[command(flatten)]
         models: ModelArgs,
-        /// Allow browsers from this origin only (repeatable; default: any origin).
+        /// Allow browsers from this origin only, with credentials (repeatable). By default any
+        /// origin: echoed with credentials by an open server, `*` without them by a protected
+        /// one.
         #[arg(long = "cors-origin", value_name = "ORIGIN")]
         cors_origins: Vec<String>,
         /// How long a claim on a running turn lasts without renewal: a turn whose process
@@ -225,10 +227,36 @@ enum Command {
         /// (default 30).
         #[arg(long, env = "GUIDEPOST_SESSION_MESSAGE_LIMIT")]
         session_message_limit: Option<u32>,
+        /// Requests with an API key that matches none, per minute per address, when access is
+        /// protected; beyond it every request from that address with a key is a 429 until the
+        /// budget refills. 0 for no limit (default 10).
+        #[arg(long, env = "GUIDEPOST_AUTH_FAILURE_LIMIT")]
+        auth_failure_limit: Option<u32>,
+        /// A proxy in front of the server (an address or a range, repeatable): requests from
+        /// it are counted by the client its X-Forwarded-For names, for per-address limits.
+        /// Without it the header is ignored.
+        #[arg(long = "trusted-proxy", value_name = "ADDR|CIDR", env = "GUIDEPOST_TRUSTED_PROXIES", value_delimiter = ',',
+              value_parser = guidepost_server::client::TrustedProxies::parse_entry)]
+        trusted_proxies: Vec<ipnet::IpNet>,
         /// The simulator's artifact folder whose runs the web page shows (default `.tally`
         /// when it exists).
         #[arg(long, value_name = "DIR")]
         simulations: Option<PathBuf>,
+        /// Bytes one event from a customer or their client may carry (message, data and
+        /// metadata as JSON); larger ones are refused with 413.
+        #[arg(long, default_value_t = 16 * 1024, env = "GUIDEPOST_MAX_EVENT_BYTES")]
+        max_event_bytes: usize,
+        /// Seconds a request's headers may take to arrive (from the connection's opening or
+        /// the previous response; an idle kept-alive connection is closed after it too).
+        #[arg(long, default_value_t = 30, env = "GUIDEPOST_HEADER_TIMEOUT_SECS")]
+        header_timeout_secs: u64,
+        /// Seconds a client may stall in the middle of a request (between two pieces of its
+        /// body, or not reading its response) before it is dropped.
+        #[arg(long, default_value_t = 60, env = "GUIDEPOST_IDLE_TIMEOUT_SECS")]
+        idle_timeout_secs: u64,
+        /// Connections served at once; more are closed as soon as they are accepted.
+        #[arg(long, default_value_t = 1024, env = "GUIDEPOST_MAX_CONNECTIONS")]
+        max_connections: usize,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -538,7 +566,13 @@ fn main() -> ExitCode {
             api_keys_file,
             rate_limit,
             session_message_limit,
+            auth_failure_limit,
+            trusted_proxies,
             simulations,
+            max_event_bytes,
+            header_timeout_secs,
+            idle_timeout_secs,
+            max_connections,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -558,7 +592,15 @@ fn main() -> ExitCode {
                 api_keys_file,
                 rate_limit,
                 session_message_limit,
+                auth_failure_limit,
+                trusted_proxies: guidepost_server::client::TrustedProxies(trusted_proxies),
                 simulations,
+                bounds: guidepost_server::bounds::Bounds {
+                    max_customer_event_bytes: max_event_bytes.max(1),
+                    header_timeout: std::time::Duration::from_secs(header_timeout_secs.max(1)),
+                    idle_timeout: std::time::Duration::from_secs(idle_timeout_secs.max(1)),
+                    max_connections: max_connections.max(1),
+                },
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),

@@ -3,6 +3,8 @@
 
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/bounded.rs"]
+mod bounded;
 #[path = "integration/check.rs"]
 mod check;
 #[path = "integration/degraded.rs"]
@@ -27,10 +29,14 @@ mod parlant_import;
 mod parlant_interop;
 #[path = "integration/python_tools.rs"]
 mod python_tools;
+#[path = "integration/readers.rs"]
+mod readers;
 #[path = "integration/readme.rs"]
 mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
+#[path = "integration/store_health.rs"]
+mod store_health;
 #[path = "integration/wheel.rs"]
 mod wheel;
 

@@ -66,14 +66,11 @@ pub fn load(paths: &[PathBuf]) -> Result<Suite, Vec<CaseError>> {
 /// The case files at `path`: the file itself, or the `.yaml`/`.yml` files directly in the
 /// folder (subfolders, where the agents may live, are not searched). A file found in a folder
 /// is `true`: it is skipped when it has no top-level `cases:` key (an agent beside its cases).
-fn collect(path: &Path, out: &mut Vec<(PathBuf, bool)>) -> std::io::Result<()> {
-    if path.is_file() {
-        out.push((path.to_path_buf(), false));
-        return Ok(());
-    }
-    let mut found = Vec::new();
-    guidepost_core::definition::text::yaml_files(path, false, &mut found)?;
-    out.extend(found.into_iter().map(|f| (f, true)));
+fn collect(path: &Path, out: &mut Vec<(PathBuf, bool)>) -> Result<(), guidepost_core::files::FileError> {
+    let limits = guidepost_core::limits::Limits::global();
+    let in_folder = path.is_dir();
+    let found = guidepost_core::files::files_at(path, false, &guidepost_core::files::is_yaml, limits)?;
+    out.extend(found.into_iter().map(|f| (f, in_folder)));
     Ok(())
 }
 
@@ -87,11 +84,7 @@ fn line_of(text: &str, matches: impl Fn(&str) -> bool) -> Option<usize> {
 fn load_file(path: &Path, found: bool, suite: &mut Suite, agents: &mut Agents) -> Result<(), Vec<CaseError>> {
     let at = |line: Option<usize>, message: String| CaseError { file: path.to_path_buf(), line, message };
     let limits = guidepost_core::limits::Limits::global();
-    let bytes = match guidepost_core::definition::text::read_bounded(path, limits) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(limit)) => return Err(vec![at(None, limit.to_string())]),
-        Err(e) => return Err(vec![at(None, format!("cannot read: {e}"))]),
-    };
+    let bytes = guidepost_core::files::read(path, limits).map_err(|e| vec![at(None, e.to_string())])?;
     let name = path.display().to_string();
     let text = guidepost_core::definition::text::decode(&name, bytes, limits)
         .map_err(|d| vec![at(Some(d.line as usize), d.message)])?
@@ -206,11 +199,7 @@ fn agent_index(
 fn load_agent(path: &Path) -> Result<AgentDefinition, String> {
     let limits = guidepost_core::limits::Limits::global();
     let name = path.display().to_string();
-    let bytes = match guidepost_core::definition::text::read_bounded(path, limits) {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(limit)) => return Err(format!("agent {name}: {limit}")),
-        Err(e) => return Err(format!("agent {name}: cannot read: {e}")),
-    };
+    let bytes = guidepost_core::files::read(path, limits).map_err(|e| format!("agent {e}"))?;
     let source = guidepost_core::definition::text::decode(&name, bytes, limits).map_err(|d| d.render(None))?;
     let loaded = guidepost_core::definition::load_agent(std::slice::from_ref(&source));
     loaded.definition.ok_or_else(|| {

@@ -12,6 +12,8 @@ mod canned;
 mod context;
 #[path = "integration/degraded.rs"]
 mod degraded;
+#[path = "integration/failures.rs"]
+mod failures;
 #[path = "integration/journeys.rs"]
 mod journeys;
 #[path = "integration/lifecycle.rs"]

@@ -6,6 +6,7 @@
 mod integration {
     pub mod support;
 
+    mod abuse;
     mod access;
     mod bad_input;
     mod conformance;

@@ -43,6 +43,10 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// The store cannot be written safely: its file was removed, replaced or made read-only
+    /// (the message says which and what to do). Nothing was written.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
     /// Deleting a session's events from `offset` on would leave the first events of a turn
     /// and delete the rest: the event there is not the first of its trace.
     #[error(

@@ -177,7 +177,7 @@ impl Store {
     pub async fn get_turn(&self, id: &str) -> Result<Option<TurnRecord>> {
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM turns WHERE id = $1")))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -188,7 +188,7 @@ impl Store {
             "SELECT {COLUMNS} FROM turns WHERE session_id = $1 ORDER BY created_us, id"
         )))
         .bind(session_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }
@@ -203,7 +203,7 @@ impl Store {
     /// session holds a live lease (one turn at a time per session, across processes: the
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -253,7 +253,7 @@ impl Store {
             "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')",
         )
         .bind(session_id)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         self.changed(session_id).await;
         Ok(done.rows_affected())
@@ -262,8 +262,10 @@ impl Store {
     /// Whether a newer message or a cancellation asked this turn to stop (or the turn is
     /// gone).
     pub async fn turn_cancel_requested(&self, id: &str) -> Result<bool> {
-        let row =
-            sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
         Ok(match row {
             Some(r) => r.try_get::<i64, _>("cancel_requested")? != 0,
             None => true,
@@ -291,7 +293,7 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -335,7 +337,7 @@ impl Store {
              AND (t.created_us > me.created_us OR (t.created_us = me.created_us AND t.trigger_offset > me.trigger_offset))",
         )
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         Ok(row.is_some())
     }
@@ -348,7 +350,7 @@ impl Store {
         .bind(now_us() + lease_ms * 1000)
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -362,7 +364,7 @@ impl Store {
         )
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -390,7 +392,7 @@ impl Store {
         .bind(trace.map(Value::to_string))
         .bind(error)
         .bind(id)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "turn", id: id.to_string() });
@@ -410,7 +412,7 @@ impl Store {
              ORDER BY t.finished_us DESC, t.created_us DESC LIMIT 1",
         )
         .bind(session_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         match row {
             None => Ok(AgentState::default()),
@@ -431,7 +433,7 @@ impl Store {
              ORDER BY created_us"
         )))
         .bind(now_us())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }

@@ -307,7 +307,7 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
 
     let second = serve(&fake, &["--data-dir", &data_dir]);
     let log = second.stderr_so_far();
-    assert!(log.contains("agent taxi: 0 created, 0 updated, 7 unchanged, 0 removed"), "{log}");
+    assert!(log.contains("4 agent(s) unchanged since the last start"), "{log}");
     let events = get(&format!("{}/sessions/{sid}/events?wait_for_data=0", second.url)).await;
     assert!(events.as_array().unwrap().len() >= 5, "the session survived the restart: {events}");
     drop(second);

@@ -330,3 +330,31 @@ async fn a_model_that_hangs_costs_one_call_budget_not_attempts_times_timeout() {
     let attempts = log.lock().unwrap().len();
     assert!((2..100).contains(&attempts), "attempts retried within the budget: {attempts}");
 }
+
+#[tokio::test]
+async fn a_stream_whose_headers_never_come_ends_at_the_stream_budget_not_attempts_times_timeout() {
+    // Each attempt to open the stream waits on headers that never come; the attempts are
+    // retried. The whole stream, its opening attempts included, has one budget.
+    let (base, log) = fake(Behaviour::Silent).await;
+    let config = StackConfig {
+        timeout: Some(Duration::from_millis(400)),
+        stream_total: Duration::from_secs(1),
+        call_deadline: Duration::from_secs(600),
+        ..fast_config()
+    };
+    let model = layer(
+        Arc::new(OpenAiChat::compatible(&format!("{base}/v1"), "m")),
+        &StackConfig { retry: guidepost_llm::RetryPolicy { max_attempts: 50, ..config.retry.clone() }, ..config },
+    );
+    let error = match model.stream(text_request()).await {
+        Ok(stream) => drain(stream).await.1.unwrap_err(),
+        Err(error) => error,
+    };
+    assert!(
+        matches!(&error, LlmError::Limit(e) if e.limit == guidepost_core::limits::Limit::StreamDuration),
+        "the stream budget ends it, not the attempts running out: {error}"
+    );
+    assert!(error.to_string().contains("GUIDEPOST_STREAM_TIMEOUT_SECS"), "{error}");
+    assert!(error.to_string().contains("headers"), "{error}");
+    assert!(!log.lock().unwrap().is_empty());
+}

@@ -145,7 +145,7 @@ impl AgentRuntime {
                 let text = error.scrubbed();
                 tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(failed(trace_id, &text), Visibility::Held).await;
+                sink.emit(failed(trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -164,7 +164,7 @@ impl AgentRuntime {
             matched_journey_states: Some(
                 state.journey_paths.iter().map(|(j, p)| id(format!("{j}.{}", p.current()))).collect(),
             ),
-            degraded: trace.is_degraded().then(|| trace.degraded_json()),
+            degraded: trace.degraded_for_customers(),
             ..StatusDetail::default()
         };
         sink.emit(completed(trace_id, ready), Visibility::Held).await;
@@ -216,7 +216,8 @@ impl AgentRuntime {
             Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
                 let text = error.scrubbed();
-                sink.emit(failed(&input.trace_id, &text), Visibility::Held).await;
+                tracing::error!(error = %text, trace_id = %input.trace_id, "utterance failed");
+                sink.emit(failed(&input.trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -274,7 +275,26 @@ impl AgentRuntime {
     }
 }
 
-/// The `error` status of a failed turn.
+impl AgentRuntime {
+    /// What the customer's `error` status says: that something failed, in the agent's
+    /// language (or the customer's, for an agent that follows it). The error itself goes to
+    /// the turn's trace and the log.
+    fn failure_notice(&self, events: &[guidepost_core::Event]) -> String {
+        let language = match self.definition.agent.language.as_deref().filter(|l| *l != "customer") {
+            Some(code) => Some(code.to_string()),
+            None => events
+                .iter()
+                .rev()
+                .filter(|e| e.source == guidepost_core::EventSource::Customer)
+                .filter_map(crate::events::message_text)
+                .find_map(guidepost_core::reply_check::detect_language)
+                .map(|code| code.to_string()),
+        };
+        guidepost_core::reply_check::failure_notice(language.as_deref())
+    }
+}
+
+/// The `error` status of a failed turn; `exception` is what the customer may read.
 fn failed(trace_id: &str, exception: &str) -> NewEvent {
     NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::error(exception)))
 }

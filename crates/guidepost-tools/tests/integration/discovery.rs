@@ -118,3 +118,69 @@ async fn a_service_that_is_down_is_reported_at_once() {
     assert!(text.contains("tool service `down` is unavailable"), "{text}");
     assert!(!text.contains("time limit"), "{text}");
 }
+
+fn spec_service(name: &str, spec: String) -> ToolService {
+    service(name, ServiceKind::Openapi, Some("http://127.0.0.1:9".into()), Some(spec), vec![])
+}
+
+/// Each problem the discovery of `services` reported, by service name.
+async fn discovery_problems(services: Vec<ToolService>) -> Vec<(String, String)> {
+    let names: Vec<String> = services.iter().map(|s| s.name.clone()).collect();
+    let mut registry = ToolRegistry::for_services(&services).unwrap().with_discovery_timeout(Duration::from_secs(60));
+    let problems = registry.discover_tools().await;
+    names
+        .into_iter()
+        .map(|name| {
+            let text = problems
+                .iter()
+                .map(ToString::to_string)
+                .find(|t| t.contains(&format!("`{name}`")))
+                .unwrap_or_else(|| panic!("no problem reported for {name}: {problems:?}"));
+            (name, text)
+        })
+        .collect()
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn an_openapi_spec_that_is_a_device_or_a_fifo_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("spec.yaml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let problems = discovery_problems(vec![
+        spec_service("zero", "/dev/zero".into()),
+        spec_service("pipe", fifo.display().to_string()),
+    ])
+    .await;
+    assert!(problems[0].1.contains("/dev/zero is a character device, not a regular file"), "{:?}", problems[0]);
+    assert!(problems[1].1.contains("spec.yaml is a FIFO (named pipe)"), "{:?}", problems[1]);
+}
+
+#[tokio::test]
+async fn deeply_nested_specs_are_refused_by_their_depth_local_or_remote() {
+    let levels = 200_000;
+    let deep_json = format!("{{\"openapi\": \"3.0.0\", \"paths\": {}{}}}", "[".repeat(levels), "]".repeat(levels));
+    let deep_yaml = format!("openapi: 3.0.0\npaths:\n{}x\n", "  - ".repeat(2_000));
+    let remote = deep_json.clone();
+    let addr = serve(axum::Router::new().route(
+        "/openapi.json",
+        axum::routing::get(move || {
+            let body = remote.clone();
+            async move { body }
+        }),
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deep.json"), &deep_json).unwrap();
+    std::fs::write(dir.path().join("deep.yaml"), &deep_yaml).unwrap();
+    let problems = discovery_problems(vec![
+        spec_service("remote", format!("http://{addr}/openapi.json")),
+        spec_service("local_json", dir.path().join("deep.json").display().to_string()),
+        spec_service("local_yaml", dir.path().join("deep.yaml").display().to_string()),
+    ])
+    .await;
+    for (name, text) in problems {
+        assert!(text.contains("nesting depth limit"), "{name}: {text}");
+        assert!(text.contains("GUIDEPOST_MAX_NESTING_DEPTH"), "{name}: {text}");
+    }
+}

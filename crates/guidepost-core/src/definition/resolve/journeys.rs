@@ -89,8 +89,8 @@ impl<'a> Resolver<'a> {
                 self.error(
                     "invalid-id",
                     &id_loc,
-                    format!("`{}` is not a valid state id", state.id),
-                    Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                    format!("`{}` is not a valid state id", state.id.escape_debug()),
+                    Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
                 );
                 continue;
             }
@@ -185,8 +185,8 @@ impl<'a> Resolver<'a> {
                 self.error(
                     "invalid-id",
                     &t.loc,
-                    format!("`{given}` is not a valid transition id"),
-                    Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                    format!("`{}` is not a valid transition id", given.escape_debug()),
+                    Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
                 );
             }
             let edge_id = t.id.clone().unwrap_or_else(|| format!("edge_{:03}", n + 1));

@@ -172,8 +172,8 @@ impl<'a> Resolver<'a> {
             self.error(
                 "invalid-id",
                 loc,
-                format!("`{id}` is not a valid {what} id"),
-                Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                format!("`{}` is not a valid {what} id", id.escape_debug()),
+                Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
             );
         }
     }

@@ -11,5 +11,6 @@ mod integration {
     mod conformance;
     mod definitions;
     mod openapi;
+    mod session_access;
     mod turns;
 }

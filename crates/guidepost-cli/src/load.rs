@@ -59,8 +59,9 @@ pub(crate) async fn conversation(
     agent: &str,
     messages: &[String],
     limit: Duration,
+    progress: &indicatif::ProgressBar,
 ) -> Result<Vec<Duration>> {
-    let turns = observed_conversation(http, base, agent, messages, limit, &|_| {}).await?;
+    let turns = observed_conversation(http, base, agent, messages, limit, &|_| progress.inc(1)).await?;
     Ok(turns.into_iter().map(|(_, took)| took).collect())
 }
 
@@ -203,10 +204,11 @@ pub(crate) async fn serve(options: &LoadOptions, database_url: Option<&str>) -> 
 impl Served {
     /// One session alone, `conversations` times over: every turn's latency in seconds,
     /// sorted.
-    pub(crate) async fn baseline(&self, conversations: usize) -> Result<Vec<f64>> {
+    pub(crate) async fn baseline(&self, conversations: usize, progress: &indicatif::ProgressBar) -> Result<Vec<f64>> {
+        progress.set_message(format!("{}: one session alone", self.store));
         let mut latencies = Vec::new();
         for _ in 0..conversations {
-            let turns = conversation(&self.http, &self.base, &self.agent, &self.messages, TURN_LIMIT).await?;
+            let turns = conversation(&self.http, &self.base, &self.agent, &self.messages, TURN_LIMIT, progress).await?;
             latencies.extend(turns.iter().map(Duration::as_secs_f64));
         }
         latencies.sort_by(f64::total_cmp);
@@ -236,10 +238,14 @@ struct Run {
     after: Snapshot,
 }
 
-async fn run_all_at_once(options: &LoadOptions, database_url: Option<&str>) -> Result<Run> {
+async fn run_all_at_once(
+    options: &LoadOptions,
+    database_url: Option<&str>,
+    progress: &indicatif::ProgressBar,
+) -> Result<Run> {
     let served = serve(options, database_url).await?;
     let pid = served.pid;
-    let baseline = served.baseline(1).await?;
+    let baseline = served.baseline(1, progress).await?;
     let peak = Arc::new(AtomicU64::new(served.rss_idle.to_bits()));
     let sampling = Arc::new(AtomicBool::new(true));
     let sampler = {
@@ -256,11 +262,15 @@ async fn run_all_at_once(options: &LoadOptions, database_url: Option<&str>) -> R
     };
     let before = Snapshot::take(pid);
     let started = Instant::now();
+    progress.set_message(format!("{}: {} sessions at once", served.store, options.sessions));
     let mut tasks = Vec::with_capacity(options.sessions);
     for _ in 0..options.sessions {
         let (http, base, agent, messages) =
             (served.http.clone(), served.base.clone(), served.agent.clone(), served.messages.clone());
-        tasks.push(tokio::spawn(async move { conversation(&http, &base, &agent, &messages, TURN_LIMIT).await }));
+        let progress = progress.clone();
+        tasks.push(tokio::spawn(
+            async move { conversation(&http, &base, &agent, &messages, TURN_LIMIT, &progress).await },
+        ));
     }
     let mut latencies = Vec::new();
     let (mut errors, mut first_error) = (0usize, None);
@@ -328,8 +338,12 @@ async fn all_at_once(options: &LoadOptions, stores: &[Option<String>], engine: f
         "| store | sessions | turns | errors | turns/s | p50 s | p95 s | p99 s | single session p50 s | RSS idle MiB | RSS peak MiB | server CPU ms/turn |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut notes = String::new();
+    // Each store: one session alone, then all of them, a turn per message of the workload.
+    let messages = crate::child::workload(&options.agents, &options.size)?.1.len();
+    let turns_per_store = (options.sessions as u64 + 1) * messages as u64;
+    let progress = crate::child::turn_bar(turns_per_store * stores.len() as u64);
     for store in stores {
-        let run = run_all_at_once(options, store.as_deref()).await?;
+        let run = run_all_at_once(options, store.as_deref(), &progress).await?;
         let cpu_ms = run.after.total_since(&run.before).total() * 1000.0 / run.turns.max(1) as f64;
         let _ = writeln!(
             table,
@@ -358,8 +372,9 @@ async fn all_at_once(options: &LoadOptions, stores: &[Option<String>], engine: f
             crate::procstat::table(&run.after.since(&run.before), run.turns)
         );
     }
+    progress.finish_and_clear();
     Ok(format!(
         "## {} sessions x {}-turn conversations over HTTP, {} workload, {} ms per model call\n\n{table}{notes}",
-        options.sessions, 5, options.size, options.latency_ms
+        options.sessions, messages, options.size, options.latency_ms
     ))
 }

@@ -123,7 +123,7 @@ pub(crate) async fn run(options: &LoadOptions, stores: &[Option<String>], engine
     );
     for store in stores {
         let served = serve(options, store.as_deref()).await?;
-        let single = served.baseline(3).await?;
+        let single = served.baseline(3, &indicatif::ProgressBar::hidden()).await?;
         let bound = BOUND * percentile(&single, 0.95);
         let mut steps: Vec<Step> = Vec::new();
         let (mut passed, mut failed): (Option<f64>, Option<f64>) = (None, None);

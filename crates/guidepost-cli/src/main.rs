@@ -5,6 +5,7 @@
 mod out;
 
 mod bench;
+mod bench_conversations;
 mod bench_http;
 mod chat;
 mod check;
@@ -12,11 +13,13 @@ mod child;
 mod discover;
 mod eval;
 mod graph;
+mod import;
 mod load;
 mod load_steps;
 mod procstat;
 mod progress;
 mod serve;
+mod tools;
 
 use guidepost_cli::{models, simulate};
 
@@ -89,6 +92,39 @@ enum ModelsCommand {
         /// Model cache (default: $GUIDEPOST_MODELS_DIR, else ~/.cache/guidepost/models).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Serve tools written as Python functions (`@guidepost.tool`) to agents.
+    ///
+    /// Runs `python -m guidepost.tools MODULE...` from the `guidepost` Python package (the
+    /// wheel installs it beside this command). Every decorated function of the given files or
+    /// modules is served over HTTP in the Parlant plugin tool-service protocol, so a
+    /// definition names the server as a service of kind `parlant` (`url:
+    /// http://127.0.0.1:8089`) and its tools as `service:function`. Prints `listening on
+    /// http://...` once ready; Ctrl-C or SIGTERM stops it after the calls under way.
+    Serve {
+        /// `.py` files or dotted module names.
+        #[arg(required = true, value_name = "MODULE")]
+        modules: Vec<String>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port (0 picks a free one).
+        #[arg(long, default_value_t = 8089)]
+        port: u16,
+        /// Seconds after which a call fails, for tools without a timeout of their own.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Log only failed calls.
+        #[arg(long)]
+        quiet: bool,
+        /// The Python interpreter (default: GUIDEPOST_PYTHON, the one beside this command, else
+        /// python3 on the PATH).
+        #[arg(long)]
+        python: Option<PathBuf>,
     },
 }
 
@@ -270,9 +306,19 @@ enum Command {
         /// Cases run at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
-        /// Also write the report and every decision as JSON to this file.
+        /// Also write the report and every decision as JSON to this file, rewritten after each
+        /// case so a run that stops can be resumed.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Continue the run whose report --json names: case runs already in it (for cases and
+        /// agents unchanged since, with the same models) are kept, the others are run.
+        #[arg(long)]
+        resume: bool,
+        /// Also print what each verdict threshold from 0.30 to 0.90 would have made of the
+        /// guideline decisions (for a model that reports how likely "yes" was), and the best:
+        /// run it on a calibration split of your cases, not on the cases you judge by.
+        #[arg(long)]
+        calibrate: bool,
         /// Also write a JUnit XML report to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -295,14 +341,39 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Measure the engine on the performance workload against a fake model server.
+    /// Measure the engine on the performance workload, or the demo conversations on a model.
     ///
     /// For each workload size and model latency, runs the workload's session (one
     /// customer message per turn) through the real OpenAI-compatible provider against a
     /// fake server in a child process, and prints per turn: model calls, prompt tokens,
     /// sequential waves of model calls, engine CPU time and turn time, beside the
     /// reference system's figures.
+    ///
+    /// With --conversations, runs the demo conversations (bench/conversations.yaml) through
+    /// `guidepost serve` on the configured model (the embedded default unless
+    /// GUIDEPOST_MODEL says otherwise) and prints per turn: model calls, prompt tokens, new
+    /// (uncached) prompt tokens, generated tokens, time, the longest wait between two of the
+    /// turn's events, and the server's resident memory. Each --server binary runs every
+    /// conversation, one after the other, so two builds compare side by side.
     Bench {
+        /// Run these conversations on the configured model instead of the workload
+        /// (default file: bench/conversations.yaml).
+        #[arg(long, num_args = 0..=1, default_missing_value = "bench/conversations.yaml", value_name = "FILE")]
+        conversations: Option<PathBuf>,
+        /// With --conversations: a `guidepost` binary to serve them (repeat to compare
+        /// builds; default: this one).
+        #[arg(long = "server", value_name = "BINARY", requires = "conversations")]
+        servers: Vec<PathBuf>,
+        /// With --conversations: CPU threads for local models, passed to each server.
+        #[arg(long, requires = "conversations")]
+        threads: Option<usize>,
+        /// With --conversations: how long one turn may take, in seconds.
+        #[arg(long, default_value_t = 600, requires = "conversations")]
+        turn_limit_secs: u64,
+        /// With --conversations: write each server's standard error (its log; set GUIDEPOST_LOG
+        /// for more) to server-<n>.log in this folder.
+        #[arg(long, value_name = "DIR", requires = "conversations")]
+        server_logs: Option<PathBuf>,
         /// Directory with small.json, medium.json, large.json.
         #[arg(long, default_value = "bench/agents")]
         agents: PathBuf,
@@ -373,6 +444,12 @@ enum Command {
     /// Manage the local models (offline inference).
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Tools written in Python.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Bring agents over from other systems.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
 }
 
 /// Secrets the log must never show (provider keys, API keys): every log line passes
@@ -435,6 +512,8 @@ fn main() -> ExitCode {
             repeat,
             concurrency,
             json,
+            resume,
+            calibrate,
             junit,
             min_accuracy,
         } => {
@@ -448,6 +527,8 @@ fn main() -> ExitCode {
                 repeat,
                 concurrency,
                 json,
+                resume,
+                calibrate,
                 junit,
                 min_accuracy,
             };
@@ -517,12 +598,32 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(simulate::run(*args, threads)),
             Err(e) => Err(e.into()),
         },
-        Command::Bench { agents, sizes, latency_ms, out, no_http, calls } => {
-            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
-                Err(e) => Err(e.into()),
-            }
-        }
+        Command::Bench {
+            agents,
+            sizes,
+            latency_ms,
+            out,
+            no_http,
+            calls,
+            conversations,
+            servers,
+            threads,
+            turn_limit_secs,
+            server_logs,
+        } => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => match conversations {
+                Some(file) => rt.block_on(bench_conversations::run(bench_conversations::ConversationOptions {
+                    file,
+                    servers,
+                    threads,
+                    out,
+                    turn_limit: std::time::Duration::from_secs(turn_limit_secs),
+                    logs: server_logs,
+                })),
+                None => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
+            },
+            Err(e) => Err(e.into()),
+        },
         Command::Load { agents, size, sessions, latency_ms, database_urls, out, server, saturation, step_secs } => {
             let options = load::LoadOptions {
                 agents,
@@ -541,6 +642,13 @@ fn main() -> ExitCode {
             }
         }
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
+        Command::Import(command) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(import::run(command)),
+            Err(e) => Err(e.into()),
+        },
+        Command::Tools(ToolsCommand::Serve { modules, host, port, timeout, quiet, python }) => {
+            tools::serve(tools::ServeToolsOptions { modules, host, port, timeout, quiet, python })
+        }
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
                 outln!("{s}");

@@ -1,12 +1,16 @@
 //! Integration tests of the `guidepost` command, in one binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+#[path = "integration/bench.rs"]
+mod bench;
 #[path = "integration/check.rs"]
 mod check;
 #[path = "integration/degraded.rs"]
 mod degraded;
 #[path = "integration/durability.rs"]
 mod durability;
+#[path = "integration/eval.rs"]
+mod eval;
 #[path = "integration/fake_parlant_engine.rs"]
 mod fake_parlant_engine;
 #[path = "integration/graph.rs"]
@@ -17,12 +21,18 @@ mod help;
 mod hostile;
 #[path = "integration/neighbours.rs"]
 mod neighbours;
+#[path = "integration/parlant_import.rs"]
+mod parlant_import;
 #[path = "integration/parlant_interop.rs"]
 mod parlant_interop;
+#[path = "integration/python_tools.rs"]
+mod python_tools;
 #[path = "integration/readme.rs"]
 mod readme;
 #[path = "integration/serve.rs"]
 mod serve;
+#[path = "integration/wheel.rs"]
+mod wheel;
 
 use std::path::PathBuf;
 

@@ -37,6 +37,9 @@ pub struct ModelInfo {
     pub load_time: Duration,
     /// What requantization to Q8_0 did.
     pub requantized: RequantReport,
+    /// Bytes of quantized weights released after loading because candle multiplies by its
+    /// own repacked copy of them (see the crate documentation on memory).
+    pub released_bytes: usize,
 }
 
 /// An answer with the details of how it was generated.
@@ -137,14 +140,15 @@ impl LocalChatModel {
         }
         let device = Device::Cpu;
         let mut reader = reader;
-        let (decoder, requantized) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
+        let (decoder, loaded) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
         let info = ModelInfo {
             architecture,
             context_length,
             vocab_size,
             stop_ids: stop_ids.clone(),
             load_time: start.elapsed(),
-            requantized,
+            requantized: loaded.requantized,
+            released_bytes: loaded.released_bytes,
         };
         let id = id.into();
         tracing::info!(model = %id, ?info, "local chat model loaded");
@@ -225,6 +229,7 @@ impl Inner {
         match &req.output {
             OutputFormat::Text => {
                 let generation = session.generator.generate(&ids, &params, None, &decode, on_text)?;
+                self.after_answer(req, &generation, session);
                 Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation })
             }
             OutputFormat::Json { schema, .. } => {
@@ -237,6 +242,7 @@ impl Inner {
                 };
                 let mut matcher = grammar.matcher(schema)?;
                 let generation = session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text)?;
+                self.after_answer(req, &generation, session);
                 if generation.finish == FinishReason::Length {
                     return Err(LocalError::Grammar(format!(
                         "the answer reached the limit of {} tokens before the JSON was complete",
@@ -248,6 +254,33 @@ impl Inner {
                 Ok(LocalAnswer { output: Output::Json(value), generation })
             }
         }
+    }
+
+    /// After an answer: hands the memory its passes freed back to the system, and logs what
+    /// the answer cost (`GUIDEPOST_LOG=guidepost_llm_local=debug`): where the prompt went in
+    /// the caches and how long each part took.
+    fn after_answer(&self, req: &ChatRequest, generation: &Generation, session: &Session) {
+        // What the answer's passes freed goes back to the system, not only to the allocator.
+        crate::memory::return_free_memory();
+        let (current, saved) = session.generator.decoder.cache_bytes();
+        let schema = match &req.output {
+            OutputFormat::Json { name, .. } => name.as_str(),
+            OutputFormat::Text => "text",
+        };
+        tracing::debug!(
+            task = req.task.as_str(),
+            schema,
+            prompt_tokens = generation.prompt_tokens,
+            reused = generation.cached_prompt_tokens,
+            new = generation.prompt_tokens - generation.cached_prompt_tokens,
+            generated = generation.token_ids.len(),
+            passes = generation.decode_passes,
+            prefill_ms = generation.prefill.as_millis() as u64,
+            decode_ms = generation.decode.as_millis() as u64,
+            cache_mb = current / (1 << 20),
+            saved_caches_mb = saved / (1 << 20),
+            "local answer"
+        );
     }
 
     /// The port's answer: output, usage, and the choices the grammar left the model.

@@ -94,6 +94,24 @@ fn structured_answers_conform_to_the_schema() {
 }
 
 #[test]
+fn a_structured_answer_takes_one_pass_per_choice_and_none_for_what_the_grammar_forces() {
+    // `{"guideline_id": "` is forced and guessed with the prompt; the model chooses the id
+    // (one pass for the rest of it), then the boolean, after which `}` is forced and the
+    // answer complete: no pass looks for the end token.
+    let answer = smollm2().answer_blocking(&refund_check()).unwrap();
+    assert_eq!(answer.generation.text, r#"{"guideline_id": "refund", "applies": false}"#);
+    assert_eq!(answer.generation.decode_passes, 1, "{:?}", answer.generation);
+    // A yes-or-no answer is decided by the prompt's own pass once the quote is guessed.
+    let verdict = ChatRequest::new(TaskKind::Matching)
+        .user("Customer: I want my money back.\nDoes the customer ask for a refund? Answer yes or no.")
+        .json_output("verdict", json!({"type": "string", "enum": ["yes", "no"]}));
+    let answer = smollm2().answer_blocking(&verdict).unwrap();
+    assert!(["\"yes\"", "\"no\""].contains(&answer.generation.text.as_str()), "{}", answer.generation.text);
+    assert!(answer.generation.decode_passes <= 1, "{:?}", answer.generation);
+    assert!(!answer.generation.decisions.is_empty(), "the choice between yes and no is reported");
+}
+
+#[test]
 fn nested_schemas_are_enforced() {
     let schema = json!({
         "type": "object",

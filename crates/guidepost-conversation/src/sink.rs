@@ -154,11 +154,16 @@ impl TurnSink {
             if self.closed.load(Ordering::SeqCst) {
                 return;
             }
-            let _writing = self.writing.lock().await;
-            let queued = std::mem::take(&mut *self.queued.lock().unwrap_or_else(PoisonError::into_inner));
-            if !queued.is_empty() {
-                self.live.append_all(queued).await;
-            }
+            self.flush().await;
+        }
+    }
+
+    /// Stores what is queued now (a turn handed back keeps the progress it showed).
+    pub async fn flush(&self) {
+        let _writing = self.writing.lock().await;
+        let queued = std::mem::take(&mut *self.queued.lock().unwrap_or_else(PoisonError::into_inner));
+        if !queued.is_empty() {
+            self.live.append_all(queued).await;
         }
     }
 

@@ -57,6 +57,7 @@ impl TurnScheduler {
         };
         let end = match result {
             Processed::HandedBack => {
+                sink.flush().await;
                 if let Err(error) = self.store.hand_back_turn(trace_id, &self.worker).await {
                     tracing::error!(%error, trace_id, "could not hand a turn back");
                 }

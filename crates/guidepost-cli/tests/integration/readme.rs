@@ -421,10 +421,12 @@ fn run_tools_block(block: &Block, cwd: &Path, fake: &FakeModel) {
     let (_server, lines) = start_until(server, 1, "listening on http://", &format!("README.md:{}", block.line));
     let url = lines[0].trim().trim_start_matches("listening on ").to_string();
     let agent = std::fs::read_to_string(repo_root().join("examples/python-tools/agent.yaml")).unwrap();
-    std::fs::create_dir_all(cwd.join("python-tools")).unwrap();
-    std::fs::write(cwd.join("python-tools/agent.yaml"), agent.replace("http://127.0.0.1:8089", &url)).unwrap();
+    // The copy lives outside the checkout, which must hold only what the commands made.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::write(copy.path().join("agent.yaml"), agent.replace("http://127.0.0.1:8089", &url)).unwrap();
+    let folder = copy.path().display().to_string();
     let script: Vec<String> =
-        rest.iter().map(|c| strip_comment(c).replace("examples/python-tools", "python-tools")).collect();
+        rest.iter().map(|c| strip_comment(c).replace("examples/python-tools", &folder)).collect();
     let mut cmd = shell(cwd, &script.join("\n"));
     model_env(&mut cmd, fake);
     run_to_end(cmd, block);

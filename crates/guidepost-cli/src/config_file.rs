@@ -29,6 +29,7 @@
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
+//!                                 # (also `verdict_threshold`: the transitions' own)
 //! ```
 
 use std::collections::HashMap;
@@ -79,6 +80,8 @@ struct Tasks {
 #[serde(deny_unknown_fields)]
 struct TaskEngine {
     verdicts: Option<guidepost_engine::VerdictStyle>,
+    /// The probability of yes from which this task's one-question checks hold.
+    verdict_threshold: Option<f32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -149,11 +152,21 @@ pub fn runtime_config_from(
         Some(path) => read(path)?.engine,
         None => Engine::default(),
     };
-    if let Some(t) = engine.verdict_threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        let file = file.map(|p| p.display().to_string()).unwrap_or_default();
-        anyhow::bail!("{file}: engine.verdict_threshold: {t} is not a probability between 0 and 1");
+    let thresholds = [
+        ("engine.verdict_threshold", engine.verdict_threshold),
+        (
+            "engine.tasks.journey_selection.verdict_threshold",
+            engine.tasks.journey_selection.as_ref().and_then(|t| t.verdict_threshold),
+        ),
+        ("engine.tasks.matching.verdict_threshold", engine.tasks.matching.as_ref().and_then(|t| t.verdict_threshold)),
+    ];
+    for (key, t) in thresholds {
+        if let Some(t) = t
+            && !(0.0..=1.0).contains(&t)
+        {
+            let file = file.map(|p| p.display().to_string()).unwrap_or_default();
+            anyhow::bail!("{file}: {key}: {t} is not a probability between 0 and 1");
+        }
     }
     let mut config = guidepost_runtime::RuntimeConfig::from_vars(&env)?;
     let m = &mut config.matcher;
@@ -178,11 +191,21 @@ pub fn runtime_config_from(
     if let Some(both) = engine.ask_both_ways {
         m.ask_both_ways = both;
     }
-    if let Some(v) = engine.tasks.matching.and_then(|t| t.verdicts) {
-        m.verdicts = v;
+    if let Some(task) = &engine.tasks.matching {
+        if let Some(v) = task.verdicts {
+            m.verdicts = v;
+        }
+        if let Some(t) = task.verdict_threshold {
+            m.verdict_threshold = Some(t);
+        }
     }
-    if let Some(v) = engine.tasks.journey_selection.and_then(|t| t.verdicts) {
-        m.journey_verdicts = Some(v);
+    if let Some(task) = &engine.tasks.journey_selection {
+        if let Some(v) = task.verdicts {
+            m.journey_verdicts = Some(v);
+        }
+        if let Some(t) = task.verdict_threshold {
+            m.journey_verdict_threshold = Some(t);
+        }
     }
     if config.history_turns.is_none() {
         config.history_turns = engine.history_turns.filter(|n| *n > 0);
@@ -266,6 +289,14 @@ mod tests {
         let f = file("engine:\n  verdict_threshold: 1.5\n");
         let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
         assert!(e.contains("engine.verdict_threshold") && e.contains("1.5"), "{e}");
+        let f = file("engine:\n  tasks:\n    journey_selection: {verdict_threshold: -0.1}\n");
+        let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains("engine.tasks.journey_selection.verdict_threshold"), "{e}");
+
+        // A threshold of the journeys' own, the checks' left alone.
+        let f = file("engine:\n  verdict_threshold: 0.7\n  tasks:\n    journey_selection: {verdict_threshold: 0.6}\n");
+        let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
+        assert_eq!((c.matcher.verdict_threshold, c.matcher.journey_verdict_threshold), (Some(0.7), Some(0.6)));
 
         // Per task: the journey steps or the checks alone.
         let f = file("engine:\n  verdicts: reasoned\n  tasks:\n    journey_selection: {verdicts: single}\n");

@@ -156,19 +156,24 @@ impl<'a> Pass<'a> {
             let (Some(graph), Some(landing)) = (self.agent.journey(journey), decision.change.path.as_ref()) else {
                 continue;
             };
+            // Transitions asked with the checks, held to the journeys' threshold.
+            let threshold = self
+                .config
+                .journey_verdict_threshold
+                .or(self.config.verdict_threshold)
+                .unwrap_or_else(|| self.model.capabilities().verdict_threshold);
             let held = |edge: &crate::journeys::graph::JourneyEdge| {
-                self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.get(&item.id))
+                self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.held_at(&item.id, threshold))
             };
             let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
             let more = walk_on(graph, landing.current(), held, room);
             // Every transition looked at ahead of the move, held or not.
-            let threshold =
-                self.config.verdict_threshold.unwrap_or_else(|| self.model.capabilities().verdict_threshold);
             let looked: Vec<String> = transitions_to_check(graph, landing.current(), self.config.max_advance_steps)
                 .into_iter()
                 .filter_map(|edge| {
                     let item = self.agent.transition_item(journey, &edge.id)?;
-                    let (holds, p) = state.steps.verdict(&item.id)?;
+                    let (_, p) = state.steps.verdict(&item.id)?;
+                    let holds = state.steps.held_at(&item.id, threshold)?;
                     let condition = edge.condition.as_deref().unwrap_or_default();
                     Some(verdict_note(condition, holds, p, p.map(|_| threshold)))
                 })
@@ -201,9 +206,10 @@ impl StepVerdicts {
         self.verdicts.insert(item.to_string(), (holds, probability));
     }
 
-    /// The verdict on `item`, if it was checked and answered.
-    pub fn get(&self, item: &str) -> Option<bool> {
-        self.verdicts.get(item).map(|(holds, _)| *holds)
+    /// The verdict on `item` held to `threshold` where the model said how likely "yes" was
+    /// (else the verdict as given), if it was checked and answered.
+    pub fn held_at(&self, item: &str, threshold: f32) -> Option<bool> {
+        self.verdicts.get(item).map(|(holds, p)| p.map_or(*holds, |p| p >= threshold))
     }
 
     /// The verdict on `item` and how likely "yes" was, if it was checked and answered.
@@ -286,5 +292,22 @@ tools:
         let unchecked = |_: &JourneyEdge| None;
         assert!(walk_on(&g, "pickup", unchecked, 4).is_empty(), "nothing checked, nothing walked");
         assert_eq!(walk_on(&g, "pickup", all, 2).len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod threshold_tests {
+    use super::StepVerdicts;
+
+    #[test]
+    fn a_verdict_with_odds_is_held_to_the_threshold_asked_one_without_stands() {
+        let mut steps = StepVerdicts::default();
+        // Asked with the checks at 0.70: a "no" at p 0.65.
+        steps.insert("to_dropoff", false, Some(0.65));
+        steps.insert("to_end", true, None);
+        assert_eq!(steps.held_at("to_dropoff", 0.7), Some(false));
+        assert_eq!(steps.held_at("to_dropoff", 0.6), Some(true), "a journey threshold of 0.6 takes it");
+        assert_eq!(steps.held_at("to_end", 0.99), Some(true), "no odds: the verdict as given");
+        assert_eq!(steps.held_at("never_asked", 0.5), None);
     }
 }

@@ -52,7 +52,12 @@ impl<'a> Pass<'a> {
                 for edge in &node.edges {
                     let item = self.agent.transition_item(journey, &edge.id);
                     if let Some((holds, probability)) = item.and_then(|i| state.steps.verdict(&i.id)) {
+                        // Asked with the checks, held to the journeys' threshold.
                         let threshold = probability.map(|_| self.verdict_threshold());
+                        let holds = match (probability, threshold) {
+                            (Some(p), Some(t)) => p >= t,
+                            _ => holds,
+                        };
                         known.insert(edge.id.clone(), ExitVerdict { holds, probability, threshold });
                     }
                 }
@@ -68,9 +73,12 @@ impl<'a> Pass<'a> {
         tasks
     }
 
-    /// The threshold single checks are held to in this pass.
+    /// The threshold the questions that move journeys are held to in this pass.
     fn verdict_threshold(&self) -> f32 {
-        self.config.verdict_threshold.unwrap_or_else(|| self.journey_model.capabilities().verdict_threshold)
+        self.config
+            .journey_verdict_threshold
+            .or(self.config.verdict_threshold)
+            .unwrap_or_else(|| self.journey_model.capabilities().verdict_threshold)
     }
 
     /// Runs a fork task.

@@ -138,7 +138,7 @@ impl<'a> Pass<'a> {
         JourneySelector {
             max_steps: self.config.max_advance_steps,
             temperature: self.config.temperature,
-            verdict_threshold: self.config.verdict_threshold,
+            verdict_threshold: self.config.journey_verdict_threshold.or(self.config.verdict_threshold),
             both_ways: self.config.ask_both_ways,
         }
     }

@@ -43,12 +43,13 @@ fn process_cpu_ns() -> u64 {
 }
 
 /// Figures of one turn.
-struct Turn {
+pub(crate) struct Turn {
     calls: usize,
     embeddings: usize,
     prompt_tokens: u64,
     waves: usize,
-    cpu: Duration,
+    /// This process's CPU time over the turn: the engine's own work.
+    pub(crate) cpu: Duration,
     wall: Duration,
     /// The model server's log of the turn, in arrival order.
     log: Vec<LoggedRequest>,
@@ -178,7 +179,17 @@ async fn run_size(
     Ok(turns)
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
+/// The workload's conversation of `size` at `latency_ms` per call, run in this process.
+pub(crate) async fn engine_turns(
+    agents: &Path,
+    size: &str,
+    latency_ms: u64,
+    http: &reqwest::Client,
+) -> Result<Vec<Turn>> {
+    run_size(agents, size, latency_ms, None, false, http, &indicatif::ProgressBar::hidden()).await
+}
+
+pub(crate) fn mean(values: impl Iterator<Item = f64>) -> f64 {
     let v: Vec<f64> = values.collect();
     if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
 }

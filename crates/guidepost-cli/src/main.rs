@@ -15,6 +15,8 @@ mod eval;
 mod graph;
 mod import;
 mod load;
+mod load_steps;
+mod procstat;
 mod progress;
 mod serve;
 mod tools;
@@ -26,6 +28,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use guidepost_conversation::redaction::Redactor;
+
+/// The allocator: jemalloc (with glibc's malloc, allocating and freeing took about a sixth of the
+/// server's CPU under `guidepost load`).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The models a command runs on.
 #[derive(clap::Args)]
@@ -421,7 +429,10 @@ enum Command {
     /// (and on each --database-url), runs one session alone as the baseline, then all
     /// sessions at once, each holding the workload's five-turn conversation. Prints turns
     /// per second, turn latency percentiles beside the baseline, errors, the server's memory
-    /// at idle and at peak, and its CPU time per turn.
+    /// at idle and at peak, its CPU time per turn beside the engine's own for the same turns,
+    /// and where the server's CPU went by kind of thread. With --saturation, finds the
+    /// saturation point instead: the highest offered rate of turns the server sustains with
+    /// their 95th-percentile latency within 1.5 times a single session's.
     Load {
         /// Directory with small.json, medium.json, large.json.
         #[arg(long, default_value = "bench/agents")]
@@ -441,6 +452,17 @@ enum Command {
         /// Also write the table to this file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The `guidepost` binary that serves (default: this one), to compare two builds
+        /// with the same load.
+        #[arg(long, value_name = "PATH")]
+        server: Option<PathBuf>,
+        /// Find the saturation point by steps of rising offered load (--sessions is then
+        /// not used).
+        #[arg(long)]
+        saturation: bool,
+        /// How long each step of --saturation offers its load, in seconds.
+        #[arg(long, default_value_t = 15)]
+        step_secs: u64,
     },
     /// Print the JSON Schema of the definition format.
     ///
@@ -644,8 +666,18 @@ fn main() -> ExitCode {
             },
             Err(e) => Err(e.into()),
         },
-        Command::Load { agents, size, sessions, latency_ms, database_urls, out } => {
-            let options = load::LoadOptions { agents, size, sessions, latency_ms, database_urls, out };
+        Command::Load { agents, size, sessions, latency_ms, database_urls, out, server, saturation, step_secs } => {
+            let options = load::LoadOptions {
+                agents,
+                size,
+                sessions,
+                latency_ms,
+                database_urls,
+                out,
+                server,
+                saturation,
+                step: std::time::Duration::from_secs(step_secs.max(1)),
+            };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(load::run(options)),
                 Err(e) => Err(e.into()),

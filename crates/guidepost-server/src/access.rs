@@ -4,7 +4,8 @@
 //! should be. With keys (or `production`), every request is classified: the customer-facing
 //! operations a chat widget needs (read an agent, create a guest session, read it, post the
 //! customer's messages, read and long-poll its events) are open to anyone in production
-//! mode; a `client` key may do those for any customer; an `admin` key may do everything.
+//! mode, for guest sessions only (a session of a named customer needs a key); a `client`
+//! key may do those for any customer; an `admin` key may do everything.
 //! A key that does not match is a 401; a caller whose role does not allow the operation gets
 //! 401 without a key and 403 with one. Callers are rate-limited per key (per address
 //! without one), and customer messages per session, with 429 and `Retry-After`.
@@ -93,6 +94,13 @@ pub fn access_of(method: &Method, route: &str) -> Access {
         | ("GET", "/sessions/{session_id}/events/{event_id}") => Access::Customer,
         _ => Access::Admin,
     }
+}
+
+/// Whether `caller`, already allowed the operation, may touch a session of `customer_id`:
+/// a caller without a key (production mode) reaches guest sessions only; keys and an open
+/// API reach every session.
+pub fn reaches_session(caller: &Caller, customer_id: &str) -> bool {
+    !caller.is_anonymous() || customer_id == guidepost_core::session::GUEST_CUSTOMER
 }
 
 /// How the server decides.

@@ -287,7 +287,7 @@ fn api_routes() -> Router<Arc<AppState>> {
 /// The caller goes into the request's extensions for handlers that decide on the body.
 async fn authorize(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
     if req.method() == Method::OPTIONS {
@@ -337,8 +337,43 @@ async fn authorize(
     {
         return ApiError::TooManyRequests(wait).into_response();
     }
+    let mut req = match reach_session(&state, &caller, access, req).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// For a session-scoped operation, whether the caller may reach that session: a caller
+/// without a key reaches guest sessions only (see [`access::reaches_session`]). A session
+/// that does not exist is left to the handler (404).
+async fn reach_session(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    access: access::Access,
+    req: Request,
+) -> Result<Request, Response> {
+    use axum::extract::FromRequestParts;
+    if !caller.is_anonymous() || access == access::Access::Public {
+        return Ok(req);
+    }
+    let (mut parts, body) = req.into_parts();
+    let params = axum::extract::RawPathParams::from_request_parts(&mut parts, state).await;
+    let req = Request::from_parts(parts, body);
+    let Some(session_id) =
+        params.ok().and_then(|p| p.iter().find(|(name, _)| *name == "session_id").map(|(_, id)| id.to_string()))
+    else {
+        return Ok(req);
+    };
+    match state.store.get_session(&session_id).await {
+        Ok(Some(record)) if !access::reaches_session(caller, &record.session.customer_id) => {
+            Err(ApiError::Unauthorized("this session belongs to a named customer: reaching it needs an API key".into())
+                .into_response())
+        }
+        Ok(_) => Ok(req),
+        Err(error) => Err(ApiError::from(error).into_response()),
+    }
 }
 
 async fn not_found() -> Response {

@@ -12,5 +12,6 @@ mod integration {
     mod conformance;
     mod definitions;
     mod openapi;
+    mod session_access;
     mod turns;
 }

@@ -183,13 +183,20 @@ impl Store {
         let next: i64 = row.try_get("next_offset")?;
         let first = next - count;
         let stored = insert_events(&mut tx, session_id, first, events).await?;
+        let mut superseded = false;
         if let Some(turn) = turn {
             let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.offset).unwrap_or(0));
-            turn.insert(session_id, trigger, &mut tx).await?;
+            superseded = turn.insert(session_id, trigger, &mut tx).await?;
         }
         self.announce(&mut tx, session_id).await?;
+        if superseded {
+            self.announce_stop(&mut tx, session_id).await?;
+        }
         tx.commit().await?;
         self.hub.notify(session_id);
+        if superseded {
+            self.hub.notify_stop(session_id);
+        }
         Ok(stored)
     }
 

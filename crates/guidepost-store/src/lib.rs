@@ -330,8 +330,13 @@ impl Store {
     }
 }
 
-/// The channel every process of a PostgreSQL store listens on; the payload is a session id.
+/// The channel every process of a PostgreSQL store listens on; the payload is a session id
+/// (its events changed) or [`STOP_PREFIX`] and a session id (its unfinished turns were asked
+/// to stop).
 pub const NOTIFY_CHANNEL: &str = "guidepost_sessions";
+
+/// Marks a notification that asks a session's unfinished turns to stop.
+pub const STOP_PREFIX: &str = "stop:";
 
 /// Relays the database's notifications to the hub, so long polls and streams in this
 /// process wake on events other processes commit. After a lost connection every waiter is
@@ -342,7 +347,10 @@ async fn listen(url: &str, hub: Arc<SessionHub>) -> Result<()> {
     tokio::spawn(async move {
         loop {
             match listener.try_recv().await {
-                Ok(Some(n)) => hub.notify(n.payload()),
+                Ok(Some(n)) => match n.payload().strip_prefix(STOP_PREFIX) {
+                    Some(session_id) => hub.notify_stop(session_id),
+                    None => hub.notify(n.payload()),
+                },
                 Ok(None) => {
                     tracing::warn!("the notification connection to PostgreSQL was lost and restored");
                     hub.notify_all();
@@ -368,15 +376,39 @@ impl Store {
         Ok(())
     }
 
+    /// Within a transaction: on PostgreSQL, tells every process (at commit) that the
+    /// session's unfinished turns were asked to stop.
+    pub(crate) async fn announce_stop(&self, tx: &mut sqlx::AnyConnection, session_id: &str) -> Result<()> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(NOTIFY_CHANNEL)
+                .bind(format!("{STOP_PREFIX}{session_id}"))
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Wakes this process's waiters on the session and, on PostgreSQL, every other
     /// process's (for changes made outside a transaction).
     pub(crate) async fn changed(&self, session_id: &str) {
         self.hub.notify(session_id);
+        self.notify_others(session_id.to_string()).await;
+    }
+
+    /// Wakes this process's running turns of the session and, on PostgreSQL, every other
+    /// process's: they were asked to stop.
+    pub(crate) async fn stopped(&self, session_id: &str) {
+        self.hub.notify_stop(session_id);
+        self.notify_others(format!("{STOP_PREFIX}{session_id}")).await;
+    }
+
+    async fn notify_others(&self, payload: String) {
         if self.backend == Backend::Postgres {
             let sent =
-                sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(session_id).execute(&self.pool).await;
+                sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(&payload).execute(&self.pool).await;
             if let Err(error) = sent {
-                tracing::warn!(%error, session_id, "could not notify the other processes of a change");
+                tracing::warn!(%error, payload, "could not notify the other processes of a change");
             }
         }
     }

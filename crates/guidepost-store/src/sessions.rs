@@ -186,8 +186,10 @@ impl Store {
             return Err(not_found(id));
         }
         self.announce(&mut tx, id).await?;
+        self.announce_stop(&mut tx, id).await?;
         tx.commit().await?;
         self.hub.notify(id);
+        self.hub.notify_stop(id);
         Ok(())
     }
 

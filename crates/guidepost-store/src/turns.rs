@@ -63,19 +63,24 @@ pub struct NewTurn {
 }
 
 impl NewTurn {
+    /// Inserts the turn; returns whether unfinished turns of the session were asked to stop.
     pub(crate) async fn insert(
         self,
         session_id: &str,
         trigger_offset: i64,
         tx: &mut sqlx::AnyConnection,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // The newer message supersedes the session's unfinished turns: a pending one will
         // not start, a running one stops unless it is already replying (the process that
         // runs it watches this flag).
-        sqlx::query("UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')")
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
+        let superseded = sqlx::query(
+            "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')",
+        )
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
         sqlx::query(
             "INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) VALUES ($1, $2, 'pending', $3, $4, 0)",
         )
@@ -85,7 +90,7 @@ impl NewTurn {
         .bind(now_us())
         .execute(&mut *tx)
         .await?;
-        Ok(())
+        Ok(superseded)
     }
 }
 
@@ -255,6 +260,7 @@ impl Store {
         .bind(session_id)
         .execute(self.writer()?)
         .await?;
+        self.stopped(session_id).await;
         self.changed(session_id).await;
         Ok(done.rows_affected())
     }

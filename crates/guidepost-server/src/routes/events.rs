@@ -114,19 +114,43 @@ fn wire<T: Serialize, U: serde::de::DeserializeOwned>(value: T) -> Option<U> {
     serde_json::to_value(value).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
-impl From<&Event> for EventDto {
-    fn from(e: &Event) -> Self {
+impl From<EventSource> for EventSourceDto {
+    fn from(source: EventSource) -> Self {
+        match source {
+            EventSource::Customer => Self::Customer,
+            EventSource::CustomerUi => Self::CustomerUi,
+            EventSource::HumanAgent => Self::HumanAgent,
+            EventSource::HumanAgentOnBehalfOfAiAgent => Self::HumanAgentOnBehalfOfAiAgent,
+            EventSource::AiAgent => Self::AiAgent,
+            EventSource::System => Self::System,
+        }
+    }
+}
+
+impl From<EventKind> for EventKindDto {
+    fn from(kind: EventKind) -> Self {
+        match kind {
+            EventKind::Message => Self::Message,
+            EventKind::Tool => Self::Tool,
+            EventKind::Status => Self::Status,
+            EventKind::Custom => Self::Custom,
+        }
+    }
+}
+
+impl From<Event> for EventDto {
+    fn from(e: Event) -> Self {
         Self {
-            id: e.id.clone(),
-            source: wire(e.source).unwrap_or(EventSourceDto::System),
-            kind: wire(e.kind).unwrap_or(EventKindDto::Custom),
+            source: e.source.into(),
+            kind: e.kind.into(),
             offset: e.offset,
             creation_utc: e.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            trace_id: e.trace_id.clone(),
             correlation_id: e.trace_id.clone(),
-            data: e.data.clone(),
-            metadata: e.metadata.clone(),
+            trace_id: e.trace_id,
+            data: e.data,
+            metadata: e.metadata,
             deleted: e.deleted,
+            id: e.id,
         }
     }
 }
@@ -224,10 +248,10 @@ pub async fn create(
             ))
         }
     })?;
-    state.store.require_session(&session_id).await?;
+    // The service reads the session (404 when there is none).
     let post = post_of(body)?;
     let event = state.conversations.post(&session_id, post).await?;
-    Ok(created(EventDto::from(&event)))
+    Ok(created(EventDto::from(event)))
 }
 
 /// Bounds on what a customer or their client posts (`customer` and `customer_ui` sources, any
@@ -379,7 +403,7 @@ async fn listing(state: &State, session_id: &str, filter: EventFilter) -> ApiRes
             return Some((Ok(axum::body::Bytes::from_static(end.as_bytes())), None));
         };
         let mut chunk = Vec::new();
-        for event in &page.events {
+        for event in page.events {
             chunk.push(if listing.written == 0 { b'[' } else { b',' });
             listing.written += 1;
             if serde_json::to_writer(&mut chunk, &EventDto::from(event)).is_err() {
@@ -418,7 +442,7 @@ struct Listing {
 
 /// An event as a `data:` line of a stream.
 fn sse_event(event: Event) -> Result<SseEvent, Infallible> {
-    Ok(SseEvent::default().data(serde_json::to_string(&EventDto::from(&event)).unwrap_or_default()))
+    Ok(SseEvent::default().data(serde_json::to_string(&EventDto::from(event)).unwrap_or_default()))
 }
 
 /// `DELETE /sessions/{session_id}/events?min_offset=`: soft-deletes from that offset on.
@@ -449,10 +473,10 @@ pub async fn read(
         return Ok(Sse::new(updates.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
     if !wait_for_completion || is_whole(&event) {
-        return Ok(Json(EventDto::from(&event)).into_response());
+        return Ok(Json(EventDto::from(event)).into_response());
     }
     let whole = state.conversations.wait_until_whole(&session_id, &event_id, wait).await?;
-    Ok(Json(EventDto::from(&whole)).into_response())
+    Ok(Json(EventDto::from(whole)).into_response())
 }
 
 /// `PATCH /sessions/{session_id}/events/{event_id}`
@@ -470,5 +494,5 @@ pub async fn update(
             }
         })
         .await?;
-    Ok(Json(EventDto::from(&event)))
+    Ok(Json(EventDto::from(event)))
 }

@@ -115,8 +115,12 @@ impl TurnSink {
         std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Whether `event` may be shown: anything but a progress status this turn showed before.
+    /// Whether `event` may be shown: anything but a progress status this turn showed before
+    /// (a pulse, which says how far the turn has come, is shown as often as it is sent).
     fn first_showing(&self, event: &NewEvent) -> bool {
+        if event.payload.is_pulse() {
+            return true;
+        }
         match event.payload.progress() {
             Some((status, stage)) => {
                 let key = (status, stage.map(str::to_string));
@@ -148,6 +152,7 @@ impl EventSink for TurnSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guidepost_core::payload::{EventPayload, ModelStep, ModelWork, TurnProgress};
     use guidepost_core::session::ProcessingStage;
     use guidepost_store::EventFilter;
 
@@ -177,14 +182,23 @@ mod tests {
         assert_eq!(sink.emit(NewEvent::status("t", Status::Acknowledged), Visibility::Live).await, None);
         let processing = NewEvent::processing("t", ProcessingStage::Interpreting);
         assert!(sink.emit(processing.clone(), Visibility::Live).await.is_some());
-        assert_eq!(sink.emit(processing, Visibility::Live).await, None, "shown once");
+        assert_eq!(sink.emit(processing.clone(), Visibility::Live).await, None, "shown once");
+        let pulse = |done| {
+            let EventPayload::Status(status) = &processing.payload else { unreachable!() };
+            let work = ModelWork { step: ModelStep::Reading, done, total: 400 };
+            let progress = TurnProgress { elapsed_ms: 2_000, model_calls: 0, model: Some(work) };
+            NewEvent::agent("t", EventPayload::Status(status.with_progress(progress)))
+        };
+        assert!(sink.emit(pulse(100), Visibility::Live).await.is_some(), "a pulse is shown");
+        assert!(sink.emit(pulse(200), Visibility::Live).await.is_some(), "and the next one too");
         let streamed =
             sink.emit(NewEvent::message("t", "a", "A", "key sk-planted-0123456789"), Visibility::Live).await.unwrap();
         sink.update(&streamed, NewEvent::message("t", "a", "A", "whole, sk-planted-0123456789")).await;
         assert_eq!(sink.emit(NewEvent::message("t", "a", "A", "sk-planted-0123456789"), Visibility::Held).await, None);
         let stored = store.list_events(&id, &EventFilter::default()).await.unwrap();
-        assert_eq!(stored.len(), 2, "{stored:?}");
-        assert_eq!(stored[1].data["message"], "whole, ***");
+        assert_eq!(stored.len(), 4, "{stored:?}");
+        assert_eq!(stored[2].data["data"]["progress"]["model"]["done"], 200);
+        assert_eq!(stored[3].data["message"], "whole, ***");
         let held = sink.take_held();
         assert_eq!(held.len(), 1);
         assert_eq!(held[0].data["message"], "***");

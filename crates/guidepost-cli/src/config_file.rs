@@ -24,6 +24,8 @@
 //!                                 # (only `reevaluate_after` links)
 //!   verdict_threshold: 0.7        # the probability of yes from which a one-question check
 //!                                 # holds, for models that report it (default: the model's)
+//!   ask_both_ways: false          # ask each one-question check and its negation, and weigh
+//!                                 # the two answers together
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
@@ -59,6 +61,7 @@ struct Engine {
     history_turns: Option<usize>,
     recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
     verdict_threshold: Option<f32>,
+    ask_both_ways: Option<bool>,
     #[serde(default)]
     tasks: Tasks,
 }
@@ -172,6 +175,9 @@ pub fn runtime_config_from(
     if let Some(t) = engine.verdict_threshold {
         m.verdict_threshold = Some(t);
     }
+    if let Some(both) = engine.ask_both_ways {
+        m.ask_both_ways = both;
+    }
     if let Some(v) = engine.tasks.matching.and_then(|t| t.verdicts) {
         m.verdicts = v;
     }
@@ -238,12 +244,13 @@ mod tests {
     fn the_engine_section_sets_how_checks_are_asked() {
         use guidepost_engine::VerdictStyle;
         let f = file(
-            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n  verdict_threshold: 0.7\n",
+            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n  verdict_threshold: 0.7\n  ask_both_ways: true\n",
         );
         let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
         assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
         assert_eq!(c.matcher.recheck_after_tools, guidepost_engine::RecheckAfterTools::Declared);
         assert_eq!(c.matcher.verdict_threshold, Some(0.7));
+        assert!(c.matcher.ask_both_ways);
         assert_eq!(c.matcher.journey_verdicts, None, "journeys follow the checks unless told");
 
         assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));

@@ -50,13 +50,15 @@ const TURN_LIMIT: Duration = Duration::from_secs(600);
 
 /// One conversation with the server at `base`: a session with `agent`, then every message in
 /// turn, each waited for until the `ready` status of its turn (long polling) for at most
-/// `limit`. Returns each turn's latency as the client saw it, or the error.
+/// `limit`, counted on `progress` as it ends. Returns each turn's latency as the client saw
+/// it, or the error.
 pub(crate) async fn conversation(
     http: &reqwest::Client,
     base: &str,
     agent: &str,
     messages: &[String],
     limit: Duration,
+    progress: &indicatif::ProgressBar,
 ) -> Result<Vec<Duration>> {
     let session: Value = http
         .post(format!("{base}/sessions"))
@@ -100,6 +102,7 @@ pub(crate) async fn conversation(
             }
         }
         latencies.push(started.elapsed());
+        progress.inc(1);
     }
     Ok(latencies)
 }
@@ -118,7 +121,7 @@ struct Run {
     cpu: f64,
 }
 
-async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
+async fn run_one(options: &LoadOptions, store: Option<&str>, progress: &indicatif::ProgressBar) -> Result<Run> {
     let (definition, messages) = crate::child::workload(&options.agents, &options.size)?;
     let dir = std::env::temp_dir().join(format!("guidepost-load-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -154,6 +157,7 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
     let base = first_line(&mut server, "listening on ")?;
     let pid = server.id();
     let _server = ChildProcess(server);
+    progress.set_message(format!("{store_name}: one session alone"));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle = rss_mb(pid);
 
@@ -161,7 +165,7 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
         .timeout(Duration::from_secs(120))
         .pool_idle_timeout(Duration::from_secs(90))
         .build()?;
-    let baseline: Vec<f64> = conversation(&http, &base, &definition.agent.id, &messages, TURN_LIMIT)
+    let baseline: Vec<f64> = conversation(&http, &base, &definition.agent.id, &messages, TURN_LIMIT, progress)
         .await?
         .iter()
         .map(Duration::as_secs_f64)
@@ -183,10 +187,14 @@ async fn run_one(options: &LoadOptions, store: Option<&str>) -> Result<Run> {
     };
     let cpu0 = cpu_seconds(pid);
     let started = Instant::now();
+    progress.set_message(format!("{store_name}: {} sessions at once", options.sessions));
     let mut tasks = Vec::with_capacity(options.sessions);
     for _ in 0..options.sessions {
         let (http, base, agent, messages) = (http.clone(), base.clone(), definition.agent.id.clone(), messages.clone());
-        tasks.push(tokio::spawn(async move { conversation(&http, &base, &agent, &messages, TURN_LIMIT).await }));
+        let progress = progress.clone();
+        tasks.push(tokio::spawn(
+            async move { conversation(&http, &base, &agent, &messages, TURN_LIMIT, &progress).await },
+        ));
     }
     let mut latencies = Vec::new();
     let (mut errors, mut first_error) = (0usize, None);
@@ -231,8 +239,12 @@ pub async fn run(options: LoadOptions) -> Result<ExitCode> {
         "| store | sessions | turns | errors | turns/s | p50 s | p95 s | p99 s | single session p50 s | RSS idle MiB | RSS peak MiB | server CPU ms/turn |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut notes = String::new();
+    // Each store: one session alone, then all of them, a turn per message of the workload.
+    let messages = crate::child::workload(&options.agents, &options.size)?.1.len() as u64;
+    let turns_per_store = (options.sessions as u64 + 1) * messages;
+    let progress = crate::child::turn_bar(turns_per_store * stores.len() as u64);
     for store in &stores {
-        let run = run_one(&options, store.as_deref()).await?;
+        let run = run_one(&options, store.as_deref(), &progress).await?;
         let mut baseline = run.baseline.clone();
         baseline.sort_by(f64::total_cmp);
         let _ = writeln!(
@@ -255,9 +267,10 @@ pub async fn run(options: LoadOptions) -> Result<ExitCode> {
             let _ = writeln!(notes, "- {}: first error: {e}", run.store);
         }
     }
+    progress.finish_and_clear();
     let text = format!(
         "## {} sessions x {}-turn conversations over HTTP, {} workload, {} ms per model call\n\n{table}{notes}",
-        options.sessions, 5, options.size, options.latency_ms
+        options.sessions, messages, options.size, options.latency_ms
     );
     outln!("{text}");
     if let Some(path) = &options.out {

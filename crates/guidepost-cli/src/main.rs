@@ -298,9 +298,19 @@ enum Command {
         /// Cases run at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
-        /// Also write the report and every decision as JSON to this file.
+        /// Also write the report and every decision as JSON to this file, rewritten after each
+        /// case so a run that stops can be resumed.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Continue the run whose report --json names: case runs already in it (for cases and
+        /// agents unchanged since, with the same models) are kept, the others are run.
+        #[arg(long)]
+        resume: bool,
+        /// Also print what each verdict threshold from 0.30 to 0.90 would have made of the
+        /// guideline decisions (for a model that reports how likely "yes" was), and the best:
+        /// run it on a calibration split of your cases, not on the cases you judge by.
+        #[arg(long)]
+        calibrate: bool,
         /// Also write a JUnit XML report to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -323,8 +333,7 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Measure the engine on the performance workload against a fake model server, or the
-    /// demo conversations on the real model.
+    /// Measure the engine on the performance workload, or the demo conversations on a model.
     ///
     /// For each workload size and model latency, runs the workload's session (one
     /// customer message per turn) through the real OpenAI-compatible provider against a
@@ -481,6 +490,8 @@ fn main() -> ExitCode {
             repeat,
             concurrency,
             json,
+            resume,
+            calibrate,
             junit,
             min_accuracy,
         } => {
@@ -494,6 +505,8 @@ fn main() -> ExitCode {
                 repeat,
                 concurrency,
                 json,
+                resume,
+                calibrate,
                 junit,
                 min_accuracy,
             };

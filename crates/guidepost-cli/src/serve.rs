@@ -189,11 +189,6 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         store.backend().name(),
         if agents.is_empty() { "none yet (create one over the API)".to_string() } else { agents.join(", ") }
     );
-    if guidepost_llm::is_local_model(&model_id) {
-        eprintln!(
-            "the local model loads on the first message (tens of seconds on two cores); set GUIDEPOST_MODEL for a hosted one"
-        );
-    }
     if protected {
         eprintln!(
             "access: {key_count} API key(s); {}",
@@ -215,13 +210,17 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     // (one that arrives sooner waits for the same load).
     let to_load = stack.models_to_warm_up();
     if !to_load.is_empty() {
-        eprintln!("loading {} in the background", to_load.join(", "));
+        let names = to_load.join(", ");
+        eprintln!(
+            "loading {names} in the background: a message that arrives before it is loaded waits for it{}",
+            if guidepost_llm::is_local_model(&model_id) { " (set GUIDEPOST_MODEL for a hosted model)" } else { "" }
+        );
         let stack = stack.clone();
         tokio::spawn(async move {
             let loading = Instant::now();
             match stack.warm_up().await {
-                Ok(()) => eprintln!("models loaded in {:.1} s", loading.elapsed().as_secs_f64()),
-                Err(e) => eprintln!("warning: loading the models failed ({e}); each turn will try again"),
+                Ok(()) => eprintln!("loaded {names} in {:.1} s", loading.elapsed().as_secs_f64()),
+                Err(e) => eprintln!("warning: loading {names} failed ({e}); each turn will try again"),
             }
         });
     }

@@ -9,6 +9,8 @@ mod check;
 mod degraded;
 #[path = "integration/durability.rs"]
 mod durability;
+#[path = "integration/eval.rs"]
+mod eval;
 #[path = "integration/fake_parlant_engine.rs"]
 mod fake_parlant_engine;
 #[path = "integration/graph.rs"]

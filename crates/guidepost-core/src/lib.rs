@@ -57,7 +57,7 @@ pub mod tool;
 pub mod vectors;
 
 pub use agent::{Agent, CompositionMode, OutputMode};
-pub use guideline::{Criticality, Guideline};
+pub use guideline::{Criticality, Guideline, GuidelineExample};
 pub use journey::{Journey, JourneyState, StateKind, Transition};
 pub use knowledge::{CannedResponse, Capability, ContextVariable, Tag, Term};
 pub use model::AgentDefinition;

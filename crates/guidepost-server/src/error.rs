@@ -156,6 +156,9 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { kind, id } => Self::Conflict(format!("{kind} `{id}` already exists")),
             StoreError::Conflict { .. } => Self::Conflict(error.to_string()),
             StoreError::Invalid(message) => Self::invalid(FieldError::new(vec![json!("body")], "value_error", message)),
+            StoreError::SplitsTurn { .. } => {
+                Self::invalid(FieldError::query("min_offset", "value_error", error.to_string()))
+            }
             other => Self::Internal(other.to_string()),
         }
     }

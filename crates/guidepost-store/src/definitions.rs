@@ -440,6 +440,7 @@ pub fn condition_guideline(id: &str, condition: &str, tags: Vec<String>) -> Guid
         composition_mode: None,
         journey: None,
         canned_responses: Vec::new(),
+        examples: Vec::new(),
     }
 }
 

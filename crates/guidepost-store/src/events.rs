@@ -268,14 +268,60 @@ impl Store {
     }
 
     /// Soft-deletes the session's events from `min_offset` on; returns how many.
+    ///
+    /// The deletion must start at the first event of a turn: when the first event still
+    /// listed at or after `min_offset` belongs to a trace with an event before it, nothing is
+    /// deleted and the error is [`StoreError::SplitsTurn`], as in the reference API (a client
+    /// can never leave half a turn behind). The check and the deletion are one statement, so
+    /// an event appended meanwhile cannot slip between them.
     pub async fn delete_events(&self, session_id: &str, min_offset: u64) -> Result<u64> {
-        let done =
-            sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0")
-                .bind(session_id)
-                .bind(i64::try_from(min_offset).unwrap_or(i64::MAX))
-                .execute(&self.pool)
-                .await?;
+        let from = i64::try_from(min_offset).unwrap_or(i64::MAX);
+        let done = sqlx::query(
+            "UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0 \
+             AND NOT EXISTS (SELECT 1 FROM events AS earlier WHERE earlier.session_id = $1 \
+                 AND earlier.deleted = 0 AND earlier.\"offset\" < $2 \
+                 AND earlier.trace_id = (SELECT here.trace_id FROM events AS here WHERE here.session_id = $1 \
+                     AND here.deleted = 0 AND here.\"offset\" >= $2 ORDER BY here.\"offset\" LIMIT 1))",
+        )
+        .bind(session_id)
+        .bind(from)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            // Nothing was deleted: nothing to delete, or the start splits a turn.
+            if let Some((offset, trace_id, first)) = self.turn_split_at(session_id, from).await? {
+                return Err(StoreError::SplitsTurn { offset, trace_id, first });
+            }
+            return Ok(0);
+        }
         self.changed(session_id).await;
         Ok(done.rows_affected())
+    }
+
+    /// When deleting from `from` on would split a turn: the first listed event's offset at or
+    /// after `from`, its trace, and the offset of that trace's first listed event.
+    async fn turn_split_at(&self, session_id: &str, from: i64) -> Result<Option<(u64, String, u64)>> {
+        let at = sqlx::query(
+            "SELECT \"offset\", trace_id FROM events WHERE session_id = $1 AND deleted = 0 AND \"offset\" >= $2 \
+             ORDER BY \"offset\" LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(from)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(at) = at else { return Ok(None) };
+        let trace_id: String = at.try_get("trace_id")?;
+        let offset: i64 = at.try_get("offset")?;
+        let first: Option<i64> = sqlx::query(
+            "SELECT MIN(\"offset\") AS first FROM events WHERE session_id = $1 AND deleted = 0 AND trace_id = $2",
+        )
+        .bind(session_id)
+        .bind(&trace_id)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("first")?;
+        Ok(first
+            .filter(|first| *first < offset)
+            .map(|first| (u64::try_from(offset).unwrap_or(0), trace_id, u64::try_from(first).unwrap_or(0))))
     }
 }

@@ -240,7 +240,8 @@ fn the_chat_widget_works_in_headless_chromium() {
     let Some(dir) = node_clients() else { return };
     let fake = fake_model();
     let server = serve(&fake, &["--ephemeral"]);
-    let shot = std::env::temp_dir().join(format!("guidepost-widget-{}.png", std::process::id()));
+    let shots = tempfile::tempdir().unwrap();
+    let shot = shots.path().join("widget.png");
     let mut cmd = Command::new("node");
     cmd.arg(dir.join("widget.mjs")).env("GUIDEPOST_URL", &server.url).env("SCREENSHOT", &shot);
     run_script(cmd, "the chat widget in Chromium", &server);

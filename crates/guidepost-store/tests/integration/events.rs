@@ -75,7 +75,7 @@ store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move
 
     let mut woken = store.hub().subscribe("s");
     let waiter =
-        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(5), woken.changed()).await.is_ok() });
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(120), woken.changed()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(50)).await;
     store.update_event_data("s", &first.id, &json!({"message": "one, edited"})).await.unwrap();
     assert!(waiter.await.unwrap(), "a waiter wakes when an event changes");
@@ -90,8 +90,9 @@ store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move
         .unwrap();
     assert_eq!(with_meta.metadata["seen"], json!(true));
 
-    assert_eq!(store.delete_events("s", 1).await.unwrap(), 2);
-    assert_eq!(store.list_events("s", &EventFilter::default()).await.unwrap().len(), 1);
+    // Offsets 0 and 1 are trace t1, offset 2 is t2: deleting from 2 on deletes t2.
+    assert_eq!(store.delete_events("s", 2).await.unwrap(), 1);
+    assert_eq!(store.list_events("s", &EventFilter::default()).await.unwrap().len(), 2);
     let all = EventFilter { include_deleted: true, ..Default::default() };
     assert_eq!(store.list_events("s", &all).await.unwrap().len(), 3);
     let deleted = store.list_events("s", &all).await.unwrap().pop().unwrap();
@@ -120,11 +121,57 @@ async fn another_process_on_postgres_wakes_on_the_events_this_one_commits() {
     db.store.create_session(&session("s", "a", "guest")).await.unwrap();
     let mut woken = other.hub().subscribe("s");
     let waiter =
-        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(10), woken.changed()).await.is_ok() });
+        tokio::spawn(async move { tokio::time::timeout(Duration::from_secs(120), woken.changed()).await.is_ok() });
     tokio::time::sleep(Duration::from_millis(200)).await;
     db.store.append_event("s", message("t", "hi")).await.unwrap();
     assert!(waiter.await.unwrap(), "the other store's waiter woke through LISTEN/NOTIFY");
     assert_eq!(other.list_events("s", &EventFilter::default()).await.unwrap().len(), 1);
     other.close().await;
     db.drop().await;
+}
+
+store_test!(deleting_from_the_middle_of_a_turn_deletes_nothing, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    let status = |trace: &str| NewEventRecord {
+        source: EventSource::AiAgent,
+        kind: EventKind::Status,
+        trace_id: trace.into(),
+        data: json!({"status": "ready", "data": {}}),
+        metadata: Default::default(),
+    };
+    // t1 at 0-1, t2 at 2-4, a custom event of its own trace at 5.
+    store.append_events("s", vec![message("t1", "one"), status("t1")], None).await.unwrap();
+    store.append_events("s", vec![message("t2", "two"), status("t2"), status("t2")], None).await.unwrap();
+    store.append_event("s", message("t3", "three")).await.unwrap();
+    let listed = |store: Store| async move {
+        store.list_events("s", &EventFilter::default()).await.unwrap().iter().map(|e| e.offset).collect::<Vec<_>>()
+    };
+    for middle in [1, 3, 4] {
+        let refused = store.delete_events("s", middle).await;
+        assert!(
+            matches!(&refused, Err(StoreError::SplitsTurn { offset, first, .. }) if *offset == middle && *first == (if middle == 1 { 0 } else { 2 })),
+            "{refused:?}"
+        );
+        assert_eq!(listed(store.clone()).await, [0, 1, 2, 3, 4, 5], "nothing deleted from {middle}");
+    }
+    let refusal = refused_message(&store, 3).await;
+    assert!(refusal.contains("offset 3 is in the middle of turn `t2`"), "{refusal}");
+    assert!(refusal.contains("min_offset=2"), "{refusal}");
+    // From the first event of a turn, the turn and everything after it go.
+    assert_eq!(store.delete_events("s", 2).await.unwrap(), 4);
+    assert_eq!(listed(store.clone()).await, [0, 1]);
+    // Past the end, or from a deleted offset whose next listed event starts nothing: nothing
+    // to delete. From offset 1 the first listed event is t1's second: refused.
+    assert_eq!(store.delete_events("s", 9).await.unwrap(), 0);
+    assert!(matches!(store.delete_events("s", 1).await, Err(StoreError::SplitsTurn { .. })));
+    // A deleted event no longer counts as its trace's first: t4 starts at 7 once 6 is gone.
+    store.append_events("s", vec![message("t4", "four"), status("t4")], None).await.unwrap();
+    store.append_events("s", vec![status("t4")], None).await.unwrap();
+    assert!(matches!(store.delete_events("s", 7).await, Err(StoreError::SplitsTurn { first: 6, .. })));
+    assert_eq!(store.delete_events("s", 0).await.unwrap(), 5);
+    assert_eq!(listed(store.clone()).await, Vec::<u64>::new());
+});
+
+async fn refused_message(store: &Store, offset: u64) -> String {
+    store.delete_events("s", offset).await.err().map(|e| e.to_string()).unwrap_or_default()
 }

@@ -57,7 +57,7 @@ async fn server() -> std::net::SocketAddr {
             "/api/pets/{id}",
             get(|Path(id): Path<u64>| async move {
                 if id == 99 {
-                    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
                 }
                 if id == 0 {
                     (StatusCode::NOT_FOUND, Json(json!({"error": "no pet 0"})))
@@ -177,13 +177,14 @@ async fn reads_a_yaml_document_from_a_file_and_honours_the_service_timeout() {
     std::fs::write(&path, yaml_serde::to_string(&doc).unwrap()).unwrap();
     let mut service = service(path.display().to_string());
     service.url = Some(format!("http://{addr}/api/"));
-    service.timeout_ms = Some(150);
+    // Long enough for the answer of a busy machine, short of the hour pet 99 takes.
+    service.timeout_ms = Some(5_000);
     let mut definition = super::common::example_agent("banking");
     definition.services.push(service);
     let mut registry = ToolRegistry::from_definition(&definition).unwrap();
     registry.resolve_tools().await.unwrap();
     let timed_out = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 99})), &ctx(), None).await;
-    assert_eq!(timed_out.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 150 }));
+    assert_eq!(timed_out.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 5_000 }));
     let pet = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 1})), &ctx(), None).await;
     assert_eq!(pet.result().data, json!({"id": 1, "name": "Rex"}));
 

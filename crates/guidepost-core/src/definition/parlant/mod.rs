@@ -13,6 +13,7 @@ mod guidelines;
 mod journeys;
 mod knowledge;
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 mod tests;
 pub mod wire;
 

@@ -1,5 +1,4 @@
 //! The import's mapping on answers no captured server gave: what it must not lose silently.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
 

@@ -425,8 +425,7 @@ fn run_tools_block(block: &Block, cwd: &Path, fake: &FakeModel) {
     let copy = tempfile::tempdir().unwrap();
     std::fs::write(copy.path().join("agent.yaml"), agent.replace("http://127.0.0.1:8089", &url)).unwrap();
     let folder = copy.path().display().to_string();
-    let script: Vec<String> =
-        rest.iter().map(|c| strip_comment(c).replace("examples/python-tools", &folder)).collect();
+    let script: Vec<String> = rest.iter().map(|c| strip_comment(c).replace("examples/python-tools", &folder)).collect();
     let mut cmd = shell(cwd, &script.join("\n"));
     model_env(&mut cmd, fake);
     run_to_end(cmd, block);

@@ -134,7 +134,7 @@ fn serve(binary: &Path, label: String, agents: &Path, threads: Option<usize>, lo
         bail!("{} serve did not start: {}", binary.display(), said.join("\n"));
     };
     // `loading ...` comes before `web page: ...` when there are models to load; then wait for
-    // `models loaded`.
+    // `loaded ... in N s` (`models loaded` from older builds).
     let mut loading = false;
     loop {
         let line = lines
@@ -142,9 +142,12 @@ fn serve(binary: &Path, label: String, agents: &Path, threads: Option<usize>, lo
             .with_context(|| format!("{} serve stopped talking before its models loaded", binary.display()))?;
         if line.starts_with("loading ") {
             loading = true;
-        } else if line.starts_with("warning: loading the models failed") {
+        } else if line.starts_with("warning: loading ") {
             bail!("{}: {line}", binary.display());
-        } else if line.starts_with("models loaded") || (line.starts_with("web page:") && !loading) {
+        } else if line.starts_with("loaded ")
+            || line.starts_with("models loaded")
+            || (line.starts_with("web page:") && !loading)
+        {
             break;
         }
     }

@@ -174,8 +174,12 @@ impl TurnSink {
         self.wake.notify_one();
     }
 
-    /// Whether `event` may be shown: anything but a progress status this turn showed before.
+    /// Whether `event` may be shown: anything but a progress status this turn showed before
+    /// (a pulse, which says how far the turn has come, is shown as often as it is sent).
     fn first_showing(&self, event: &NewEvent) -> bool {
+        if event.payload.is_pulse() {
+            return true;
+        }
         match event.payload.progress() {
             Some((status, stage)) => {
                 let key = (status, stage.map(str::to_string));
@@ -219,6 +223,7 @@ impl EventSink for TurnSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guidepost_core::payload::{EventPayload, ModelStep, ModelWork, TurnProgress};
     use guidepost_core::session::ProcessingStage;
     use guidepost_store::EventFilter;
 
@@ -248,17 +253,26 @@ mod tests {
         assert_eq!(sink.emit(NewEvent::status("t", Status::Acknowledged), Visibility::Live).await, None);
         let processing = NewEvent::processing("t", ProcessingStage::Interpreting);
         assert_eq!(sink.emit(processing.clone(), Visibility::Live).await, None, "queued, not stored yet");
-        assert_eq!(sink.emit(processing, Visibility::Live).await, None, "shown once");
+        assert_eq!(sink.emit(processing.clone(), Visibility::Live).await, None, "shown once");
+        let pulse = |done| {
+            let EventPayload::Status(status) = &processing.payload else { unreachable!() };
+            let work = ModelWork { step: ModelStep::Reading, done, total: 400 };
+            let progress = TurnProgress { elapsed_ms: 2_000, model_calls: 0, model: Some(work) };
+            NewEvent::agent("t", EventPayload::Status(status.with_progress(progress)))
+        };
+        assert_eq!(sink.emit(pulse(100), Visibility::Live).await, None, "a pulse is queued to be shown");
+        assert_eq!(sink.emit(pulse(200), Visibility::Live).await, None, "and the next one too");
         assert!(store.list_events(&id, &EventFilter::default()).await.unwrap().is_empty());
-        // A message goes out at once, after the status queued before it.
+        // A message goes out at once, after the statuses queued before it.
         let streamed =
             sink.emit(NewEvent::message("t", "a", "A", "key sk-planted-0123456789"), Visibility::Live).await.unwrap();
         sink.update(&streamed, NewEvent::message("t", "a", "A", "whole, sk-planted-0123456789")).await;
         assert_eq!(sink.emit(NewEvent::message("t", "a", "A", "sk-planted-0123456789"), Visibility::Held).await, None);
         let stored = store.list_events(&id, &EventFilter::default()).await.unwrap();
-        assert_eq!(stored.len(), 2, "{stored:?}");
+        assert_eq!(stored.len(), 4, "{stored:?}");
         assert_eq!(stored[0].data["data"]["stage"], "Interpreting", "{stored:?}");
-        assert_eq!(stored[1].data["message"], "whole, ***");
+        assert_eq!(stored[2].data["data"]["progress"]["model"]["done"], 200);
+        assert_eq!(stored[3].data["message"], "whole, ***");
         // A status still queued at the end goes with the held events, before them.
         assert_eq!(sink.emit(NewEvent::status("t", Status::Typing), Visibility::Live).await, None);
         let held = sink.take_held();

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use candle_core::Device;
+use guidepost_llm::progress::CallProgress;
 use guidepost_llm::{
     ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, TokenDecision,
     TokenOption, Usage,
@@ -183,7 +184,7 @@ impl LocalChatModel {
     /// Answers `req` on the current thread (blocking; use [`ChatModel::complete`] from async
     /// code).
     pub fn answer_blocking(&self, req: &ChatRequest) -> Result<LocalAnswer, LocalError> {
-        self.inner.answer(req, &mut |_| {})
+        self.inner.answer(req, &mut |_| {}, None)
     }
 }
 
@@ -205,7 +206,14 @@ impl Inner {
         self.template.render(&messages, true)
     }
 
-    fn answer(&self, req: &ChatRequest, on_text: &mut dyn FnMut(&str)) -> Result<LocalAnswer, LocalError> {
+    /// Answers `req`, passing the text to `on_text` as it is written and telling `progress`
+    /// how far it has come (waiting for the model, reading the prompt, writing).
+    fn answer(
+        &self,
+        req: &ChatRequest,
+        on_text: &mut dyn FnMut(&str),
+        progress: Option<&CallProgress>,
+    ) -> Result<LocalAnswer, LocalError> {
         let prompt = self.render_prompt(req)?;
         let ids = self.tokenizer.encode(&prompt)?;
         let room = self.info.context_length.saturating_sub(ids.len());
@@ -224,11 +232,14 @@ impl Inner {
             stop: req.stop.clone(),
         };
         let decode = |ids: &[u32]| self.tokenizer.decode(ids);
+        if let Some(progress) = progress {
+            progress.waiting();
+        }
         let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let session = &mut *session;
         match &req.output {
             OutputFormat::Text => {
-                let generation = session.generator.generate(&ids, &params, None, &decode, on_text)?;
+                let generation = session.generator.generate(&ids, &params, None, &decode, on_text, progress)?;
                 self.after_answer(req, &generation, session);
                 Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation })
             }
@@ -241,7 +252,8 @@ impl Inner {
                     return Err(LocalError::Grammar("grammar compiler unavailable".into()));
                 };
                 let mut matcher = grammar.matcher(schema)?;
-                let generation = session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text)?;
+                let generation =
+                    session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text, progress)?;
                 self.after_answer(req, &generation, session);
                 if generation.finish == FinishReason::Length {
                     return Err(LocalError::Grammar(format!(
@@ -342,21 +354,25 @@ impl ChatModel for LocalChatModel {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let inner = Arc::clone(&self.inner);
         let start = Instant::now();
-        let answer =
-            tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {})).await.map_err(join_error)??;
+        let progress = guidepost_llm::progress::call();
+        let answer = tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {}, progress.as_ref()))
+            .await
+            .map_err(join_error)??;
         Ok(self.inner.response(answer, start.elapsed()))
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         let inner = Arc::clone(&self.inner);
         let (tx, rx) = mpsc::unbounded_channel::<Result<StreamEvent, LlmError>>();
+        let progress = guidepost_llm::progress::call();
         tokio::task::spawn_blocking(move || {
             let start = Instant::now();
             let deltas = tx.clone();
-            let result = inner.answer(&req, &mut |piece| {
+            let on_text = &mut |piece: &str| {
                 // A closed receiver only means the caller stopped listening.
                 let _ = deltas.send(Ok(StreamEvent::Delta(piece.to_string())));
-            });
+            };
+            let result = inner.answer(&req, on_text, progress.as_ref());
             let last =
                 result.map_err(LlmError::from).map(|answer| StreamEvent::Done(inner.response(answer, start.elapsed())));
             let _ = tx.send(last);

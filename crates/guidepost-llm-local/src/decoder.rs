@@ -398,8 +398,14 @@ impl Decoder {
     /// shares with the current cache or one kept aside, and `guess` after it in the same
     /// pass: the tokens the answer is expected to start with. Returns the logits after the
     /// prompt and after the guess; when the guess turns out wrong, [`rewind`](Self::rewind) to
-    /// the prompt's length.
-    pub(crate) fn prefill_guessing(&mut self, prompt: &[u32], guess: &[u32]) -> Result<Prefill, LocalError> {
+    /// the prompt's length. `on_read` hears how many of the tokens to evaluate are done, and
+    /// of how many, as each layer finishes a chunk.
+    pub(crate) fn prefill_guessing(
+        &mut self,
+        prompt: &[u32],
+        guess: &[u32],
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<Prefill, LocalError> {
         let total = prompt.len() + guess.len();
         if prompt.is_empty() || total > self.hp.positions {
             return Err(LocalError::ContextOverflow {
@@ -432,7 +438,7 @@ impl Decoder {
         if !guess.is_empty() {
             wanted.push(tokens.len() - 1);
         }
-        let mut logits = self.evaluate(&tokens, &wanted)?.into_iter();
+        let mut logits = self.evaluate(&tokens, &wanted, on_read)?.into_iter();
         let after_prompt = logits.next().unwrap_or_default();
         Ok(Prefill { logits: after_prompt, after_guess: logits.next(), reused: reuse })
     }
@@ -460,13 +466,18 @@ impl Decoder {
     /// the last of them.
     pub(crate) fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
         let last = tokens.len().saturating_sub(1);
-        Ok(self.evaluate(tokens, &[last])?.into_iter().next().unwrap_or_default())
+        Ok(self.evaluate(tokens, &[last], &mut |_, _| {})?.into_iter().next().unwrap_or_default())
     }
 
     /// Evaluates `tokens` after everything evaluated so far, in chunks of
     /// [`PREFILL_CHUNK`], and returns the logits after each of the tokens at the indices
-    /// `wanted` (ascending).
-    fn evaluate(&mut self, tokens: &[u32], wanted: &[usize]) -> Result<Vec<Vec<f32>>, LocalError> {
+    /// `wanted` (ascending). `on_read(done, total)` follows the layers through the chunks.
+    fn evaluate(
+        &mut self,
+        tokens: &[u32],
+        wanted: &[usize],
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<Vec<f32>>, LocalError> {
         let pos = self.cache.tokens.len();
         if tokens.is_empty() || pos + tokens.len() > self.hp.positions {
             return Err(LocalError::ContextOverflow {
@@ -480,8 +491,10 @@ impl Decoder {
             let start = i * PREFILL_CHUNK;
             let rows: Vec<usize> =
                 wanted.iter().filter(|&&w| (start..start + chunk.len()).contains(&w)).map(|w| w - start).collect();
+            let layers = self.blocks.len().max(1);
+            let mut on_layer = |layer: usize| on_read(start + chunk.len() * layer / layers, tokens.len());
             // On failure the cache no longer matches its tokens: start over next time.
-            match self.run(chunk, self.cache.tokens.len(), &rows) {
+            match self.run(chunk, self.cache.tokens.len(), &rows, &mut on_layer) {
                 Ok(l) => {
                     self.cache.tokens.extend_from_slice(chunk);
                     logits.extend(l);
@@ -497,12 +510,19 @@ impl Decoder {
 
     /// Runs `tokens` at positions from `pos` and returns the logits after each of the tokens
     /// at the indices `rows` (one row at a time through the output layer, which candle
-    /// multiplies by directly).
-    fn run(&mut self, tokens: &[u32], pos: usize, rows: &[usize]) -> Result<Vec<Vec<f32>>, LocalError> {
+    /// multiplies by directly). `on_layer` hears how many layers are done.
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+        on_layer: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, LocalError> {
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embedding.embedding(&ids)?.unsqueeze(0)?;
-        for (block, cache) in self.blocks.iter().zip(&mut self.cache.layers) {
+        for (i, (block, cache)) in self.blocks.iter().zip(&mut self.cache.layers).enumerate() {
             x = block.forward(&x, pos, &self.rope, &self.hp, cache)?;
+            on_layer(i + 1);
         }
         let mut logits = Vec::with_capacity(rows.len());
         for &row in rows {

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use guidepost_llm::progress::CallProgress;
 use llguidance::Matcher;
 use llguidance::toktrie::SimpleVob;
 use rand::rngs::StdRng;
@@ -113,7 +114,8 @@ pub(crate) struct Generator {
 
 impl Generator {
     /// Generates after `prompt`. `decode` turns ids into text; `on_text` receives each new
-    /// piece of text as soon as it is complete UTF-8.
+    /// piece of text as soon as it is complete UTF-8; `progress` hears how far the prompt is
+    /// read and how many tokens are written.
     pub(crate) fn generate(
         &mut self,
         prompt: &[u32],
@@ -121,6 +123,7 @@ impl Generator {
         mut grammar: Option<&mut Matcher>,
         decode: &dyn Fn(&[u32]) -> Result<String, LocalError>,
         on_text: &mut dyn FnMut(&str),
+        progress: Option<&CallProgress>,
     ) -> Result<Generation, LocalError> {
         if prompt.is_empty() {
             return Err(LocalError::Tokenizer("the prompt is empty".into()));
@@ -143,7 +146,12 @@ impl Generator {
             (Some(matcher), None) => forced_start(matcher),
             _ => Vec::new(),
         };
-        let prefill = self.decoder.prefill_guessing(prompt, &guess)?;
+        let mut on_read = |done: usize, total: usize| {
+            if let Some(progress) = progress {
+                progress.reading(done, total);
+            }
+        };
+        let prefill = self.decoder.prefill_guessing(prompt, &guess, &mut on_read)?;
         let cached_prompt_tokens = prefill.reused;
         let mut logits = prefill.logits;
         let mut after_guess = prefill.after_guess;
@@ -157,6 +165,9 @@ impl Generator {
         let mut next_mask: Option<SimpleVob> = None;
         let mut decode_passes = 0;
         let finish = loop {
+            if let Some(progress) = progress {
+                progress.writing(out.len(), params.max_tokens);
+            }
             if out.len() >= params.max_tokens {
                 break FinishReason::Length;
             }

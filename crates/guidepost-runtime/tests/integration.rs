@@ -20,6 +20,8 @@ mod journeys;
 mod lifecycle;
 #[path = "integration/prompts.rs"]
 mod prompts;
+#[path = "integration/pulses.rs"]
+mod pulses;
 #[path = "integration/reply_checks.rs"]
 mod reply_checks;
 #[path = "integration/tools.rs"]

@@ -12,6 +12,7 @@
 
 mod context;
 mod preparation;
+mod pulse;
 mod reply;
 mod tools;
 mod turn;
@@ -36,6 +37,7 @@ use crate::retrieval::KnowledgeIndex;
 use crate::state::ResponseState;
 use crate::variables::{MemoryVariables, VariableStore};
 
+pub use pulse::PULSE_EVERY;
 pub use turn::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 use turn::{Ending, Seen, Turn};
 
@@ -103,6 +105,29 @@ impl AgentRuntime {
         &self.definition
     }
 
+    /// Runs `work` (the stages of a turn emitting to `sink`) with its model calls measured,
+    /// sending pulses through `sink` while a model works on it and the turn is silent.
+    async fn with_pulses<T>(
+        &self,
+        sink: &pulse::Paced<'_>,
+        trace_id: &str,
+        started: Instant,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let meter = Arc::new(guidepost_llm::progress::ModelProgress::default());
+        let stop = CancellationToken::new();
+        let working = async {
+            let result = guidepost_llm::progress::measured(meter.clone(), work).await;
+            stop.cancel();
+            result
+        };
+        let every = self.config.pulse_every.unwrap_or(PULSE_EVERY);
+        // On tokio's clock, which a test can drive.
+        let started =
+            tokio::time::Instant::now().checked_sub(started.elapsed()).unwrap_or_else(tokio::time::Instant::now);
+        futures::join!(working, pulse::pulse(sink, &meter, trace_id, started, every, &stop)).0
+    }
+
     fn max_iterations(&self) -> u32 {
         self.config.max_engine_iterations.unwrap_or(self.definition.agent.max_engine_iterations).max(1)
     }
@@ -121,10 +146,12 @@ impl AgentRuntime {
         latch: EmittingLatch,
     ) -> TurnOutcome {
         let started = Instant::now();
+        let paced = pulse::Paced::new(sink);
+        let sink: &dyn EventSink = &paced;
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
         let trace_id = input.trace_id.as_str();
         sink.emit(NewEvent::status(trace_id, Status::Acknowledged), Visibility::Live).await;
-        let result = self.run(&mut turn).await;
+        let result = self.with_pulses(&paced, trace_id, started, self.run(&mut turn)).await;
         let Turn { ledger, state, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
@@ -183,6 +210,8 @@ impl AgentRuntime {
     pub async fn utter(&self, input: TurnInput, instructions: &[String], sink: &dyn EventSink) -> TurnOutcome {
         let started = Instant::now();
         let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let paced = pulse::Paced::new(sink);
+        let sink: &dyn EventSink = &paced;
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "utterance");
         turn.state = ResponseState {
             journey_paths: input.previous_state.journey_paths.clone(),
@@ -207,7 +236,8 @@ impl AgentRuntime {
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let history = self.prompt_history(&input, &conversation);
         sink.emit(NewEvent::status(&input.trace_id, Status::Typing), Visibility::Live).await;
-        let result = self.emit_reply(&mut turn, &conversation, &history).await;
+        let reply = self.emit_reply(&mut turn, &conversation, &history);
+        let result = self.with_pulses(&paced, &input.trace_id, started, reply).await;
         let Turn { ledger, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;

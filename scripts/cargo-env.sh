@@ -9,3 +9,19 @@
 # their dependencies) once when switching. Set either variable to override it.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-false}"
+
+# The workspace's own crates are compiled by clippy's driver (rustc with clippy's lints
+# added; dependencies are compiled by rustc as usual). The build is then also the lint pass:
+# scripts/test.sh takes its lints from the build scripts/run.sh made, instead of running
+# `cargo clippy`, which checks every dependency again in a mode of its own. Lints are
+# warnings here (scripts/test.sh fails on any); CLIPPY_ARGS passes options such as `-D
+# warnings` (joined by __CLIPPY_HACKERY__, as cargo-clippy does). Without the clippy component
+# the driver is missing and the crates are compiled by rustc; set RUSTC_WORKSPACE_WRAPPER
+# (empty to turn it off) to choose.
+if [ -z "${RUSTC_WORKSPACE_WRAPPER+set}" ]; then
+    clippy_driver="$(rustc --print sysroot 2>/dev/null)/bin/clippy-driver"
+    if [ -x "$clippy_driver" ]; then
+        export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
+    fi
+    unset clippy_driver
+fi

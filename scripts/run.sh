@@ -40,11 +40,15 @@ for i in "${!args[@]}"; do
 done
 cat >&2 <<HELP
 
-Talk to an agent (in another terminal):
-  curl -s -X POST localhost:$port/sessions -H 'content-type: application/json' -d '{"agent_id": "weather"}'
-  curl -s -X POST localhost:$port/sessions/SESSION/events -H 'content-type: application/json' \\
-       -d '{"kind": "message", "source": "customer", "message": "Hi, what is the weather in Beijing?"}'
-  curl -s 'localhost:$port/sessions/SESSION/events?min_offset=0&wait_for_data=60'
+Talk to an agent (paste into another terminal; needs curl and jq). The last command waits for
+the agent's reply and prints it: on the local model a turn takes tens of seconds, and the first
+one also waits for the model to load.
+  SESSION=\$(curl -s -X POST localhost:$port/sessions -H 'content-type: application/json' \\
+       -d '{"agent_id": "weather"}' | jq -r .id)
+  OFFSET=\$(curl -s -X POST "localhost:$port/sessions/\$SESSION/events" -H 'content-type: application/json' \\
+       -d '{"kind": "message", "source": "customer", "message": "Hi, what is the weather in Beijing?"}' | jq .offset)
+  curl -s "localhost:$port/sessions/\$SESSION/events?min_offset=\$((OFFSET + 1))&source=ai_agent&kinds=message&wait_for_data=300" \\
+       | jq -r '.[].data.message'
 The README shows the official Python and TypeScript clients; Ctrl-C stops the server.
 
 HELP

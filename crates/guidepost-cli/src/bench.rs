@@ -43,12 +43,13 @@ fn process_cpu_ns() -> u64 {
 }
 
 /// Figures of one turn.
-struct Turn {
+pub(crate) struct Turn {
     calls: usize,
     embeddings: usize,
     prompt_tokens: u64,
     waves: usize,
-    cpu: Duration,
+    /// This process's CPU time over the turn: the engine's own work.
+    pub(crate) cpu: Duration,
     wall: Duration,
     /// The model server's log of the turn, in arrival order.
     log: Vec<LoggedRequest>,
@@ -128,6 +129,7 @@ async fn run_size(
     turns: Option<usize>,
     streamed: bool,
     http: &reqwest::Client,
+    progress: &indicatif::ProgressBar,
 ) -> Result<Vec<Turn>> {
     let (mut definition, messages) = crate::child::workload(agents, size)?;
     if streamed {
@@ -172,11 +174,22 @@ async fn run_size(
             first_token: if streamed { first_token } else { None },
             tools_ran: outcome.trace.iterations.iter().any(|i| !i.tool_calls.is_empty()),
         });
+        progress.inc(1);
     }
     Ok(turns)
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> f64 {
+/// The workload's conversation of `size` at `latency_ms` per call, run in this process.
+pub(crate) async fn engine_turns(
+    agents: &Path,
+    size: &str,
+    latency_ms: u64,
+    http: &reqwest::Client,
+) -> Result<Vec<Turn>> {
+    run_size(agents, size, latency_ms, None, false, http, &indicatif::ProgressBar::hidden()).await
+}
+
+pub(crate) fn mean(values: impl Iterator<Item = f64>) -> f64 {
     let v: Vec<f64> = values.collect();
     if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 }
 }
@@ -205,12 +218,23 @@ pub async fn run(
     let mut served = String::from(
         "| size | latency | startup s | RSS idle MiB | RSS after the session MiB | turn s over HTTP | turn s in process |\n|---|---|---|---|---|---|---|\n",
     );
+    // Per size and latency: the session, again in stream mode, again over HTTP; then the long
+    // conversation.
+    let mut total = 0;
+    for size in &sizes {
+        let turns = crate::child::workload(&agents, size)?.1.len() as u64;
+        total += latencies.len() as u64 * turns * if over_http { 3 } else { 2 };
+        total += LONG_TURNS.last().copied().unwrap_or(0) as u64;
+    }
+    let progress = crate::child::turn_bar(total);
     for size in &sizes {
         for &latency in &latencies {
-            let turns = run_size(&agents, size, latency, None, false, &http).await?;
+            progress.set_message(format!("{size}, {latency} ms per call"));
+            let turns = run_size(&agents, size, latency, None, false, &http, &progress).await?;
             // The same conversation in `stream` output mode: when the reply's first words
             // reach the customer.
-            let streamed = run_size(&agents, size, latency, None, true, &http).await?;
+            progress.set_message(format!("{size}, {latency} ms per call, stream mode"));
+            let streamed = run_size(&agents, size, latency, None, true, &http, &progress).await?;
             let first_words: Vec<f64> = streamed
                 .iter()
                 .filter(|t| !t.tools_ran)
@@ -219,7 +243,9 @@ pub async fn run(
             if over_http {
                 let (_fake, port) = crate::child::fake_model(latency)?;
                 let workload = crate::child::workload(&agents, size)?;
-                let figures = crate::bench_http::run(workload, &format!("http://127.0.0.1:{port}"), &http).await?;
+                progress.set_message(format!("{size}, {latency} ms per call, over HTTP"));
+                let figures =
+                    crate::bench_http::run(workload, &format!("http://127.0.0.1:{port}"), &http, &progress).await?;
                 let _ = writeln!(
                     served,
                     "| {size} | {latency} ms | {:.2} | {:.0} | {:.0} | {:.3} | {:.3} |",
@@ -272,12 +298,14 @@ pub async fn run(
                 r.map_or("-".into(), |r| format!("{:.2}", r.4)),
             );
         }
-        let conversation = run_size(&agents, size, 0, LONG_TURNS.last().copied(), false, &http).await?;
+        progress.set_message(format!("{size}, a long conversation"));
+        let conversation = run_size(&agents, size, 0, LONG_TURNS.last().copied(), false, &http, &progress).await?;
         let [first, tenth, last] =
             LONG_TURNS.map(|n| conversation.get(n.saturating_sub(1)).map_or(0, |t| t.prompt_tokens));
         let growth = last as f64 / tenth.max(1) as f64;
         let _ = writeln!(long, "| {size} | {first} | {tenth} | {last} | {growth:.2} |");
     }
+    progress.finish_and_clear();
     let mut text = format!(
         "## Per turn (mean of the session's turns)\n\n{summary}\n## A long conversation: prompt tokens per turn (0 ms per call)\n\n{long}\n## Every turn\n\n{report}"
     );

@@ -28,6 +28,7 @@ pub async fn run(
     workload: (guidepost_core::AgentDefinition, Vec<String>),
     fake_base: &str,
     http: &reqwest::Client,
+    progress: &indicatif::ProgressBar,
 ) -> Result<HttpFigures> {
     let (definition, messages) = workload;
     let dir = std::env::temp_dir().join(format!("guidepost-bench-{}", std::process::id()));
@@ -59,7 +60,8 @@ pub async fn run(
     let rss_idle_mb = rss_mb(pid);
 
     let turns =
-        crate::load::conversation(http, &base, &definition.agent.id, &messages, Duration::from_secs(60)).await?;
+        crate::load::conversation(http, &base, &definition.agent.id, &messages, Duration::from_secs(60), progress)
+            .await?;
     let rss_after_mb = rss_mb(pid);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

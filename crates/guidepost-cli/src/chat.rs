@@ -14,7 +14,7 @@ use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::discover::discover;
-use crate::progress::{LiveReply, ObservedSink, TurnProgress};
+use crate::progress::{Activity, LiveReply, ObservedSink, TurnProgress};
 
 /// Options of `guidepost chat`.
 pub struct ChatOptions {
@@ -156,7 +156,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         };
         let input = session.customer_turn("terminal", CustomerRef { id: "guest".into(), tags: vec![] }, &text, &state);
         let turn_started = Instant::now();
-        let status = Arc::new(std::sync::Mutex::new(String::new()));
+        let status = Arc::new(std::sync::Mutex::new(Activity::default()));
         // On a terminal the reply is printed while it is written.
         let live = (!options.quiet && std::io::stdout().is_terminal()).then(|| Arc::new(LiveReply::new(&name)));
         let mut sink = ObservedSink::new(&session, Arc::clone(&status));

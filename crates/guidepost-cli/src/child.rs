@@ -1,5 +1,6 @@
 //! What the benchmarks need around them: the workload, child processes (`guidepost serve`
-//! and the fake model server, each killed when dropped) and what /proc says about them.
+//! and the fake model server, each killed when dropped), what /proc says about them, and the
+//! progress line they show while they run.
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -18,8 +19,20 @@ pub fn workload(agents: &std::path::Path, size: &str) -> Result<(guidepost_core:
             path.display()
         );
     }
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let text = guidepost_core::files::read_text(&path, guidepost_core::limits::Limits::global())?;
     guidepost_sim::workload::load(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// A progress line on standard error counting `total` turns, redrawn in place while a
+/// benchmark runs. Nothing is drawn when standard error is not a terminal (a file, a pipe, a
+/// CI log), so the tables the benchmark prints stay alone.
+pub fn turn_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} turns {msg}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(500));
+    bar
 }
 
 /// A child process, killed and reaped when dropped.

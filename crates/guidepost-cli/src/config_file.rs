@@ -24,15 +24,18 @@
 //!                                 # (only `reevaluate_after` links)
 //!   verdict_threshold: 0.7        # the probability of yes from which a one-question check
 //!                                 # holds, for models that report it (default: the model's)
+//!   ask_both_ways: false          # ask each one-question check and its negation, and weigh
+//!                                 # the two answers together
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
+//!                                 # (also `verdict_threshold`: the transitions' own)
 //! ```
 
 use std::collections::HashMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Result, bail};
 use guidepost_llm::{ModelSettings, ModelStackBuilder, ProviderKeys, StackConfig};
 use serde::Deserialize;
 
@@ -59,6 +62,7 @@ struct Engine {
     history_turns: Option<usize>,
     recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
     verdict_threshold: Option<f32>,
+    ask_both_ways: Option<bool>,
     #[serde(default)]
     tasks: Tasks,
 }
@@ -76,6 +80,8 @@ struct Tasks {
 #[serde(deny_unknown_fields)]
 struct TaskEngine {
     verdicts: Option<guidepost_engine::VerdictStyle>,
+    /// The probability of yes from which this task's one-question checks hold.
+    verdict_threshold: Option<f32>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,9 +99,15 @@ struct Models {
 
 /// Reads a configuration file; an unknown key or a bad value is an error at its line.
 fn read(path: &Path) -> Result<ConfigFile> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let limits = guidepost_core::limits::Limits::global();
+    let text = guidepost_core::files::read_text(path, limits)?;
     if text.trim().is_empty() {
         return Ok(ConfigFile::default());
+    }
+    // The bounded reader first: deep nesting and alias bombs are refused at their line before
+    // the typed parser recurses.
+    if let Err(e) = guidepost_core::definition::source::parse_with(&text, limits) {
+        bail!("{}:{}:{}: {}", path.display(), e.span.line, e.span.col, e.message);
     }
     yaml_serde::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
@@ -146,11 +158,21 @@ pub fn runtime_config_from(
         Some(path) => read(path)?.engine,
         None => Engine::default(),
     };
-    if let Some(t) = engine.verdict_threshold
-        && !(0.0..=1.0).contains(&t)
-    {
-        let file = file.map(|p| p.display().to_string()).unwrap_or_default();
-        anyhow::bail!("{file}: engine.verdict_threshold: {t} is not a probability between 0 and 1");
+    let thresholds = [
+        ("engine.verdict_threshold", engine.verdict_threshold),
+        (
+            "engine.tasks.journey_selection.verdict_threshold",
+            engine.tasks.journey_selection.as_ref().and_then(|t| t.verdict_threshold),
+        ),
+        ("engine.tasks.matching.verdict_threshold", engine.tasks.matching.as_ref().and_then(|t| t.verdict_threshold)),
+    ];
+    for (key, t) in thresholds {
+        if let Some(t) = t
+            && !(0.0..=1.0).contains(&t)
+        {
+            let file = file.map(|p| p.display().to_string()).unwrap_or_default();
+            anyhow::bail!("{file}: {key}: {t} is not a probability between 0 and 1");
+        }
     }
     let mut config = guidepost_runtime::RuntimeConfig::from_vars(&env)?;
     let m = &mut config.matcher;
@@ -172,11 +194,24 @@ pub fn runtime_config_from(
     if let Some(t) = engine.verdict_threshold {
         m.verdict_threshold = Some(t);
     }
-    if let Some(v) = engine.tasks.matching.and_then(|t| t.verdicts) {
-        m.verdicts = v;
+    if let Some(both) = engine.ask_both_ways {
+        m.ask_both_ways = both;
     }
-    if let Some(v) = engine.tasks.journey_selection.and_then(|t| t.verdicts) {
-        m.journey_verdicts = Some(v);
+    if let Some(task) = &engine.tasks.matching {
+        if let Some(v) = task.verdicts {
+            m.verdicts = v;
+        }
+        if let Some(t) = task.verdict_threshold {
+            m.verdict_threshold = Some(t);
+        }
+    }
+    if let Some(task) = &engine.tasks.journey_selection {
+        if let Some(v) = task.verdicts {
+            m.journey_verdicts = Some(v);
+        }
+        if let Some(t) = task.verdict_threshold {
+            m.journey_verdict_threshold = Some(t);
+        }
     }
     if config.history_turns.is_none() {
         config.history_turns = engine.history_turns.filter(|n| *n > 0);
@@ -238,12 +273,13 @@ mod tests {
     fn the_engine_section_sets_how_checks_are_asked() {
         use guidepost_engine::VerdictStyle;
         let f = file(
-            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n  verdict_threshold: 0.7\n",
+            "engine:\n  verdicts: single\n  max_guidelines_per_batch: 20\n  batch_token_budget: 2000\n  journey_top_k: 3\n  history_turns: 8\n  recheck_after_tools: declared\n  verdict_threshold: 0.7\n  ask_both_ways: true\n",
         );
         let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
         assert_eq!(c.matcher.verdicts, VerdictStyle::Single);
         assert_eq!(c.matcher.recheck_after_tools, guidepost_engine::RecheckAfterTools::Declared);
         assert_eq!(c.matcher.verdict_threshold, Some(0.7));
+        assert!(c.matcher.ask_both_ways);
         assert_eq!(c.matcher.journey_verdicts, None, "journeys follow the checks unless told");
 
         assert_eq!((c.matcher.max_guidelines_per_batch, c.matcher.batch_token_budget), (20, 2000));
@@ -259,6 +295,14 @@ mod tests {
         let f = file("engine:\n  verdict_threshold: 1.5\n");
         let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
         assert!(e.contains("engine.verdict_threshold") && e.contains("1.5"), "{e}");
+        let f = file("engine:\n  tasks:\n    journey_selection: {verdict_threshold: -0.1}\n");
+        let e = runtime_config_from(Some(f.path()), |_| None).unwrap_err().to_string();
+        assert!(e.contains("engine.tasks.journey_selection.verdict_threshold"), "{e}");
+
+        // A threshold of the journeys' own, the checks' left alone.
+        let f = file("engine:\n  verdict_threshold: 0.7\n  tasks:\n    journey_selection: {verdict_threshold: 0.6}\n");
+        let c = runtime_config_from(Some(f.path()), |_| None).unwrap();
+        assert_eq!((c.matcher.verdict_threshold, c.matcher.journey_verdict_threshold), (Some(0.7), Some(0.6)));
 
         // Per task: the journey steps or the checks alone.
         let f = file("engine:\n  verdicts: reasoned\n  tasks:\n    journey_selection: {verdicts: single}\n");

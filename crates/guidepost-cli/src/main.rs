@@ -5,6 +5,7 @@
 mod out;
 
 mod bench;
+mod bench_conversations;
 mod bench_http;
 mod chat;
 mod check;
@@ -12,9 +13,13 @@ mod child;
 mod discover;
 mod eval;
 mod graph;
+mod import;
 mod load;
+mod load_steps;
+mod procstat;
 mod progress;
 mod serve;
+mod tools;
 
 use guidepost_cli::{models, simulate};
 
@@ -23,6 +28,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use guidepost_conversation::redaction::Redactor;
+
+/// The allocator: jemalloc (with glibc's malloc, allocating and freeing took about a sixth of the
+/// server's CPU under `guidepost load`).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The models a command runs on.
 #[derive(clap::Args)]
@@ -81,6 +92,39 @@ enum ModelsCommand {
         /// Model cache (default: $GUIDEPOST_MODELS_DIR, else ~/.cache/guidepost/models).
         #[arg(long)]
         dir: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ToolsCommand {
+    /// Serve tools written as Python functions (`@guidepost.tool`) to agents.
+    ///
+    /// Runs `python -m guidepost.tools MODULE...` from the `guidepost` Python package (the
+    /// wheel installs it beside this command). Every decorated function of the given files or
+    /// modules is served over HTTP in the Parlant plugin tool-service protocol, so a
+    /// definition names the server as a service of kind `parlant` (`url:
+    /// http://127.0.0.1:8089`) and its tools as `service:function`. Prints `listening on
+    /// http://...` once ready; Ctrl-C or SIGTERM stops it after the calls under way.
+    Serve {
+        /// `.py` files or dotted module names.
+        #[arg(required = true, value_name = "MODULE")]
+        modules: Vec<String>,
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        /// Port (0 picks a free one).
+        #[arg(long, default_value_t = 8089)]
+        port: u16,
+        /// Seconds after which a call fails, for tools without a timeout of their own.
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Log only failed calls.
+        #[arg(long)]
+        quiet: bool,
+        /// The Python interpreter (default: GUIDEPOST_PYTHON, the one beside this command, else
+        /// python3 on the PATH).
+        #[arg(long)]
+        python: Option<PathBuf>,
     },
 }
 
@@ -160,7 +204,9 @@ enum Command {
         ephemeral: bool,
         #[command(flatten)]
         models: ModelArgs,
-        /// Allow browsers from this origin only (repeatable; default: any origin).
+        /// Allow browsers from this origin only, with credentials (repeatable). By default any
+        /// origin: echoed with credentials by an open server, `*` without them by a protected
+        /// one.
         #[arg(long = "cors-origin", value_name = "ORIGIN")]
         cors_origins: Vec<String>,
         /// How long a claim on a running turn lasts without renewal: a turn whose process
@@ -189,10 +235,36 @@ enum Command {
         /// (default 30).
         #[arg(long, env = "GUIDEPOST_SESSION_MESSAGE_LIMIT")]
         session_message_limit: Option<u32>,
+        /// Requests with an API key that matches none, per minute per address, when access is
+        /// protected; beyond it every request from that address with a key is a 429 until the
+        /// budget refills. 0 for no limit (default 10).
+        #[arg(long, env = "GUIDEPOST_AUTH_FAILURE_LIMIT")]
+        auth_failure_limit: Option<u32>,
+        /// A proxy in front of the server (an address or a range, repeatable): requests from
+        /// it are counted by the client its X-Forwarded-For names, for per-address limits.
+        /// Without it the header is ignored.
+        #[arg(long = "trusted-proxy", value_name = "ADDR|CIDR", env = "GUIDEPOST_TRUSTED_PROXIES", value_delimiter = ',',
+              value_parser = guidepost_server::client::TrustedProxies::parse_entry)]
+        trusted_proxies: Vec<ipnet::IpNet>,
         /// The simulator's artifact folder whose runs the web page shows (default `.tally`
         /// when it exists).
         #[arg(long, value_name = "DIR")]
         simulations: Option<PathBuf>,
+        /// Bytes one event from a customer or their client may carry (message, data and
+        /// metadata as JSON); larger ones are refused with 413.
+        #[arg(long, default_value_t = 16 * 1024, env = "GUIDEPOST_MAX_EVENT_BYTES")]
+        max_event_bytes: usize,
+        /// Seconds a request's headers may take to arrive (from the connection's opening or
+        /// the previous response; an idle kept-alive connection is closed after it too).
+        #[arg(long, default_value_t = 30, env = "GUIDEPOST_HEADER_TIMEOUT_SECS")]
+        header_timeout_secs: u64,
+        /// Seconds a client may stall in the middle of a request (between two pieces of its
+        /// body, or not reading its response) before it is dropped.
+        #[arg(long, default_value_t = 60, env = "GUIDEPOST_IDLE_TIMEOUT_SECS")]
+        idle_timeout_secs: u64,
+        /// Connections served at once; more are closed as soon as they are accepted.
+        #[arg(long, default_value_t = 1024, env = "GUIDEPOST_MAX_CONNECTIONS")]
+        max_connections: usize,
     },
     /// Print an agent's definition from the store as YAML (what `guidepost check` reads).
     Export {
@@ -262,9 +334,19 @@ enum Command {
         /// Cases run at once.
         #[arg(long, default_value_t = 1)]
         concurrency: usize,
-        /// Also write the report and every decision as JSON to this file.
+        /// Also write the report and every decision as JSON to this file, rewritten after each
+        /// case so a run that stops can be resumed.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Continue the run whose report --json names: case runs already in it (for cases and
+        /// agents unchanged since, with the same models) are kept, the others are run.
+        #[arg(long)]
+        resume: bool,
+        /// Also print what each verdict threshold from 0.30 to 0.90 would have made of the
+        /// guideline decisions (for a model that reports how likely "yes" was), and the best:
+        /// run it on a calibration split of your cases, not on the cases you judge by.
+        #[arg(long)]
+        calibrate: bool,
         /// Also write a JUnit XML report to this file.
         #[arg(long)]
         junit: Option<PathBuf>,
@@ -287,14 +369,39 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
-    /// Measure the engine on the performance workload against a fake model server.
+    /// Measure the engine on the performance workload, or the demo conversations on a model.
     ///
     /// For each workload size and model latency, runs the workload's session (one
     /// customer message per turn) through the real OpenAI-compatible provider against a
     /// fake server in a child process, and prints per turn: model calls, prompt tokens,
     /// sequential waves of model calls, engine CPU time and turn time, beside the
     /// reference system's figures.
+    ///
+    /// With --conversations, runs the demo conversations (bench/conversations.yaml) through
+    /// `guidepost serve` on the configured model (the embedded default unless
+    /// GUIDEPOST_MODEL says otherwise) and prints per turn: model calls, prompt tokens, new
+    /// (uncached) prompt tokens, generated tokens, time, the longest wait between two of the
+    /// turn's events, and the server's resident memory. Each --server binary runs every
+    /// conversation, one after the other, so two builds compare side by side.
     Bench {
+        /// Run these conversations on the configured model instead of the workload
+        /// (default file: bench/conversations.yaml).
+        #[arg(long, num_args = 0..=1, default_missing_value = "bench/conversations.yaml", value_name = "FILE")]
+        conversations: Option<PathBuf>,
+        /// With --conversations: a `guidepost` binary to serve them (repeat to compare
+        /// builds; default: this one).
+        #[arg(long = "server", value_name = "BINARY", requires = "conversations")]
+        servers: Vec<PathBuf>,
+        /// With --conversations: CPU threads for local models, passed to each server.
+        #[arg(long, requires = "conversations")]
+        threads: Option<usize>,
+        /// With --conversations: how long one turn may take, in seconds.
+        #[arg(long, default_value_t = 600, requires = "conversations")]
+        turn_limit_secs: u64,
+        /// With --conversations: write each server's standard error (its log; set GUIDEPOST_LOG
+        /// for more) to server-<n>.log in this folder.
+        #[arg(long, value_name = "DIR", requires = "conversations")]
+        server_logs: Option<PathBuf>,
         /// Directory with small.json, medium.json, large.json.
         #[arg(long, default_value = "bench/agents")]
         agents: PathBuf,
@@ -322,7 +429,10 @@ enum Command {
     /// (and on each --database-url), runs one session alone as the baseline, then all
     /// sessions at once, each holding the workload's five-turn conversation. Prints turns
     /// per second, turn latency percentiles beside the baseline, errors, the server's memory
-    /// at idle and at peak, and its CPU time per turn.
+    /// at idle and at peak, its CPU time per turn beside the engine's own for the same turns,
+    /// and where the server's CPU went by kind of thread. With --saturation, finds the
+    /// saturation point instead: the highest offered rate of turns the server sustains with
+    /// their 95th-percentile latency within 1.5 times a single session's.
     Load {
         /// Directory with small.json, medium.json, large.json.
         #[arg(long, default_value = "bench/agents")]
@@ -342,6 +452,17 @@ enum Command {
         /// Also write the table to this file.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// The `guidepost` binary that serves (default: this one), to compare two builds
+        /// with the same load.
+        #[arg(long, value_name = "PATH")]
+        server: Option<PathBuf>,
+        /// Find the saturation point by steps of rising offered load (--sessions is then
+        /// not used).
+        #[arg(long)]
+        saturation: bool,
+        /// How long each step of --saturation offers its load, in seconds.
+        #[arg(long, default_value_t = 15)]
+        step_secs: u64,
     },
     /// Print the JSON Schema of the definition format.
     ///
@@ -351,6 +472,12 @@ enum Command {
     /// Manage the local models (offline inference).
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Tools written in Python.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Bring agents over from other systems.
+    #[command(subcommand)]
+    Import(import::ImportCommand),
 }
 
 /// Secrets the log must never show (provider keys, API keys): every log line passes
@@ -413,6 +540,8 @@ fn main() -> ExitCode {
             repeat,
             concurrency,
             json,
+            resume,
+            calibrate,
             junit,
             min_accuracy,
         } => {
@@ -426,6 +555,8 @@ fn main() -> ExitCode {
                 repeat,
                 concurrency,
                 json,
+                resume,
+                calibrate,
                 junit,
                 min_accuracy,
             };
@@ -457,7 +588,13 @@ fn main() -> ExitCode {
             api_keys_file,
             rate_limit,
             session_message_limit,
+            auth_failure_limit,
+            trusted_proxies,
             simulations,
+            max_event_bytes,
+            header_timeout_secs,
+            idle_timeout_secs,
+            max_connections,
         } => {
             let options = serve::ServeOptions {
                 paths,
@@ -477,7 +614,15 @@ fn main() -> ExitCode {
                 api_keys_file,
                 rate_limit,
                 session_message_limit,
+                auth_failure_limit,
+                trusted_proxies: guidepost_server::client::TrustedProxies(trusted_proxies),
                 simulations,
+                bounds: guidepost_server::bounds::Bounds {
+                    max_customer_event_bytes: max_event_bytes.max(1),
+                    header_timeout: std::time::Duration::from_secs(header_timeout_secs.max(1)),
+                    idle_timeout: std::time::Duration::from_secs(idle_timeout_secs.max(1)),
+                    max_connections: max_connections.max(1),
+                },
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(serve::run(options)),
@@ -495,20 +640,57 @@ fn main() -> ExitCode {
             Ok(rt) => rt.block_on(simulate::run(*args, threads)),
             Err(e) => Err(e.into()),
         },
-        Command::Bench { agents, sizes, latency_ms, out, no_http, calls } => {
-            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
-                Err(e) => Err(e.into()),
-            }
-        }
-        Command::Load { agents, size, sessions, latency_ms, database_urls, out } => {
-            let options = load::LoadOptions { agents, size, sessions, latency_ms, database_urls, out };
+        Command::Bench {
+            agents,
+            sizes,
+            latency_ms,
+            out,
+            no_http,
+            calls,
+            conversations,
+            servers,
+            threads,
+            turn_limit_secs,
+            server_logs,
+        } => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => match conversations {
+                Some(file) => rt.block_on(bench_conversations::run(bench_conversations::ConversationOptions {
+                    file,
+                    servers,
+                    threads,
+                    out,
+                    turn_limit: std::time::Duration::from_secs(turn_limit_secs),
+                    logs: server_logs,
+                })),
+                None => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
+            },
+            Err(e) => Err(e.into()),
+        },
+        Command::Load { agents, size, sessions, latency_ms, database_urls, out, server, saturation, step_secs } => {
+            let options = load::LoadOptions {
+                agents,
+                size,
+                sessions,
+                latency_ms,
+                database_urls,
+                out,
+                server,
+                saturation,
+                step: std::time::Duration::from_secs(step_secs.max(1)),
+            };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
                 Ok(rt) => rt.block_on(load::run(options)),
                 Err(e) => Err(e.into()),
             }
         }
         Command::Models(ModelsCommand::Fetch { with_qwen, dir }) => models::fetch(with_qwen, dir),
+        Command::Import(command) => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(rt) => rt.block_on(import::run(command)),
+            Err(e) => Err(e.into()),
+        },
+        Command::Tools(ToolsCommand::Serve { modules, host, port, timeout, quiet, python }) => {
+            tools::serve(tools::ServeToolsOptions { modules, host, port, timeout, quiet, python })
+        }
         Command::Schema => serde_json::to_string_pretty(guidepost_core::definition::json_schema())
             .map(|s| {
                 outln!("{s}");

@@ -1,8 +1,6 @@
 //! Building the model stack from flags and the environment, with local models for
 //! `local:` specs.
 
-use std::sync::Arc;
-
 use anyhow::{Context, Result};
 use guidepost_llm::{ModelSettings, ModelSpec, ModelStack, ModelStackBuilder, ProviderRegistry};
 
@@ -19,7 +17,7 @@ pub fn registry(threads: Option<usize>, replay_only: bool) -> ProviderRegistry {
             options.threads = threads;
         }
         options.check_files_at_build = !replay_only;
-        registry.register(Arc::new(guidepost_llm_local::LocalProviderFactory::new(options)));
+        registry.register(std::sync::Arc::new(guidepost_llm_local::LocalProviderFactory::new(options)));
     }
     #[cfg(not(feature = "local"))]
     let _ = (threads, replay_only);

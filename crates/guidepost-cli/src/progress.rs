@@ -3,8 +3,10 @@
 //! On the local model a turn takes tens of seconds to minutes; a silent terminal looks hung.
 //! [`TurnProgress`] follows the turn's status events (interpreting, considering tools,
 //! articulating, typing) and the model calls in flight (from the stack's
-//! [`UsageLedger`]), and shows them with the elapsed time: one line rewritten in place on a
-//! terminal, a new line whenever the activity changes when standard error is a file or pipe.
+//! [`UsageLedger`]), and how far the model is with the call under way when the turn's pulses
+//! say so (reading the prompt, writing), and shows them with the elapsed time: one line
+//! rewritten in place on a terminal, a new line whenever the activity changes when standard
+//! error is a file or pipe.
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -17,16 +19,25 @@ use guidepost_llm::UsageLedger;
 use guidepost_runtime::events::Visibility;
 use guidepost_runtime::{EventSink, NewEvent};
 
+/// What the turn's status events last said, in words.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Activity {
+    /// The status and stage (`interpreting`, `writing the reply` ...); empty before the first.
+    status: String,
+    /// How far the model is with the call under way, when the last status said so.
+    model: Option<String>,
+}
+
 /// A sink that passes events on and remembers the turn's latest status.
 pub struct ObservedSink<'a> {
     inner: &'a dyn EventSink,
-    status: Arc<Mutex<String>>,
+    status: Arc<Mutex<Activity>>,
     live: Option<Arc<LiveReply>>,
 }
 
 impl<'a> ObservedSink<'a> {
     /// Wraps `inner`; `status` receives a description of each status event.
-    pub fn new(inner: &'a dyn EventSink, status: Arc<Mutex<String>>) -> Self {
+    pub fn new(inner: &'a dyn EventSink, status: Arc<Mutex<Activity>>) -> Self {
         Self { inner, status, live: None }
     }
 
@@ -111,11 +122,33 @@ fn describe_status(status: &StatusPayload) -> String {
     }
 }
 
+/// The activity a status event stands for, with how far the model is when it says so.
+fn describe_activity(status: &StatusPayload) -> Activity {
+    let model = status.data.progress.as_ref().and_then(|p| p.model).map(|work| work.describe());
+    Activity { status: describe_status(status), model }
+}
+
+/// The line shown for `activity` while `calls` (in words) are in flight.
+fn activity_line(activity: &Activity, calls: &str) -> String {
+    let status = activity.status.as_str();
+    let line = match (status.is_empty(), calls.is_empty()) {
+        (true, true) => "starting".to_string(),
+        (false, true) => status.to_string(),
+        (true, false) => calls.to_string(),
+        (false, false) if status == calls => status.to_string(),
+        (false, false) => format!("{status}: {calls}"),
+    };
+    match &activity.model {
+        Some(model) => format!("{line} — {model}"),
+        None => line,
+    }
+}
+
 #[async_trait]
 impl EventSink for ObservedSink<'_> {
     async fn emit(&self, event: NewEvent, visibility: Visibility) -> Option<String> {
         if let EventPayload::Status(status) = &event.payload {
-            *self.status.lock().unwrap_or_else(PoisonError::into_inner) = describe_status(status);
+            *self.status.lock().unwrap_or_else(PoisonError::into_inner) = describe_activity(status);
         }
         self.inner.emit(event, visibility).await
     }
@@ -176,7 +209,7 @@ pub struct TurnProgress {
 impl TurnProgress {
     /// Starts showing the progress of a turn whose statuses land in `status` and whose model
     /// calls are counted in `ledger`, until `paused` is set (the reply is being printed).
-    pub fn start(status: Arc<Mutex<String>>, ledger: UsageLedger, paused: Arc<Mutex<bool>>) -> Self {
+    pub fn start(status: Arc<Mutex<Activity>>, ledger: UsageLedger, paused: Arc<Mutex<bool>>) -> Self {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let terminal = std::io::stderr().is_terminal();
         let started = Instant::now();
@@ -185,15 +218,8 @@ impl TurnProgress {
             let tick = if terminal { Duration::from_millis(250) } else { Duration::from_millis(500) };
             loop {
                 let activity = {
-                    let status = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
-                    let calls = describe_calls(&ledger.in_flight());
-                    match (status.is_empty(), calls.is_empty()) {
-                        (true, true) => "starting".to_string(),
-                        (false, true) => status,
-                        (true, false) => calls,
-                        (false, false) if status == calls => status,
-                        (false, false) => format!("{status}: {calls}"),
-                    }
+                    let shown = status.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                    activity_line(&shown, &describe_calls(&ledger.in_flight()))
                 };
                 let printing = {
                     let printing = paused.lock().unwrap_or_else(PoisonError::into_inner);
@@ -233,6 +259,7 @@ impl TurnProgress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guidepost_core::payload::{ModelStep, ModelWork, TurnProgress};
     use guidepost_core::session::ProcessingStage;
 
     #[test]
@@ -244,5 +271,17 @@ mod tests {
         calls.insert("matching".to_string(), 2);
         calls.insert("journey_selection".to_string(), 1);
         assert_eq!(describe_calls(&calls), "choosing the journey step, checking guidelines (2 calls)");
+    }
+
+    #[test]
+    fn a_pulse_adds_how_far_the_model_is_to_the_line() {
+        let working = StatusPayload::processing(ProcessingStage::ConsideringTools);
+        let work = ModelWork { step: ModelStep::Reading, done: 120, total: 537 };
+        let pulse = working.with_progress(TurnProgress { elapsed_ms: 4_000, model_calls: 2, model: Some(work) });
+        let line = activity_line(&describe_activity(&pulse), "deciding on tool calls");
+        assert_eq!(line, "considering tools: deciding on tool calls — reading the prompt: 120 of 537 tokens");
+        let after = activity_line(&describe_activity(&StatusPayload::new(Status::Typing)), "writing the reply");
+        assert_eq!(after, "writing the reply", "the next status drops what the pulse said");
+        assert_eq!(activity_line(&Activity::default(), ""), "starting");
     }
 }

@@ -57,7 +57,10 @@ pub struct ServeOptions {
     pub api_keys_file: Option<PathBuf>,
     pub rate_limit: Option<u32>,
     pub session_message_limit: Option<u32>,
+    pub auth_failure_limit: Option<u32>,
+    pub trusted_proxies: guidepost_server::client::TrustedProxies,
     pub simulations: Option<PathBuf>,
+    pub bounds: guidepost_server::bounds::Bounds,
 }
 
 /// API keys from `GUIDEPOST_API_KEYS` and `--api-keys-file` (`role:key` entries).
@@ -68,7 +71,7 @@ fn api_keys(file: Option<&PathBuf>) -> Result<Vec<(String, guidepost_server::acc
         keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("GUIDEPOST_API_KEYS: {e}"))?);
     }
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = guidepost_core::files::read_text(path, guidepost_core::limits::Limits::global())?;
         keys.extend(AccessPolicy::parse_keys(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
     }
     Ok(keys)
@@ -134,11 +137,16 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         bail!("fix the definitions above (guidepost check shows the same), then start again");
     }
     let (store, location) = options.store.open().await?;
+    let mut unchanged = 0;
     for definition in &definitions {
         let report = store
             .import_definition(definition)
             .await
             .with_context(|| format!("importing agent `{}`", definition.agent.id))?;
+        if report.created + report.updated + report.removed == 0 {
+            unchanged += 1;
+            continue;
+        }
         eprintln!(
             "agent {}: {} created, {} updated, {} unchanged, {} removed",
             report.agent_id, report.created, report.updated, report.unchanged, report.removed
@@ -148,6 +156,9 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
                 "  note: `{id}` was changed over the API since the last start; the definition file's version replaces it"
             );
         }
+    }
+    if unchanged > 0 {
+        eprintln!("{unchanged} agent(s) unchanged since the last start");
     }
     let stack =
         crate::models::stack_with(options.model.as_deref(), options.embedder.as_deref(), options.threads, Some(128))?;
@@ -166,6 +177,9 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     if let Some(n) = options.session_message_limit {
         access.messages_per_session_per_minute = (n > 0).then_some(n);
     }
+    if let Some(n) = options.auth_failure_limit {
+        access.failed_authentications_per_minute = (n > 0).then_some(n);
+    }
     let protected = access.is_protected();
     // The simulator's artifact folder: as given, or `.tally` when there is one here.
     let simulations = options.simulations.clone().or_else(|| {
@@ -178,6 +192,8 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         secrets,
         cors,
         simulations: simulations.clone(),
+        bounds: options.bounds.clone(),
+        trusted_proxies: options.trusted_proxies.clone(),
     };
     let config = guidepost_cli::config_file::runtime_config()?;
     let server = Server::with_options(store.clone(), models, config, server_options);
@@ -189,11 +205,6 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
         store.backend().name(),
         if agents.is_empty() { "none yet (create one over the API)".to_string() } else { agents.join(", ") }
     );
-    if guidepost_llm::is_local_model(&model_id) {
-        eprintln!(
-            "the local model loads on the first message (tens of seconds on two cores); set GUIDEPOST_MODEL for a hosted one"
-        );
-    }
     if protected {
         eprintln!(
             "access: {key_count} API key(s); {}",
@@ -215,13 +226,17 @@ pub async fn run(options: ServeOptions) -> Result<ExitCode> {
     // (one that arrives sooner waits for the same load).
     let to_load = stack.models_to_warm_up();
     if !to_load.is_empty() {
-        eprintln!("loading {} in the background", to_load.join(", "));
+        let names = to_load.join(", ");
+        eprintln!(
+            "loading {names} in the background: a message that arrives before it is loaded waits for it{}",
+            if guidepost_llm::is_local_model(&model_id) { " (set GUIDEPOST_MODEL for a hosted model)" } else { "" }
+        );
         let stack = stack.clone();
         tokio::spawn(async move {
             let loading = Instant::now();
             match stack.warm_up().await {
-                Ok(()) => eprintln!("models loaded in {:.1} s", loading.elapsed().as_secs_f64()),
-                Err(e) => eprintln!("warning: loading the models failed ({e}); each turn will try again"),
+                Ok(()) => eprintln!("loaded {names} in {:.1} s", loading.elapsed().as_secs_f64()),
+                Err(e) => eprintln!("warning: loading {names} failed ({e}); each turn will try again"),
             }
         });
     }
@@ -242,7 +257,7 @@ pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
         );
     }
     let (store, location) = store.open().await?;
-    let definition = match store.export_definition(agent).await {
+    let mut definition = match store.export_definition(agent).await {
         Ok(d) => d,
         Err(guidepost_store::StoreError::NotFound { .. }) => {
             let known = store.agent_ids().await?;
@@ -253,6 +268,8 @@ pub async fn export(agent: &str, store: StoreOptions) -> Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
+    // Tool services' credentials are not shown; importing this back keeps the stored ones.
+    definition.services = definition.services.iter().map(guidepost_tools::registry::shown_service).collect();
     out!("{}", guidepost_core::definition::to_yaml(&definition)?);
     Ok(ExitCode::SUCCESS)
 }

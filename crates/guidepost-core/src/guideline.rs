@@ -20,6 +20,17 @@ pub enum Criticality {
     High,
 }
 
+/// A labelled customer message: whether a guideline's condition holds when the customer says
+/// it. The checks show a guideline's examples to the model beside its condition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuidelineExample {
+    /// What the customer says.
+    pub message: String,
+    /// Whether the condition holds for that message.
+    pub applies: bool,
+}
+
 /// A condition-action rule. Without an action it is an observation: it records that a
 /// condition holds, typically as a dependency or disambiguation head for other guidelines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +66,9 @@ pub struct Guideline {
     pub journey: Option<String>,
     /// Canned responses tied to this guideline.
     pub canned_responses: Vec<String>,
+    /// Labelled customer messages the checks show the model beside the condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<GuidelineExample>,
 }
 
 impl Guideline {

@@ -58,10 +58,12 @@ pub fn slug(text: &str) -> Option<String> {
     (!out.is_empty()).then_some(out)
 }
 
-/// Whether `id` is usable as an author-given id: non-empty, no whitespace, no `:` (which
-/// separates the parts of projected journey-node ids and tool ids) and no `/`.
+/// Whether `id` is usable as an author-given id: non-empty, no whitespace, no control
+/// characters (a NUL, written `"\0"` in YAML, cannot be stored in PostgreSQL; the REST API
+/// refuses them too), no `:` (which separates the parts of projected journey-node ids and tool
+/// ids) and no `/`.
 pub fn is_valid_id(id: &str) -> bool {
-    !id.is_empty() && !id.chars().any(|c| c.is_whitespace() || c == ':' || c == '/')
+    !id.is_empty() && !id.chars().any(|c| c.is_whitespace() || c.is_control() || c == ':' || c == '/')
 }
 
 #[cfg(test)]
@@ -89,6 +91,8 @@ mod tests {
         assert!(is_valid_id("询问城市"));
         assert!(!is_valid_id("a b"));
         assert!(!is_valid_id("a:b"));
+        assert!(!is_valid_id("a\0b"));
+        assert!(!is_valid_id("a\u{7f}b"));
         assert!(!is_valid_id(""));
     }
 }

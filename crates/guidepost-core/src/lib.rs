@@ -1,6 +1,7 @@
 //! Guidepost's domain types and agent definition format.
 //!
-//! This crate is pure data and logic: no I/O, no async runtime. It holds
+//! This crate is data and logic: no async runtime, and no I/O beyond reading the files a user
+//! names ([`files`]: regular files only, bounded in size, folder walks without cycles). It holds
 //!
 //! - the entities of an agent ([`Agent`], [`Guideline`], [`Relationship`], [`Journey`],
 //!   [`Tool`], context variables, glossary terms, capabilities, canned responses) and of a
@@ -39,6 +40,7 @@ pub mod agent;
 pub mod builder;
 pub mod cron;
 pub mod definition;
+pub mod files;
 pub mod graph;
 pub mod guideline;
 pub mod ids;
@@ -57,7 +59,7 @@ pub mod tool;
 pub mod vectors;
 
 pub use agent::{Agent, CompositionMode, OutputMode};
-pub use guideline::{Criticality, Guideline};
+pub use guideline::{Criticality, Guideline, GuidelineExample};
 pub use journey::{Journey, JourneyState, StateKind, Transition};
 pub use knowledge::{CannedResponse, Capability, ContextVariable, Tag, Term};
 pub use model::AgentDefinition;

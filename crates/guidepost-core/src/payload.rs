@@ -71,6 +71,12 @@ impl EventPayload {
             _ => None,
         }
     }
+
+    /// Whether it is a status that says how far the turn has come (see
+    /// [`StatusPayload::is_pulse`]).
+    pub fn is_pulse(&self) -> bool {
+        matches!(self, Self::Status(s) if s.is_pulse())
+    }
 }
 
 /// Who wrote a message.
@@ -195,8 +201,22 @@ impl StatusPayload {
         })
     }
 
+    /// The same status and stage, saying how far the turn has come: sent again and again
+    /// while a model works, so a client never waits long without news.
+    pub fn with_progress(&self, progress: TurnProgress) -> Self {
+        let data = StatusDetail { stage: self.data.stage.clone(), progress: Some(progress), ..StatusDetail::default() };
+        Self { status: self.status, data }
+    }
+
+    /// Whether it says how far the turn has come ([`with_progress`](Self::with_progress)):
+    /// unlike the turn's other progress statuses, shown as often as it is sent.
+    pub fn is_pulse(&self) -> bool {
+        self.data.progress.is_some()
+    }
+
     /// The status and stage when this reports progress (`acknowledged`, `processing` or
-    /// `typing`): what a client watches while the turn works, shown once per turn.
+    /// `typing`): what a client watches while the turn works, shown once per turn (but for
+    /// [pulses](Self::is_pulse)).
     pub fn progress(&self) -> Option<(Status, Option<&str>)> {
         matches!(self.status, Status::Acknowledged | Status::Processing | Status::Typing)
             .then(|| (self.status, self.data.stage.as_deref()))
@@ -237,9 +257,61 @@ pub struct StatusDetail {
     /// The last `ready` of a degraded turn: the stages that lost work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<Value>,
+    /// A progress status sent while a model works on the turn: how far it has come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TurnProgress>,
     /// Fields a client application gave a status event it posted, kept as given.
     #[serde(flatten)]
     pub other: Map<String, Value>,
+}
+
+/// How far a turn has come, on the progress statuses it sends while a model works on it
+/// (`{"elapsed_ms": 14200, "model_calls": 3, "model": {"step": "reading", "done": 120,
+/// "total": 537}}`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TurnProgress {
+    /// Milliseconds since the turn started.
+    pub elapsed_ms: u64,
+    /// Model calls the turn has finished.
+    pub model_calls: u32,
+    /// The model call under way, when its model says how far it has come.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelWork>,
+}
+
+/// How far a model call under way has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelWork {
+    /// What it does.
+    pub step: ModelStep,
+    /// `reading`: prompt tokens read so far; `writing`: tokens written so far.
+    pub done: u32,
+    /// `reading`: the prompt tokens it reads (those not read by an earlier call); `writing`:
+    /// the most it may write.
+    pub total: u32,
+}
+
+/// What a model call under way does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelStep {
+    /// It waits for the model, busy with another call.
+    Waiting,
+    /// The model reads the prompt.
+    Reading,
+    /// The model writes the answer.
+    Writing,
+}
+
+impl ModelWork {
+    /// How far it has come, in words: `reading the prompt: 120 of 537 tokens`.
+    pub fn describe(&self) -> String {
+        match self.step {
+            ModelStep::Waiting => "waiting for the model".to_string(),
+            ModelStep::Reading => format!("reading the prompt: {} of {} tokens", self.done, self.total),
+            ModelStep::Writing => format!("writing: {} tokens", self.done),
+        }
+    }
 }
 
 /// `{"id": ...}`.
@@ -312,6 +384,32 @@ mod tests {
             EventPayload::Tool(ToolPayload { tool_calls: vec![call] }).to_data(),
             json!({"tool_calls": [{"tool_id": "fixtures:get_weather", "arguments": {"city": "Paris"}, "result": {"data": 12}}]})
         );
+    }
+
+    #[test]
+    fn a_pulse_repeats_the_status_and_stage_with_how_far_the_turn_has_come() {
+        let working = StatusPayload::processing(ProcessingStage::ConsideringTools);
+        let progress = TurnProgress {
+            elapsed_ms: 14_200,
+            model_calls: 3,
+            model: Some(ModelWork { step: ModelStep::Reading, done: 120, total: 537 }),
+        };
+        let pulse = working.with_progress(progress.clone());
+        assert!(pulse.is_pulse() && !working.is_pulse());
+        assert_eq!(pulse.progress(), working.progress());
+        let data = EventPayload::Status(pulse.clone()).to_data();
+        assert_eq!(
+            data.to_string(),
+            r#"{"status":"processing","data":{"stage":"Considering tools","progress":{"elapsed_ms":14200,"model_calls":3,"model":{"step":"reading","done":120,"total":537}}}}"#
+        );
+        let read: StatusPayload = serde_json::from_value(data).unwrap();
+        assert_eq!(read, pulse);
+        let typing = StatusPayload::new(Status::Typing).with_progress(TurnProgress { elapsed_ms: 1, ..progress });
+        assert_eq!(
+            EventPayload::Status(typing).to_data(),
+            json!({"status": "typing", "data": {"progress": {"elapsed_ms": 1, "model_calls": 3, "model": {"step": "reading", "done": 120, "total": 537}}}})
+        );
+        assert_eq!(ModelWork { step: ModelStep::Writing, done: 12, total: 400 }.describe(), "writing: 12 tokens");
     }
 
     #[test]

@@ -68,6 +68,7 @@ mod tests {
             priority: 0,
             track: true,
             tools: vec![],
+            examples: vec![],
             tags: vec![],
             journey: None,
             origin: GuidelineOrigin::Definition,

@@ -103,6 +103,8 @@ pub struct MatchableGuideline {
     pub track: bool,
     /// Tools attached to the guideline.
     pub tools: Vec<ToolId>,
+    /// Labelled customer messages for the condition (the definition's `examples`).
+    pub examples: Vec<guidepost_core::GuidelineExample>,
     /// Tag ids.
     pub tags: Vec<String>,
     /// The journey it is scoped to (applies only while that journey is active).
@@ -176,6 +178,7 @@ impl CompiledAgent {
                 priority: g.priority,
                 track: g.track,
                 tools: g.tools.clone(),
+                examples: g.examples.clone(),
                 tags: g.tags.clone(),
                 journey: g.journey.clone(),
                 origin: GuidelineOrigin::Definition,
@@ -195,6 +198,7 @@ impl CompiledAgent {
                     priority: j.priority,
                     track: false,
                     tools: Vec::new(),
+                    examples: Vec::new(),
                     tags: j.tags.clone(),
                     journey: None,
                     origin: GuidelineOrigin::JourneyCondition(j.id.clone()),
@@ -238,6 +242,7 @@ impl CompiledAgent {
             priority: 0,
             track: false,
             tools: Vec::new(),
+            examples: Vec::new(),
             tags: Vec::new(),
             journey: None,
             origin,

@@ -116,6 +116,14 @@ pub struct MatcherConfig {
     /// report how likely their answers were; `None` takes the model's declared
     /// [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
     pub verdict_threshold: Option<f32>,
+    /// The same threshold for the questions that move a journey (whether a transition's
+    /// condition holds), when it differs from the checks' (a per-task override); `None`
+    /// follows [`verdict_threshold`](Self::verdict_threshold).
+    pub journey_verdict_threshold: Option<f32>,
+    /// Ask each single check in both polarities (the condition, then "it is not true that"
+    /// it) and weigh the answers together; twice the questions, each after the shared prompt
+    /// prefix.
+    pub ask_both_ways: bool,
 }
 
 impl Default for MatcherConfig {
@@ -133,6 +141,8 @@ impl Default for MatcherConfig {
             journey_verdicts: None,
             recheck_after_tools: RecheckAfterTools::Related,
             verdict_threshold: None,
+            journey_verdict_threshold: None,
+            ask_both_ways: false,
         }
     }
 }

@@ -211,6 +211,9 @@ pub struct PromptItem {
     pub description: Option<String>,
     /// Whether completing the action waits on the customer.
     pub waits: bool,
+    /// Labelled customer messages the agent's author gave for the condition.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<guidepost_core::GuidelineExample>,
 }
 
 #[cfg(test)]

@@ -91,6 +91,10 @@ pub struct CandidateRecord {
     pub rationale: Option<String>,
     /// 0-10.
     pub score: u8,
+    /// How likely the model found "yes", when it reports it (single checks): what the
+    /// verdict threshold was weighed against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f32>,
 }
 
 /// How a journey was predicted for this pass.

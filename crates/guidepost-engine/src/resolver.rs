@@ -4,8 +4,10 @@
 //! Per round, on the current active set: dependencies (`dependency` needs every target,
 //! `dependency_any` needs one target per group; a journey-scoped guideline or node needs
 //! its journey; failures cascade), then relational `priority` (an active source drops its
-//! targets, even when it is itself outranked; members of a priority cycle keep each other), then `entailment` (active sources
-//! add their targets). Rounds repeat until nothing changes; drops by priority and
+//! targets, even when it is itself outranked; a priority between tags drops every active
+//! member of its target, whatever priorities hold between members, as in the reference; members
+//! of a cycle of priorities between single guidelines or journeys keep each other), then
+//! `entailment` (active sources add their targets). Rounds repeat until nothing changes; drops by priority and
 //! additions by entailment are kept across rounds, dependency failures are recomputed.
 //! Numeric priority applies as configured ([`NumericPriority`]).
 //!
@@ -41,6 +43,8 @@ impl Resolved {
 
 type Active = BTreeSet<Entity>;
 type Reasons = BTreeMap<Entity, ResolutionReason>;
+/// Priority between single entities: target -> its sources, each with the relationship.
+type Edges = BTreeMap<Entity, BTreeSet<(Entity, String)>>;
 
 /// Applies relationships to matches. See the module documentation.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +190,16 @@ impl<'a> RelationalResolver<'a> {
         self.agent.definition.relationships.iter().filter(move |r| r.kind == kind)
     }
 
+    /// Whether the source end of a priority or entailment is active: a guideline or journey
+    /// that is, or a tag with any active member (`tag:` and `any-tag:` alike; only
+    /// dependencies tell them apart), as in the reference.
+    fn source_active(&self, ep: &Endpoint, active: &Active) -> bool {
+        match ep {
+            Endpoint::Tag { tag, .. } => self.agent.tag_members(tag).iter().any(|m| active.contains(m)),
+            other => self.endpoint_active(other, active),
+        }
+    }
+
     fn endpoint_active(&self, ep: &Endpoint, active: &Active) -> bool {
         match ep {
             Endpoint::Guideline(g) => active.contains(&Entity::Guideline(g.clone())),
@@ -261,17 +275,26 @@ impl<'a> RelationalResolver<'a> {
     }
 
     fn priority(&self, active: &Active) -> Reasons {
-        // edges: target -> [(source, relationship id)]
-        let mut edges: BTreeMap<Entity, BTreeSet<(Entity, String)>> = BTreeMap::new();
+        // edges: target -> [(source, relationship id)]. A relationship with a tag at either
+        // end is tag-level: it removes every active member of its target whatever priorities
+        // hold between members (the reference's rule), so only relationships between single
+        // guidelines and journeys can form the cycles whose members keep each other.
+        let mut edges: Edges = BTreeMap::new();
+        let mut by_tag: BTreeMap<Entity, (Entity, String)> = BTreeMap::new();
         for r in self.relationships(RelationshipKind::Priority) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
+            let tag_level = matches!(r.source, Endpoint::Tag { .. }) || matches!(r.target, Endpoint::Tag { .. });
             let sources = self.members_in(&r.source, active);
             let targets = self.members_in(&r.target, active);
             for s in &sources {
                 for t in targets.iter().filter(|t| *t != s && !sources.contains(t)) {
-                    edges.entry(t.clone()).or_default().insert((s.clone(), r.id.clone()));
+                    if tag_level {
+                        by_tag.entry(t.clone()).or_insert_with(|| (s.clone(), r.id.clone()));
+                    } else {
+                        edges.entry(t.clone()).or_default().insert((s.clone(), r.id.clone()));
+                    }
                 }
             }
         }
@@ -299,7 +322,8 @@ impl<'a> RelationalResolver<'a> {
         let mut memo: BTreeMap<Entity, Option<(Entity, String)>> = BTreeMap::new();
         let mut dropped = Reasons::new();
         for e in active {
-            if let Some((by, rel)) = dropped_by(e, &edges, &mut memo) {
+            let by = by_tag.get(e).cloned().or_else(|| dropped_by(e, &edges, &mut memo));
+            if let Some((by, rel)) = by {
                 let reason = numeric
                     .get(e)
                     .filter(|r| matches!(r, ResolutionReason::NumericPriority { by: b, .. } if *b == entity_name(&by)))
@@ -314,7 +338,7 @@ impl<'a> RelationalResolver<'a> {
     fn entailment(&self, active: &Active, base: &Active, deprioritized: &Reasons, dropped: &Reasons) -> Reasons {
         let mut added = Reasons::new();
         for r in self.relationships(RelationshipKind::Entailment) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
             let Some(by) = self.source_entity(&r.source, active) else { continue };
@@ -344,7 +368,7 @@ impl<'a> RelationalResolver<'a> {
     fn entailed_targets(&self, active: &Active) -> Active {
         let mut out = Active::new();
         for r in self.relationships(RelationshipKind::Entailment) {
-            if !self.endpoint_active(&r.source, active) {
+            if !self.source_active(&r.source, active) {
                 continue;
             }
             match &r.target {
@@ -405,7 +429,7 @@ pub fn entity_name(e: &Entity) -> String {
 /// depend on input order.
 fn dropped_by(
     e: &Entity,
-    edges: &BTreeMap<Entity, BTreeSet<(Entity, String)>>,
+    edges: &Edges,
     memo: &mut BTreeMap<Entity, Option<(Entity, String)>>,
 ) -> Option<(Entity, String)> {
     if let Some(known) = memo.get(e) {
@@ -418,7 +442,7 @@ fn dropped_by(
 
 /// Whether `by` has priority over `e`, directly or through others: `by` is among the sources
 /// reached by walking from `e` to whatever outranks it (iteratively, over active entities).
-fn outranks(by: &Entity, e: &Entity, edges: &BTreeMap<Entity, BTreeSet<(Entity, String)>>) -> bool {
+fn outranks(by: &Entity, e: &Entity, edges: &Edges) -> bool {
     let mut seen = BTreeSet::new();
     let mut stack = vec![e.clone()];
     while let Some(x) = stack.pop() {
@@ -508,6 +532,30 @@ guidelines:
         assert_eq!(resolve_ids(chain, &["a", "b", "c"]), ["a"]);
         assert_eq!(resolve_ids(chain, &["b", "c"]), ["b"]);
         assert_eq!(resolve_ids(chain, &["a", "c"]), ["a", "c"]);
+    }
+
+    #[test]
+    fn a_tag_priority_is_absolute_and_member_priorities_still_apply() {
+        // t1 over t2 as tags, and g2_1 (in t2) over g1_1 (in t1) as guidelines, all four
+        // matched: the tag removes both members of t2, and g2_1, though removed, still removes
+        // g1_1. Only g1_2 is followed.
+        let tags = r#"
+agent: { name: Otto }
+tags: [t1, t2]
+guidelines:
+  - { id: g1_1, condition: A, action: do a, tags: [t1] }
+  - { id: g1_2, condition: B, action: do b, tags: [t1] }
+  - { id: g2_1, condition: C, action: do c, tags: [t2], priority_over: [g1_1] }
+  - { id: g2_2, condition: D, action: do d, tags: [t2] }
+relationships:
+  - { kind: priority, source: "tag:t1", target: "tag:t2" }
+"#;
+        assert_eq!(resolve_ids(tags, &["g1_1", "g1_2", "g2_1", "g2_2"]), ["g1_2"]);
+        // Without the member's priority, the tag's alone decides.
+        assert_eq!(resolve_ids(tags, &["g1_1", "g1_2", "g2_2"]), ["g1_1", "g1_2"]);
+        // One matched member makes the tag a source of priority (`tag:` as `any-tag:`: only
+        // dependencies tell them apart).
+        assert_eq!(resolve_ids(tags, &["g1_2", "g2_2"]), ["g1_2"]);
     }
 
     #[test]

@@ -29,3 +29,6 @@ mod properties;
 
 #[path = "integration/verdicts.rs"]
 mod verdicts;
+
+#[path = "integration/journey_rules.rs"]
+mod journey_rules;

@@ -14,7 +14,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod case;
+mod decide;
+mod load;
+mod meter;
 pub mod report;
+mod resolution;
 pub mod run;
 
 pub use case::{CaseError, Suite, load};

@@ -28,17 +28,23 @@ pub struct KindFigures {
     pub recall: Option<f64>,
 }
 
-/// Latency and tokens of the model calls of one task.
+/// Latency and tokens of the model requests of one task.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallFigures {
     /// `matching`, `journey` or `tool`.
     pub task: String,
-    /// Calls made.
+    /// Requests made (a batch of single questions counts each question).
     pub calls: usize,
+    /// Requests per case run that made any.
+    pub calls_per_case: f64,
     /// Mean latency, in milliseconds.
     pub mean_latency_ms: f64,
+    /// The latency half the requests stayed within, in milliseconds.
+    pub median_latency_ms: f64,
     /// Mean prompt tokens.
     pub mean_prompt_tokens: f64,
+    /// Mean prompt tokens the model reused from an earlier request.
+    pub mean_cached_tokens: f64,
     /// Mean completion tokens.
     pub mean_completion_tokens: f64,
 }
@@ -109,14 +115,23 @@ impl Report {
         }
         let mean =
             |values: &mut dyn Iterator<Item = f64>, n: usize| if n == 0 { 0.0 } else { values.sum::<f64>() / n as f64 };
+        let runs = outcome.done.len().max(1);
         let calls = by_task
             .into_iter()
-            .map(|(task, calls)| CallFigures {
-                task: task.to_string(),
-                calls: calls.len(),
-                mean_latency_ms: mean(&mut calls.iter().map(|c| c.latency_ms), calls.len()),
-                mean_prompt_tokens: mean(&mut calls.iter().map(|c| c.prompt_tokens as f64), calls.len()),
-                mean_completion_tokens: mean(&mut calls.iter().map(|c| c.completion_tokens as f64), calls.len()),
+            .map(|(task, calls)| {
+                let mut latencies: Vec<f64> = calls.iter().map(|c| c.latency_ms).collect();
+                latencies.sort_by(f64::total_cmp);
+                let cases: BTreeSet<&str> = calls.iter().map(|c| c.case.as_str()).collect();
+                CallFigures {
+                    task: task.to_string(),
+                    calls: calls.len(),
+                    calls_per_case: calls.len() as f64 / (cases.len() * outcome.repeat.max(1)).clamp(1, runs) as f64,
+                    mean_latency_ms: mean(&mut latencies.iter().copied(), calls.len()),
+                    median_latency_ms: latencies.get(latencies.len() / 2).copied().unwrap_or(0.0),
+                    mean_prompt_tokens: mean(&mut calls.iter().map(|c| c.prompt_tokens as f64), calls.len()),
+                    mean_cached_tokens: mean(&mut calls.iter().map(|c| c.cached_tokens as f64), calls.len()),
+                    mean_completion_tokens: mean(&mut calls.iter().map(|c| c.completion_tokens as f64), calls.len()),
+                }
             })
             .collect();
         Self {
@@ -165,13 +180,20 @@ impl Report {
         if !self.calls.is_empty() {
             let _ = writeln!(
                 out,
-                "\n| model calls | count | mean latency | mean prompt tokens | mean completion tokens |\n|---|---|---|---|---|"
+                "\n| model requests | count | per case | mean latency | median latency | mean prompt tokens (cached) | mean completion tokens |\n|---|---|---|---|---|---|---|"
             );
             for c in &self.calls {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {:.0} ms | {:.0} | {:.0} |",
-                    c.task, c.calls, c.mean_latency_ms, c.mean_prompt_tokens, c.mean_completion_tokens
+                    "| {} | {} | {:.1} | {:.0} ms | {:.0} ms | {:.0} ({:.0}) | {:.0} |",
+                    c.task,
+                    c.calls,
+                    c.calls_per_case,
+                    c.mean_latency_ms,
+                    c.median_latency_ms,
+                    c.mean_prompt_tokens,
+                    c.mean_cached_tokens,
+                    c.mean_completion_tokens
                 );
             }
         }
@@ -204,9 +226,15 @@ impl Report {
         out
     }
 
-    /// The report and every decision, as JSON.
+    /// The report and the whole outcome (every decision, request and failed call, and the
+    /// case runs done), as JSON: what `--json` writes as the run goes, and what a resumed run
+    /// reads back ([`Outcome`] deserializes from it).
     pub fn json(&self, outcome: &Outcome) -> Value {
-        serde_json::json!({"report": self, "decisions": outcome.decisions, "calls": outcome.calls})
+        let mut value = serde_json::to_value(outcome).unwrap_or_else(|_| serde_json::json!({}));
+        if let Some(object) = value.as_object_mut() {
+            object.insert("report".into(), serde_json::to_value(self).unwrap_or(Value::Null));
+        }
+        value
     }
 
     /// One JUnit test case per case and run, failed with its wrong decisions.
@@ -245,6 +273,63 @@ impl Report {
             self.seconds
         )
     }
+}
+
+/// The guideline decisions of a run at one verdict threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdFigures {
+    /// "yes" from this probability.
+    pub threshold: f32,
+    /// Guideline decisions whose check reported how likely "yes" was.
+    pub decisions: usize,
+    /// Of them, those right at this threshold.
+    pub correct: usize,
+    /// `correct / decisions`.
+    pub accuracy: f64,
+}
+
+/// What each verdict threshold from 0.30 to 0.90 would have made of the guideline decisions of
+/// `outcome` whose check reported how likely "yes" was (`--calibrate`): run on a calibration
+/// split, it picks `engine.verdict_threshold` without looking at the cases it is judged on.
+/// Journey transitions are held to the same threshold but are not reweighed here (a
+/// transition's verdict moves the journey, and the moves after it depend on it).
+pub fn calibration(outcome: &Outcome) -> Vec<ThresholdFigures> {
+    let weighed: Vec<(f32, bool)> = outcome
+        .decisions
+        .iter()
+        .filter(|d| d.kind == Kind::Guideline)
+        .filter_map(|d| Some((d.probability?, d.expected.as_bool()?)))
+        .collect();
+    (30..=90)
+        .step_by(5)
+        .map(|percent| {
+            let threshold = percent as f32 / 100.0;
+            let correct = weighed.iter().filter(|(p, expected)| (*p >= threshold) == *expected).count();
+            let accuracy = if weighed.is_empty() { 0.0 } else { correct as f64 / weighed.len() as f64 };
+            ThresholdFigures { threshold, decisions: weighed.len(), correct, accuracy }
+        })
+        .collect()
+}
+
+/// The thresholds of `figures` as a table, with the best one (the lowest of those tied).
+pub fn calibration_text(figures: &[ThresholdFigures]) -> String {
+    let mut out = String::from("| yes from | right | accuracy |\n|---|---|---|\n");
+    for f in figures {
+        let _ = writeln!(out, "| {:.2} | {}/{} | {:.1} % |", f.threshold, f.correct, f.decisions, f.accuracy * 100.0);
+    }
+    let best = figures.iter().fold(None::<&ThresholdFigures>, |best, f| match best {
+        Some(b) if b.correct >= f.correct => Some(b),
+        _ => Some(f),
+    });
+    match best {
+        Some(b) if b.decisions > 0 => {
+            let _ = writeln!(out, "\nBest on these cases: engine.verdict_threshold: {:.2}", b.threshold);
+        }
+        _ => out.push_str(
+            "\nNo guideline decision reported how likely \"yes\" was (a model that reports odds is needed).\n",
+        ),
+    }
+    out
 }
 
 /// Whether a decision value says yes: `true`, or arguments a tool was called with.

@@ -2,21 +2,26 @@
 //! (and, when the case expects tool decisions, tool-call inference), and every expected
 //! decision is compared with what was decided.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use guidepost_core::payload::{EventPayload, ToolCallPayload, ToolPayload};
 use guidepost_core::{AgentState, JourneyPath, Tool, ToolId};
-use guidepost_engine::{CompiledAgent, GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome};
-use guidepost_llm::{ChatModel, Embedder, Usage};
+use guidepost_engine::record::{CandidateRecord, MatchingRecord, Verdict};
+use guidepost_engine::{
+    CompiledAgent, GuidelineMatcher, MatchKind, MatcherConfig, MatchingContext, MatchingOutcome, StagedToolResult,
+};
+use guidepost_llm::{ChatModel, Embedder};
 use guidepost_runtime::events::Visibility;
+use guidepost_runtime::state::StagedCall;
 use guidepost_runtime::tool_calls::{InferenceInput, infer};
 use guidepost_runtime::{EventSink, MemorySession, NewEvent};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::case::{Case, Line, Suite, ToolExpect};
+use crate::case::{Case, Line, Suite, ToolExpect, ToolLine};
+use crate::meter::{Metered, Requests};
 
 /// The models a suite runs against.
 #[derive(Clone)]
@@ -49,7 +54,7 @@ impl Default for Options {
 }
 
 /// The kinds of decision a case can label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Whether a guideline's condition holds now (the check's verdict).
@@ -81,7 +86,7 @@ impl Kind {
 }
 
 /// One decision of one run of a case.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decided {
     /// The case.
     pub case: String,
@@ -100,39 +105,92 @@ pub struct Decided {
     pub correct: bool,
     /// Why the engine decided so (the model's rationale, or the error).
     pub rationale: Option<String>,
+    /// How likely the model found "yes" (a guideline's single check, when the model reports
+    /// it): what `--calibrate` weighs thresholds against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f32>,
 }
 
-/// One model call made while deciding.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One model request made while deciding (a batch of single questions is one request per
+/// question).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call {
     /// The case.
     pub case: String,
-    /// What the call decided: `matching`, `journey`, `tool`.
+    /// What the request decided: `matching`, `journey`, `tool`.
     pub task: String,
     /// Prompt tokens.
     pub prompt_tokens: u64,
     /// Completion tokens.
     pub completion_tokens: u64,
+    /// Prompt tokens the model reused from an earlier request (its prompt cache).
+    #[serde(default)]
+    pub cached_tokens: u64,
     /// Milliseconds.
     pub latency_ms: f64,
 }
 
-/// Everything a suite run decided.
-#[derive(Debug, Clone, Default, Serialize)]
+/// A case run that finished, and the case it ran as (to tell whether a resumed run may keep
+/// its decisions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {
+    /// The case.
+    pub case: String,
+    /// The run (0-based).
+    pub run: usize,
+    /// A digest of the case and its agent definition: a case changed since is run again.
+    pub fingerprint: String,
+}
+
+/// Everything a suite run decided. [`Report::json`](crate::Report::json) writes it beside the
+/// figures, and a resumed run reads it back.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Outcome {
     /// Runs of each case.
     pub repeat: usize,
     /// Every decision of every run.
     pub decisions: Vec<Decided>,
-    /// Every model call.
+    /// Every model request.
     pub calls: Vec<Call>,
     /// Each case's file and line, by id, in suite order.
     pub cases: Vec<(String, String)>,
     /// Model calls that failed (the case, what failed): their decisions count as wrong, and
     /// the run as broken (a provider down, a recording missing).
     pub errors: Vec<(String, String)>,
+    /// The case runs finished, in the order they finished.
+    pub done: Vec<Done>,
+    /// The model of each task (`matching`, `journey`, `tool`), as the caller named them: a
+    /// resumed run must use the same.
+    pub models: Vec<(String, String)>,
     /// Wall time of the whole run, in seconds.
     pub seconds: f64,
+}
+
+impl Outcome {
+    /// What a resumed run keeps of this (partial) outcome: the case runs of `suite` done
+    /// already, for cases unchanged since (same case, same agent definition). Decisions, calls
+    /// and errors of other case runs are dropped.
+    pub fn kept_for(&self, suite: &Suite) -> Outcome {
+        let current: HashMap<&str, String> =
+            suite.cases.iter().map(|c| (c.spec.id.as_str(), fingerprint(c, &suite.agents[c.agent].1))).collect();
+        let done: Vec<Done> =
+            self.done.iter().filter(|d| current.get(d.case.as_str()) == Some(&d.fingerprint)).cloned().collect();
+        let kept: HashSet<(&str, usize)> = done.iter().map(|d| (d.case.as_str(), d.run)).collect();
+        let cases: HashSet<&str> = done.iter().map(|d| d.case.as_str()).collect();
+        Outcome {
+            repeat: self.repeat,
+            decisions: self.decisions.iter().filter(|d| kept.contains(&(d.case.as_str(), d.run))).cloned().collect(),
+            // Calls and errors are not kept per run: those of a case are kept when all its
+            // runs are.
+            calls: self.calls.iter().filter(|c| cases.contains(c.case.as_str())).cloned().collect(),
+            cases: Vec::new(),
+            errors: self.errors.iter().filter(|(c, _)| cases.contains(c.as_str())).cloned().collect(),
+            done,
+            models: self.models.clone(),
+            seconds: self.seconds,
+        }
+    }
 }
 
 /// One case run, as it finishes (for progress displays).
@@ -156,63 +214,25 @@ pub struct CaseDone<'a> {
 
 /// Runs every case of `suite` `options.repeat` times.
 pub async fn evaluate(suite: &Suite, models: &Models, options: &Options) -> Outcome {
-    evaluate_with(suite, models, options, &|_| {}).await
+    evaluate_with(suite, models, options, Outcome::default(), &|_, _| {}).await
 }
 
-/// [`evaluate`], telling `on_case` about each case run as it finishes.
+/// [`evaluate`], keeping the case runs `previous` finished (a resumed run: see
+/// [`Outcome::kept_for`]) and telling `on_case` about each case run as it finishes, with the
+/// outcome so far (to write it as the run goes).
 pub async fn evaluate_with(
     suite: &Suite,
     models: &Models,
     options: &Options,
-    on_case: &(dyn Fn(&CaseDone<'_>) + Sync),
+    previous: Outcome,
+    on_case: &(dyn Fn(&CaseDone<'_>, &Outcome) + Sync),
 ) -> Outcome {
     let started = Instant::now();
-    let matchers: Vec<GuidelineMatcher> = suite
-        .agents
-        .iter()
-        .map(|(_, definition)| {
-            GuidelineMatcher::new(
-                Arc::new(CompiledAgent::new(Arc::new(definition.clone()))),
-                models.matching.clone(),
-                models.embedder.clone(),
-                options.matcher.clone(),
-            )
-            .with_journey_model(models.journey_selection.clone())
-        })
-        .collect();
-    let runs: Vec<(usize, &Case)> =
-        (0..options.repeat.max(1)).flat_map(|run| suite.cases.iter().map(move |case| (run, case))).collect();
-    let total = runs.len();
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let finished = &finished;
-    let results: Vec<CaseRun> = futures::StreamExt::collect(futures::StreamExt::buffered(
-        futures::stream::iter(runs.into_iter().map(|(run, case)| {
-            let matcher = &matchers[case.agent];
-            let definition = &suite.agents[case.agent].1;
-            async move {
-                let started = Instant::now();
-                let result = run_case(case, run, definition, matcher, models).await;
-                on_case(&CaseDone {
-                    case: &case.spec.id,
-                    run,
-                    finished: finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1,
-                    total,
-                    decisions: result.decisions.len(),
-                    right: result.decisions.iter().filter(|d| d.correct).count(),
-                    seconds: started.elapsed().as_secs_f64(),
-                });
-                result
-            }
-        })),
-        options.concurrency.max(1),
-    ))
-    .await;
-    let mut outcome = Outcome { repeat: options.repeat.max(1), ..Outcome::default() };
-    for result in results {
-        outcome.decisions.extend(result.decisions);
-        outcome.calls.extend(result.calls);
-        outcome.errors.extend(result.errors);
-    }
+    let agents: Vec<Arc<CompiledAgent>> =
+        suite.agents.iter().map(|(_, definition)| Arc::new(CompiledAgent::new(Arc::new(definition.clone())))).collect();
+    let repeat = options.repeat.max(1);
+    let mut outcome = previous.kept_for(suite);
+    outcome.repeat = repeat;
     outcome.cases = suite
         .cases
         .iter()
@@ -221,16 +241,81 @@ pub async fn evaluate_with(
             (c.spec.id.clone(), place)
         })
         .collect();
-    outcome.seconds = started.elapsed().as_secs_f64();
+    let earlier_seconds = outcome.seconds;
+    let already: HashSet<(String, usize)> = outcome.done.iter().map(|d| (d.case.clone(), d.run)).collect();
+    let runs: Vec<(usize, &Case)> = (0..repeat)
+        .flat_map(|run| suite.cases.iter().map(move |case| (run, case)))
+        .filter(|(run, case)| !already.contains(&(case.spec.id.clone(), *run)))
+        .collect();
+    let total = runs.len() + already.len();
+    let shared = Mutex::new(outcome);
+    let shared = &shared;
+    let agents = &agents;
+    futures::StreamExt::collect::<Vec<()>>(futures::StreamExt::buffer_unordered(
+        futures::stream::iter(runs.into_iter().map(|(run, case)| async move {
+            let case_started = Instant::now();
+            let definition = &suite.agents[case.agent].1;
+            let result = run_case(case, run, definition, &agents[case.agent], models, &options.matcher).await;
+            let mut outcome = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            let right = result.decisions.iter().filter(|d| d.correct).count();
+            let decisions = result.decisions.len();
+            outcome.decisions.extend(result.decisions);
+            outcome.calls.extend(result.calls);
+            outcome.errors.extend(result.errors);
+            outcome.done.push(Done { case: case.spec.id.clone(), run, fingerprint: fingerprint(case, definition) });
+            outcome.seconds = earlier_seconds + started.elapsed().as_secs_f64();
+            let done = CaseDone {
+                case: &case.spec.id,
+                run,
+                finished: outcome.done.len(),
+                total,
+                decisions,
+                right,
+                seconds: case_started.elapsed().as_secs_f64(),
+            };
+            on_case(&done, &outcome);
+        })),
+        options.concurrency.max(1),
+    ))
+    .await;
+    let mut outcome = std::mem::take(&mut *shared.lock().unwrap_or_else(PoisonError::into_inner));
+    // In suite order, whatever order the runs finished in.
+    let order: HashMap<&str, usize> = suite.cases.iter().enumerate().map(|(i, c)| (c.spec.id.as_str(), i)).collect();
+    let position = |case: &str, run: usize| (run, order.get(case).copied().unwrap_or(usize::MAX));
+    outcome.decisions.sort_by_key(|d| position(&d.case, d.run));
+    outcome.calls.sort_by_key(|c| order.get(c.case.as_str()).copied().unwrap_or(usize::MAX));
+    outcome.seconds = earlier_seconds + started.elapsed().as_secs_f64();
     outcome
 }
 
-/// The session a case describes: its conversation as events, and the state before its last
-/// message.
-async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -> MatchingContext {
+/// A digest of `case` and its agent's definition (FNV-1a over their JSON).
+fn fingerprint(case: &Case, definition: &guidepost_core::AgentDefinition) -> String {
+    let text = format!(
+        "{}\n{}",
+        serde_json::to_string(&case.spec).unwrap_or_default(),
+        serde_json::to_string(definition).unwrap_or_default()
+    );
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// The session a case describes: its conversation up to the decided message as events, and
+/// the state before it; with the tool calls of this turn, staged as the preparation loop
+/// stages them.
+async fn context_of(
+    case: &Case,
+    definition: &guidepost_core::AgentDefinition,
+) -> (MatchingContext, Vec<StagedToolResult>) {
     let session = MemorySession::new();
     let agent = &definition.agent;
-    for (i, line) in case.spec.conversation.iter().enumerate() {
+    let tool_id = |call: &ToolLine| {
+        definition.tools.iter().find(|t| t.id.name == call.name).map_or_else(|| call.name.clone(), |t| t.id.to_string())
+    };
+    for (i, line) in case.spec.before_this_turn().iter().enumerate() {
         let trace = format!("line-{i}");
         match line {
             Line::Customer(text) => {
@@ -240,17 +325,12 @@ async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -
                 session.emit(NewEvent::message(&trace, &agent.id, &agent.name, text), Visibility::Held).await;
             }
             Line::Tool(call) => {
-                let tool_id = definition
-                    .tools
-                    .iter()
-                    .find(|t| t.id.name == call.name)
-                    .map_or_else(|| call.name.clone(), |t| t.id.to_string());
-                let call = ToolCallPayload {
-                    tool_id,
+                let payload = ToolCallPayload {
+                    tool_id: tool_id(call),
                     arguments: call.arguments.clone(),
-                    result: json!({"data": call.result, "metadata": {}, "control": {}}),
+                    result: tool_result(call),
                 };
-                let event = NewEvent::agent(&trace, EventPayload::Tool(ToolPayload { tool_calls: vec![call] }));
+                let event = NewEvent::agent(&trace, EventPayload::Tool(ToolPayload { tool_calls: vec![payload] }));
                 session.emit(event, Visibility::Held).await;
             }
         }
@@ -266,159 +346,194 @@ async fn context_of(case: &Case, definition: &guidepost_core::AgentDefinition) -
         AgentState { trace_id: "before".into(), applied_guideline_ids: case.spec.state.applied.clone(), journey_paths };
     let mut ctx = MatchingContext::new(session.events(), previous);
     ctx.variables = case.spec.variables.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    ctx
+    let staged = case
+        .spec
+        .this_turn()
+        .filter_map(|call| {
+            let tool = definition.tools.iter().find(|t| t.id.name == call.name)?.id.clone();
+            Some(StagedToolResult { tool, arguments: Value::Object(call.arguments.clone()), result: tool_result(call) })
+        })
+        .collect();
+    (ctx, staged)
+}
+
+/// A tool line's result as a tool event carries it.
+fn tool_result(call: &ToolLine) -> Value {
+    json!({"data": call.result, "metadata": {}, "control": {}})
 }
 
 /// What one run of a case decided and cost.
-struct CaseRun {
-    decisions: Vec<Decided>,
-    calls: Vec<Call>,
-    errors: Vec<(String, String)>,
+pub(crate) struct CaseRun {
+    pub decisions: Vec<Decided>,
+    pub calls: Vec<Call>,
+    pub errors: Vec<(String, String)>,
 }
 
+/// Runs `case` once: by relational resolution alone when it gives what matched; else a
+/// matching pass on its last customer message (and one more with the tool calls of this
+/// turn, as the preparation loop makes it), then tool-call inference when the case labels
+/// tool decisions.
 async fn run_case(
     case: &Case,
     run: usize,
     definition: &guidepost_core::AgentDefinition,
-    matcher: &GuidelineMatcher,
+    agent: &Arc<CompiledAgent>,
     models: &Models,
+    config: &MatcherConfig,
 ) -> CaseRun {
-    let ctx = context_of(case, definition).await;
-    let expect = &case.spec.expect;
+    if case.spec.matched.is_some() {
+        let decisions = crate::resolution::decide(case, run, agent, config);
+        return CaseRun { decisions, calls: Vec::new(), errors: Vec::new() };
+    }
     let id = case.spec.id.clone();
-    let decided = |kind, subject: &str, expected: Value, actual: Value, rationale: Option<String>| {
-        let correct = expected == actual;
-        Decided { case: id.clone(), run, kind, subject: subject.to_string(), expected, actual, correct, rationale }
-    };
-    let mut calls = Vec::new();
+    let requests = Requests::default();
+    let matcher = GuidelineMatcher::new(
+        agent.clone(),
+        Metered::wrap(models.matching.clone(), &id, &requests),
+        models.embedder.clone(),
+        config.clone(),
+    )
+    .with_journey_model(Metered::wrap(models.journey_selection.clone(), &id, &requests));
+    let (ctx, staged) = context_of(case, definition).await;
     let mut errors = Vec::new();
-    let outcome = match matcher.match_turn(&ctx).await {
-        Ok(outcome) => outcome,
+    let first = match matcher.match_turn(&ctx).await {
+        Ok(first) => first,
         Err(error) => {
-            // Every decision of the case is lost with the pass.
-            let why = Some(format!("matching failed: {error}"));
-            let mut out = Vec::new();
-            for (g, applies) in &expect.guidelines {
-                out.push(decided(Kind::Guideline, g, json!(applies), Value::Null, why.clone()));
-            }
-            for (g, applies) in &expect.relationships {
-                out.push(decided(Kind::Relationship, g, json!(applies), Value::Null, why.clone()));
-            }
-            for (j, state) in &expect.journeys {
-                out.push(decided(Kind::Journey, j, json!(state), Value::Null, why.clone()));
-            }
-            if let Some(options) = &expect.clarification {
-                out.push(decided(Kind::Disambiguation, "clarification", sorted(options), Value::Null, why.clone()));
-            }
-            for tool in expect.tools.keys() {
-                out.push(decided(Kind::Tool, tool, json!("?"), Value::Null, why.clone()));
-            }
-            errors.push((id.clone(), format!("matching failed: {error}")));
-            return CaseRun { decisions: out, calls, errors };
+            let why = format!("matching failed: {error}");
+            errors.push((id.clone(), why.clone()));
+            return CaseRun { decisions: crate::decide::lost(case, run, &why), calls: requests.taken(), errors };
         }
     };
-    if let Some(error) = outcome.record.batches.iter().find_map(|b| b.error.clone()) {
-        errors.push((id.clone(), format!("a matching call failed: {error}")));
-    }
-    for batch in &outcome.record.batches {
-        if let Some(usage) = &batch.usage {
-            let task =
-                if batch.category == guidepost_engine::Category::JourneyNodeSelection { "journey" } else { "matching" };
-            calls.push(call(&id, task, usage));
+    let (last, ctx) = if staged.is_empty() {
+        (None, ctx)
+    } else {
+        let ctx = ctx.with_tool_results(staged);
+        match matcher.rematch(&ctx, &first).await {
+            Ok(second) => (Some(second), ctx),
+            Err(error) => {
+                let why = format!("matching after this turn's tool calls failed: {error}");
+                errors.push((id.clone(), why.clone()));
+                return CaseRun { decisions: crate::decide::lost(case, run, &why), calls: requests.taken(), errors };
+            }
+        }
+    };
+    let passes: Vec<&MatchingOutcome> = std::iter::once(&first).chain(last.as_ref()).collect();
+    for pass in &passes {
+        if let Some(error) = pass.record.batches.iter().find_map(|b| b.error.clone()) {
+            errors.push((id.clone(), format!("a matching call failed: {error}")));
         }
     }
-    let mut out = Vec::new();
-    for (g, applies) in &expect.guidelines {
-        let candidate = outcome.record.candidates.iter().rev().find(|c| &c.guideline_id == g);
-        let actual = candidate.is_some_and(|c| c.verdict == guidepost_engine::record::Verdict::Matched);
-        let why = candidate.and_then(|c| c.rationale.clone()).or_else(|| candidate.map(|c| format!("{:?}", c.verdict)));
-        out.push(decided(Kind::Guideline, g, json!(applies), json!(actual), why));
+    let mut decisions = crate::decide::matching(case, run, &passes, &ctx);
+    if !case.spec.expect.tools.is_empty() {
+        let tool_model = Metered::wrap(models.tool_inference.clone(), &id, &requests);
+        let (tools, error) = tool_decisions(case, run, definition, &passes, &ctx, tool_model.as_ref()).await;
+        decisions.extend(tools);
+        errors.extend(error.map(|e| (id.clone(), e)));
     }
-    for (g, applies) in &expect.relationships {
-        let actual = outcome.matches.iter().any(|m| &m.guideline_id == g && matches!(m.kind, MatchKind::Guideline));
-        let why = outcome
-            .record
-            .resolutions
-            .iter()
-            .filter(|r| matches!(&r.entity, guidepost_engine::catalog::Entity::Guideline(id) if id == g))
-            .map(|r| format!("{:?}: {:?}", r.effect, r.reason))
-            .next();
-        out.push(decided(Kind::Relationship, g, json!(applies), json!(actual), why));
-    }
-    for (j, state) in &expect.journeys {
-        let actual = journey_position(&outcome, &ctx, j);
-        let why = outcome.record.journeys.iter().find(|r| &r.journey_id == j).map(|r| r.rationale.clone());
-        out.push(decided(Kind::Journey, j, json!(state), json!(actual), why));
-    }
-    if let Some(options) = &expect.clarification {
-        let asked: Vec<String> = outcome
-            .matches
-            .iter()
-            .find_map(|m| match &m.kind {
-                MatchKind::Clarification { options, .. } => Some(options.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let why = outcome
-            .matches
-            .iter()
-            .find(|m| matches!(m.kind, MatchKind::Clarification { .. }))
-            .map(|m| m.rationale.clone());
-        out.push(decided(Kind::Disambiguation, "clarification", sorted(options), sorted(&asked), why));
-    }
-    if !expect.tools.is_empty() {
-        let fresh: Vec<_> = outcome.tool_enabled().cloned().collect();
-        let tools: HashMap<ToolId, Tool> = definition.tools.iter().map(|t| (t.id.clone(), t.clone())).collect();
-        let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
-        let inference = infer(
-            models.tool_inference.as_ref(),
-            InferenceInput {
-                definition,
-                matches: &fresh,
-                tools: &tools,
-                history: &conversation,
-                shown: &conversation,
-                earlier: None,
-                staged: &[],
-                variables: &ctx.variables,
-            },
-        )
-        .await;
-        calls.extend(inference.usage.iter().map(|u| call(&id, "tool", u)));
-        if let Some(failed) = inference.traces.iter().find(|t| t.failed) {
-            let why = failed.rationale.clone().unwrap_or_else(|| "the model call failed".into());
-            errors.push((id.clone(), format!("a tool-call decision failed: {why}")));
-        }
-        let why = inference.traces.iter().filter_map(|t| t.rationale.clone()).collect::<Vec<_>>().join("; ");
-        for (tool, wanted) in &expect.tools {
-            let made = inference.calls.iter().find(|c| &c.tool.name == tool);
-            let (expected, actual) = match (wanted, made) {
-                (ToolExpect::Called(called), made) => (json!(called), json!(made.is_some())),
-                (ToolExpect::With(arguments), Some(made)) => {
-                    // At least the expected arguments, with these values.
-                    let given: serde_json::Map<String, Value> = arguments
-                        .keys()
-                        .filter_map(|k| made.arguments.get(k).map(|v| (k.clone(), v.clone())))
-                        .collect();
-                    (json!(arguments), json!(given))
-                }
-                (ToolExpect::With(arguments), None) => (json!(arguments), json!(false)),
-            };
-            out.push(decided(Kind::Tool, tool, expected, actual, (!why.is_empty()).then(|| why.clone())));
-        }
-    }
-    CaseRun { decisions: out, calls, errors }
+    CaseRun { decisions, calls: requests.taken(), errors }
 }
 
-/// Where journey `j` stands after the pass: its state; `completed` when it reached its end;
-/// `exited` when it was active before and left otherwise; `not_started`.
-fn journey_position(outcome: &MatchingOutcome, ctx: &MatchingContext, j: &str) -> String {
-    let completed = outcome
-        .record
-        .journeys
+/// The tool decisions of `case`: inference over the tool-enabled matches of the last pass that
+/// an earlier pass of the turn had not enabled already (their tools ran: the calls of this
+/// turn), knowing the calls made in this turn.
+async fn tool_decisions(
+    case: &Case,
+    run: usize,
+    definition: &guidepost_core::AgentDefinition,
+    passes: &[&MatchingOutcome],
+    ctx: &MatchingContext,
+    model: &dyn ChatModel,
+) -> (Vec<Decided>, Option<String>) {
+    let Some((last, earlier)) = passes.split_last() else { return (Vec::new(), None) };
+    let handled: HashSet<&str> =
+        earlier.iter().flat_map(|p| p.tool_enabled().map(|m| m.guideline_id.as_str())).collect();
+    let fresh: Vec<_> = last.tool_enabled().filter(|m| !handled.contains(m.guideline_id.as_str())).cloned().collect();
+    let tools: HashMap<ToolId, Tool> = definition.tools.iter().map(|t| (t.id.clone(), t.clone())).collect();
+    let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
+    let staged: Vec<StagedCall> = ctx
+        .staged_tool_results
         .iter()
-        .any(|r| r.journey_id == j && r.decision == guidepost_engine::record::JourneyDecision::Completed);
-    match outcome.journey_paths.get(j) {
+        .map(|r| StagedCall {
+            tool: r.tool.clone(),
+            arguments: r.arguments.as_object().cloned().unwrap_or_default(),
+            result: r.result.clone(),
+            ok: true,
+            duration_ms: 0,
+            call_id: None,
+            source: Default::default(),
+        })
+        .collect();
+    let inference = infer(
+        model,
+        InferenceInput {
+            definition,
+            matches: &fresh,
+            tools: &tools,
+            history: &conversation,
+            shown: &conversation,
+            earlier: None,
+            staged: &staged,
+            variables: &ctx.variables,
+        },
+    )
+    .await;
+    let error = inference.traces.iter().find(|t| t.failed).map(|failed| {
+        let why = failed.rationale.clone().unwrap_or_else(|| "the model call failed".into());
+        format!("a tool-call decision failed: {why}")
+    });
+    let why = inference.traces.iter().filter_map(|t| t.rationale.clone()).collect::<Vec<_>>().join("; ");
+    let why = if fresh.is_empty() { "no guideline or journey step calls for a tool now".to_string() } else { why };
+    let mut out = Vec::new();
+    for (tool, wanted) in &case.spec.expect.tools {
+        let made = inference.calls.iter().find(|c| &c.tool.name == tool);
+        let (expected, actual) = match (wanted, made) {
+            (ToolExpect::Called(called), made) => (json!(called), json!(made.is_some())),
+            (ToolExpect::With(arguments), Some(made)) => {
+                // At least the expected arguments, with these values.
+                let given: serde_json::Map<String, Value> =
+                    arguments.keys().filter_map(|k| made.arguments.get(k).map(|v| (k.clone(), v.clone()))).collect();
+                (json!(arguments), json!(given))
+            }
+            (ToolExpect::With(arguments), None) => (json!(arguments), json!(false)),
+        };
+        out.push(crate::decide::decided(
+            case,
+            run,
+            Kind::Tool,
+            tool,
+            expected,
+            actual,
+            (!why.is_empty()).then(|| why.clone()),
+        ));
+    }
+    (out, error)
+}
+
+/// The last record of `guideline` among `records` that is a verdict (not carried from an
+/// earlier pass).
+pub(crate) fn verdict_of<'r>(records: &[&'r MatchingRecord], guideline: &str) -> Option<&'r CandidateRecord> {
+    records
+        .iter()
+        .rev()
+        .find_map(|r| r.candidates.iter().rev().find(|c| c.guideline_id == guideline && c.verdict != Verdict::Carried))
+}
+
+/// Sorted options, for comparing clarifications.
+pub(crate) fn sorted(options: &[String]) -> Value {
+    let set: BTreeSet<&String> = options.iter().collect();
+    json!(set)
+}
+
+/// Where journey `j` stands after the passes: its state; `completed` when it reached its
+/// end; `exited` when it was active before and left otherwise; `not_started`.
+pub(crate) fn journey_position(passes: &[&MatchingOutcome], ctx: &MatchingContext, j: &str) -> String {
+    let completed = passes.iter().any(|p| {
+        p.record
+            .journeys
+            .iter()
+            .any(|r| r.journey_id == j && r.decision == guidepost_engine::record::JourneyDecision::Completed)
+    });
+    match passes.last().and_then(|p| p.journey_paths.get(j)) {
         Some(path) => path.current().to_string(),
         None if completed => "completed".into(),
         None if ctx.previous_state.journey_paths.contains_key(j) => "exited".into(),
@@ -426,17 +541,14 @@ fn journey_position(outcome: &MatchingOutcome, ctx: &MatchingContext, j: &str) -
     }
 }
 
-fn sorted(options: &[String]) -> Value {
-    let set: BTreeSet<&String> = options.iter().collect();
-    json!(set)
-}
-
-fn call(case: &str, task: &str, usage: &Usage) -> Call {
-    Call {
-        case: case.to_string(),
-        task: task.to_string(),
-        prompt_tokens: usage.prompt_tokens,
-        completion_tokens: usage.completion_tokens,
-        latency_ms: usage.latency.as_secs_f64() * 1000.0,
-    }
+/// The options of the clarifying question among the matches, if one is asked.
+pub(crate) fn clarification_options(outcome: &MatchingOutcome) -> Vec<String> {
+    outcome
+        .matches
+        .iter()
+        .find_map(|m| match &m.kind {
+            MatchKind::Clarification { options, .. } => Some(options.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }

@@ -5,8 +5,9 @@
 //! targets are proptest properties instead, in each crate's integration tests (the
 //! definition loader, the scenario loader, recordings, the provider stream parsers, the
 //! tool-result decoders). Each feeds its decoder arbitrary bytes and [`mutate`]d copies of
-//! the checked-in seeds of its corpus folder, and asserts no panic, a bounded time and a
-//! typed, positioned error. [`cases`] reads how many inputs a run tries from
+//! the checked-in seeds of its corpus folder, and asserts no panic, a bounded amount of work
+//! (the CPU time of the decoding thread, [`cpu_time_of`], which other processes on the
+//! machine do not inflate as they do elapsed time) and a typed, positioned error. [`cases`] reads how many inputs a run tries from
 //! `GUIDEPOST_FUZZ_CASES` (default [`DEFAULT_CASES`], so the ordinary test suite stays
 //! fast); `scripts/fuzz.sh` repeats the runs with fresh seeds for a given time.
 //!
@@ -24,8 +25,41 @@ use std::time::Duration;
 /// Inputs a fuzz target tries per run unless `GUIDEPOST_FUZZ_CASES` says otherwise.
 pub const DEFAULT_CASES: u32 = 48;
 
-/// The longest one input may take before a target reports a hang.
+/// The most CPU time one input may take before a target reports a hang or a blow-up.
 pub const CASE_TIME: Duration = Duration::from_secs(5);
+
+/// Runs `work` and returns its result with the CPU time the calling thread spent on it.
+///
+/// CPU time counts work done: a decoder that blows up on an input uses more of it, while a
+/// busy machine, which makes everything take longer by the clock, leaves it as it is. Read
+/// from the kernel's scheduler statistics for the thread (Linux); where the system does not
+/// report them, the time is zero and bounds on it hold trivially.
+pub fn cpu_time_of<T>(work: impl FnOnce() -> T) -> (T, Duration) {
+    let before = thread_cpu_time();
+    let out = work();
+    let spent = match (before, thread_cpu_time()) {
+        (Some(before), Some(after)) => after.saturating_sub(before),
+        _ => Duration::ZERO,
+    };
+    (out, spent)
+}
+
+/// The CPU time the calling thread has used, from `/proc/thread-self/schedstat`
+/// (nanoseconds on the CPU), or `/proc/thread-self/stat` (user and system clock ticks of
+/// 10 ms) when that is missing.
+pub fn thread_cpu_time() -> Option<Duration> {
+    if let Ok(text) = std::fs::read_to_string("/proc/thread-self/schedstat")
+        && let Some(ns) = text.split_whitespace().next().and_then(|f| f.parse::<u64>().ok())
+    {
+        return Some(Duration::from_nanos(ns));
+    }
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) close with `)`; utime and stime
+    // are the 12th and 13th of them.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(Duration::from_millis(ticks * 10))
+}
 
 /// Inputs per run: `GUIDEPOST_FUZZ_CASES`, or [`DEFAULT_CASES`] when it is unset or not a
 /// positive number.
@@ -167,5 +201,23 @@ mod tests {
             }
         }
         assert!(mutate(b"", &[Mutation { kind: 1, at: 5, len: 5, token: 0 }]).is_empty());
+    }
+
+    #[test]
+    fn cpu_time_counts_work_not_waiting() {
+        if thread_cpu_time().is_none() {
+            return;
+        }
+        // Waiting costs next to no CPU time, however long it lasts by the clock ...
+        let ((), waited) = cpu_time_of(|| std::thread::sleep(Duration::from_millis(300)));
+        assert!(waited < Duration::from_millis(150), "{waited:?}");
+        // ... while work shows: spin until the thread has used 50 ms more.
+        let ((), worked) = cpu_time_of(|| {
+            let start = thread_cpu_time().unwrap_or_default();
+            while thread_cpu_time().unwrap_or_default() < start + Duration::from_millis(50) {
+                std::hint::black_box(0u64);
+            }
+        });
+        assert!(worked >= Duration::from_millis(50), "{worked:?}");
     }
 }

@@ -21,6 +21,16 @@ pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
     x.contiguous()?.apply_op1_no_bwd(&Softmax)
 }
 
+/// Attention weights from raw scores: the softmax over the last dimension of `scale * x`, each
+/// row seeing only the keys up to its own position. `x` holds rows of `keys` scores (any
+/// leading shape, `f32`), in blocks of `queries` rows: row `i` of a block is the query at
+/// position `offset + i`, and its scores for keys after that position count as minus infinity.
+/// This is what scaling, adding a causal mask and a softmax compute, in one pass and without the
+/// mask's memory; a query sees at least its own key, so no row is empty.
+pub fn causal_softmax_last_dim(x: &Tensor, queries: usize, offset: usize, scale: f32) -> Result<Tensor> {
+    x.contiguous()?.apply_op1_no_bwd(&CausalSoftmax { queries, offset, scale })
+}
+
 /// `x / sqrt(mean(x²) + eps) * weight` over the last dimension of `x` (any shape, `f32`);
 /// `weight` has the size of that dimension.
 pub fn rms_norm(x: &Tensor, weight: &Tensor, eps: f32) -> Result<Tensor> {
@@ -66,6 +76,44 @@ impl CustomOp1 for Softmax {
             }
             for (o, &x) in out.iter_mut().zip(row) {
                 *o = (x - max).exp();
+            }
+            let sum: f32 = out.iter().sum();
+            out.iter_mut().for_each(|o| *o /= sum);
+        });
+        Ok((CpuStorage::F32(out), layout.shape().clone()))
+    }
+}
+
+struct CausalSoftmax {
+    queries: usize,
+    offset: usize,
+    scale: f32,
+}
+
+impl CustomOp1 for CausalSoftmax {
+    fn name(&self) -> &'static str {
+        "causal-softmax"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (values, width) = rows(self.name(), storage, layout)?;
+        let (queries, offset, scale) = (self.queries.max(1), self.offset, self.scale);
+        if offset + queries > width {
+            return Err(Error::Msg(format!(
+                "causal-softmax: queries at positions {offset}..{} for {width} keys",
+                offset + queries
+            )));
+        }
+        let mut out = vec![0f32; values.len()];
+        out.par_chunks_mut(width).zip(values.par_chunks(width)).enumerate().for_each(|(r, (out, row))| {
+            let seen = offset + r % queries + 1;
+            let (out, row) = (&mut out[..seen], &row[..seen]);
+            let max = row.iter().map(|x| x * scale).fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                return;
+            }
+            for (o, &x) in out.iter_mut().zip(row) {
+                *o = (x * scale - max).exp();
             }
             let sum: f32 = out.iter().sum();
             out.iter_mut().for_each(|o| *o /= sum);
@@ -193,6 +241,22 @@ mod tests {
     fn softmax_reads_a_transposed_tensor_by_its_logical_rows() -> Result<()> {
         let x = Tensor::new(&[[0f32, 1.0], [0.0, 1.0]], &Device::Cpu)?.t()?;
         assert_eq!(values(&softmax_last_dim(&x)?), vec![0.5, 0.5, 0.5, 0.5]);
+        Ok(())
+    }
+
+    #[test]
+    fn causal_softmax_is_a_scaled_masked_softmax() -> Result<()> {
+        // Two blocks (heads) of three queries at positions 2, 3, 4 over five keys.
+        let x = Tensor::randn(0f32, 3.0, (2, 3, 5), &Device::Cpu)?;
+        let mask: Vec<f32> =
+            (0..3).flat_map(|i| (0..5).map(move |j| if j > 2 + i { f32::NEG_INFINITY } else { 0.0 })).collect();
+        let mask = Tensor::from_vec(mask, (3, 5), &Device::Cpu)?;
+        let expected = softmax_last_dim(&(x.clone() * 0.5)?.broadcast_add(&mask)?)?;
+        let got = causal_softmax_last_dim(&x, 3, 2, 0.5)?;
+        assert!(max_difference(&got, &expected) < 1e-6);
+        assert_eq!(values(&got)[3..5], [0.0, 0.0], "the first query sees keys 0 to 2");
+        let err = causal_softmax_last_dim(&x, 3, 3, 0.5).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("positions 3..6 for 5 keys"), "{err}");
         Ok(())
     }
 

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use candle_core::Device;
+use guidepost_llm::progress::CallProgress;
 use guidepost_llm::{
     ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, TokenDecision,
     TokenOption, Usage,
@@ -37,6 +38,9 @@ pub struct ModelInfo {
     pub load_time: Duration,
     /// What requantization to Q8_0 did.
     pub requantized: RequantReport,
+    /// Bytes of quantized weights released after loading because candle multiplies by its
+    /// own repacked copy of them (see the crate documentation on memory).
+    pub released_bytes: usize,
 }
 
 /// An answer with the details of how it was generated.
@@ -137,14 +141,15 @@ impl LocalChatModel {
         }
         let device = Device::Cpu;
         let mut reader = reader;
-        let (decoder, requantized) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
+        let (decoder, loaded) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
         let info = ModelInfo {
             architecture,
             context_length,
             vocab_size,
             stop_ids: stop_ids.clone(),
             load_time: start.elapsed(),
-            requantized,
+            requantized: loaded.requantized,
+            released_bytes: loaded.released_bytes,
         };
         let id = id.into();
         tracing::info!(model = %id, ?info, "local chat model loaded");
@@ -179,7 +184,7 @@ impl LocalChatModel {
     /// Answers `req` on the current thread (blocking; use [`ChatModel::complete`] from async
     /// code).
     pub fn answer_blocking(&self, req: &ChatRequest) -> Result<LocalAnswer, LocalError> {
-        self.inner.answer(req, &mut |_| {})
+        self.inner.answer(req, &mut |_| {}, None)
     }
 }
 
@@ -201,7 +206,14 @@ impl Inner {
         self.template.render(&messages, true)
     }
 
-    fn answer(&self, req: &ChatRequest, on_text: &mut dyn FnMut(&str)) -> Result<LocalAnswer, LocalError> {
+    /// Answers `req`, passing the text to `on_text` as it is written and telling `progress`
+    /// how far it has come (waiting for the model, reading the prompt, writing).
+    fn answer(
+        &self,
+        req: &ChatRequest,
+        on_text: &mut dyn FnMut(&str),
+        progress: Option<&CallProgress>,
+    ) -> Result<LocalAnswer, LocalError> {
         let prompt = self.render_prompt(req)?;
         let ids = self.tokenizer.encode(&prompt)?;
         let room = self.info.context_length.saturating_sub(ids.len());
@@ -220,11 +232,15 @@ impl Inner {
             stop: req.stop.clone(),
         };
         let decode = |ids: &[u32]| self.tokenizer.decode(ids);
+        if let Some(progress) = progress {
+            progress.waiting();
+        }
         let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let session = &mut *session;
         match &req.output {
             OutputFormat::Text => {
-                let generation = session.generator.generate(&ids, &params, None, &decode, on_text)?;
+                let generation = session.generator.generate(&ids, &params, None, &decode, on_text, progress)?;
+                self.after_answer(req, &generation, session);
                 Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation })
             }
             OutputFormat::Json { schema, .. } => {
@@ -236,7 +252,9 @@ impl Inner {
                     return Err(LocalError::Grammar("grammar compiler unavailable".into()));
                 };
                 let mut matcher = grammar.matcher(schema)?;
-                let generation = session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text)?;
+                let generation =
+                    session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text, progress)?;
+                self.after_answer(req, &generation, session);
                 if generation.finish == FinishReason::Length {
                     return Err(LocalError::Grammar(format!(
                         "the answer reached the limit of {} tokens before the JSON was complete",
@@ -248,6 +266,33 @@ impl Inner {
                 Ok(LocalAnswer { output: Output::Json(value), generation })
             }
         }
+    }
+
+    /// After an answer: hands the memory its passes freed back to the system, and logs what
+    /// the answer cost (`GUIDEPOST_LOG=guidepost_llm_local=debug`): where the prompt went in
+    /// the caches and how long each part took.
+    fn after_answer(&self, req: &ChatRequest, generation: &Generation, session: &Session) {
+        // What the answer's passes freed goes back to the system, not only to the allocator.
+        crate::memory::return_free_memory();
+        let (current, saved) = session.generator.decoder.cache_bytes();
+        let schema = match &req.output {
+            OutputFormat::Json { name, .. } => name.as_str(),
+            OutputFormat::Text => "text",
+        };
+        tracing::debug!(
+            task = req.task.as_str(),
+            schema,
+            prompt_tokens = generation.prompt_tokens,
+            reused = generation.cached_prompt_tokens,
+            new = generation.prompt_tokens - generation.cached_prompt_tokens,
+            generated = generation.token_ids.len(),
+            passes = generation.decode_passes,
+            prefill_ms = generation.prefill.as_millis() as u64,
+            decode_ms = generation.decode.as_millis() as u64,
+            cache_mb = current / (1 << 20),
+            saved_caches_mb = saved / (1 << 20),
+            "local answer"
+        );
     }
 
     /// The port's answer: output, usage, and the choices the grammar left the model.
@@ -309,21 +354,25 @@ impl ChatModel for LocalChatModel {
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let inner = Arc::clone(&self.inner);
         let start = Instant::now();
-        let answer =
-            tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {})).await.map_err(join_error)??;
+        let progress = guidepost_llm::progress::call();
+        let answer = tokio::task::spawn_blocking(move || inner.answer(&req, &mut |_| {}, progress.as_ref()))
+            .await
+            .map_err(join_error)??;
         Ok(self.inner.response(answer, start.elapsed()))
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         let inner = Arc::clone(&self.inner);
         let (tx, rx) = mpsc::unbounded_channel::<Result<StreamEvent, LlmError>>();
+        let progress = guidepost_llm::progress::call();
         tokio::task::spawn_blocking(move || {
             let start = Instant::now();
             let deltas = tx.clone();
-            let result = inner.answer(&req, &mut |piece| {
+            let on_text = &mut |piece: &str| {
                 // A closed receiver only means the caller stopped listening.
                 let _ = deltas.send(Ok(StreamEvent::Delta(piece.to_string())));
-            });
+            };
+            let result = inner.answer(&req, on_text, progress.as_ref());
             let last =
                 result.map_err(LlmError::from).map(|answer| StreamEvent::Done(inner.response(answer, start.elapsed())));
             let _ = tx.send(last);

@@ -4,20 +4,15 @@
 //!
 //! Each block is pre-norm attention with grouped query heads and rotary positions, then a
 //! SwiGLU feed-forward. Weights stay quantized, the token embedding included (rows are
-//! dequantized as they are looked up, and a model whose output layer is tied to the embedding
-//! shares one copy), so Qwen2.5-1.5B in Q4 takes about 1 GB instead of 3.
+//! dequantized as they are looked up), and each is held once: the blocks of the weights
+//! candle multiplies through its own repacked tiles are released after loading
+//! ([`crate::weights`]).
 //!
-//! The key/value cache outlives a prompt: [`Decoder::prefill`] keeps the part of the cache
-//! that holds the longest prefix the new prompt shares with what was evaluated before, and
-//! evaluates only the rest. Guidepost's prompts for one task share their instructions, so
-//! on two CPU cores the second and later calls skip most of their prefill.
-//!
-//! A turn moves between kinds of prompt (the guideline checks, the tool decision, the
-//! reply), and the next turn starts over with the checks. So the cache of a kind of prompt
-//! the decoder leaves is kept aside ([`SAVED_PREFIXES`] of them, the most recently left
-//! first), and a prompt that shares more with one of them than with the current cache
-//! continues from it: the next turn's checks reuse the previous turn's agent and
-//! conversation, the tool decision its instructions.
+//! The key/value cache outlives a prompt ([`crate::kv_cache`]): [`Decoder::prefill_guessing`] keeps
+//! the part of the cache that holds the longest prefix the new prompt shares with what was
+//! evaluated before, or with a cache of another kind of prompt kept aside, and evaluates only
+//! the rest, in chunks of [`PREFILL_CHUNK`] positions so that the attention scores of a long
+//! prompt never take more than a few tens of megabytes.
 
 use std::io::{Read, Seek};
 use std::sync::Arc;
@@ -28,8 +23,10 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use crate::error::LocalError;
 use crate::gguf::Metadata;
-use crate::layers::{rms_norm, rope, softmax_last_dim};
-use crate::requant::{RequantReport, requantize};
+use crate::kv_cache::{self, Cache, CachePlan, LayerCache, SavedCaches, another_kind, plan, shared_prefix};
+use crate::layers::{causal_softmax, rms_norm, rope};
+use crate::requant::{RequantReport, is_slow, requantize};
+use crate::weights::{self, BlockHandle};
 
 /// The architectures this decoder runs, from `general.architecture`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +73,7 @@ pub(crate) struct Hyperparameters {
 }
 
 /// Rotary tables beyond this many positions are not precomputed (Qwen2.5 declares 32k;
-/// Guidepost's prompts stay far below, and [`Decoder::prefill`] refuses longer inputs).
+/// Guidepost's prompts stay far below, and [`Decoder::prefill_guessing`] refuses longer inputs).
 const MAX_POSITIONS: usize = 32_768;
 
 impl Hyperparameters {
@@ -124,6 +121,8 @@ struct TensorReader<'a, R> {
     device: &'a Device,
     requantize: bool,
     report: RequantReport,
+    /// The blocks of every weight read so far.
+    handles: Vec<BlockHandle>,
 }
 
 impl<R: Read + Seek> TensorReader<'_, R> {
@@ -131,13 +130,18 @@ impl<R: Read + Seek> TensorReader<'_, R> {
         self.content.tensor_infos.contains_key(name)
     }
 
-    fn quantized(&mut self, name: &str) -> Result<QTensor, LocalError> {
-        let tensor = self.content.tensor(self.reader, name, self.device)?;
-        if self.requantize { requantize(tensor, self.device, &mut self.report) } else { Ok(tensor) }
-    }
-
+    /// A weight multiplied by, in blocks the decoder can release once candle has repacked
+    /// them (see [`crate::weights`]).
     fn matmul(&mut self, name: &str) -> Result<QMatMul, LocalError> {
-        Ok(QMatMul::from_qtensor(self.quantized(name)?)?)
+        let slow = self.content.tensor_infos.get(name).is_some_and(|info| is_slow(info.ggml_dtype));
+        let (tensor, handle) = if self.requantize && slow {
+            let tensor = self.content.tensor(self.reader, name, self.device)?;
+            weights::rewrap(&requantize(tensor, self.device, &mut self.report)?, self.device)?
+        } else {
+            weights::read(self.content, self.reader, name)?
+        };
+        self.handles.push(handle);
+        Ok(QMatMul::from_qtensor(tensor)?)
     }
 
     /// A small tensor (norm weights, biases) as plain F32.
@@ -166,8 +170,6 @@ struct Block {
     gate: QMatMul,
     up: QMatMul,
     down: QMatMul,
-    /// Keys and values of the positions evaluated so far, `[1, kv_heads, positions, head_dim]`.
-    cache: Option<(Tensor, Tensor)>,
 }
 
 impl Block {
@@ -188,21 +190,17 @@ impl Block {
             gate: tensors.matmul(&name("ffn_gate.weight"))?,
             up: tensors.matmul(&name("ffn_up.weight"))?,
             down: tensors.matmul(&name("ffn_down.weight"))?,
-            cache: None,
         })
     }
 
-    /// Keeps the first `positions` entries of the cache.
-    fn truncate_cache(&mut self, positions: usize) -> Result<(), LocalError> {
-        self.cache = match self.cache.take() {
-            Some(_) if positions == 0 => None,
-            Some((k, v)) if k.dim(2)? > positions => Some((k.narrow(2, 0, positions)?, v.narrow(2, 0, positions)?)),
-            other => other,
-        };
-        Ok(())
-    }
-
-    fn forward(&mut self, x: &Tensor, pos: usize, rope: &Rope, hp: &Hyperparameters) -> Result<Tensor, LocalError> {
+    fn forward(
+        &self,
+        x: &Tensor,
+        pos: usize,
+        rope: &Rope,
+        hp: &Hyperparameters,
+        cache: &mut LayerCache,
+    ) -> Result<Tensor, LocalError> {
         let (batch, len, _) = x.dims3()?;
         let normed = rms_norm(x, &self.attn_norm, hp.rms_eps)?;
         let project = |w: &QMatMul, bias: &Option<Tensor>| -> Result<Tensor, LocalError> {
@@ -226,46 +224,27 @@ impl Block {
         }
         let q = rope.apply(&q, pos)?;
         let k = rope.apply(&k, pos)?;
-        let (k, v) = match self.cache.take() {
-            Some((ck, cv)) => (Tensor::cat(&[&ck, &k], 2)?, Tensor::cat(&[&cv, &v], 2)?),
-            None => (k, v),
-        };
-        self.cache = Some((k.clone(), v.clone()));
+        let (k, v) = cache.append(&k, &v)?;
 
+        // The query heads that share a key/value head attend together, as the rows of one
+        // product: `[batch, kv_heads, groups * len, head_dim]` (heads are numbered key/value
+        // head first), so the keys and values are never repeated.
         let groups = hp.heads / hp.kv_heads;
-        let k = repeat_heads(&k, groups)?;
-        let v = repeat_heads(&v, groups)?;
-        let scale = 1.0 / (hp.head_dim as f64).sqrt();
-        let mut scores = (q.matmul(&k.t()?)? * scale)?;
-        if len > 1 {
-            scores = scores.broadcast_add(&causal_mask(len, pos, x.device())?)?;
-        }
-        let weights = softmax_last_dim(&scores)?;
-        let attended = weights.matmul(&v)?.transpose(1, 2)?.reshape((batch, len, hp.heads * hp.head_dim))?;
+        let q = q.reshape((batch, hp.kv_heads, groups * len, hp.head_dim))?;
+        let scores = q.matmul(&k.t()?)?;
+        let scale = 1.0 / (hp.head_dim as f32).sqrt();
+        let weights = causal_softmax(&scores, len, pos, scale)?;
+        let attended = weights.matmul(&v)?.reshape((batch, hp.heads, len, hp.head_dim))?.transpose(1, 2)?.reshape((
+            batch,
+            len,
+            hp.heads * hp.head_dim,
+        ))?;
         let x = (x + self.wo.forward(&attended)?)?;
 
         let normed = rms_norm(&x, &self.ffn_norm, hp.rms_eps)?;
         let hidden = (self.gate.forward(&normed)?.silu()? * self.up.forward(&normed)?)?;
         Ok((x + self.down.forward(&hidden)?)?)
     }
-}
-
-/// Each key/value head serves `groups` query heads: repeat it that many times.
-fn repeat_heads(t: &Tensor, groups: usize) -> Result<Tensor, LocalError> {
-    if groups == 1 {
-        return Ok(t.clone());
-    }
-    let (batch, kv_heads, len, dim) = t.dims4()?;
-    Ok(t.unsqueeze(2)?.expand((batch, kv_heads, groups, len, dim))?.reshape((batch, kv_heads * groups, len, dim))?)
-}
-
-/// `[len, pos + len]`: 0 where query `i` (at position `pos + i`) may see key `j`, minus
-/// infinity for keys after it.
-fn causal_mask(len: usize, pos: usize, device: &Device) -> Result<Tensor, LocalError> {
-    let total = pos + len;
-    let mask: Vec<f32> =
-        (0..len).flat_map(|i| (0..total).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })).collect();
-    Ok(Tensor::from_vec(mask, (len, total), device)?)
 }
 
 /// Precomputed rotary tables.
@@ -296,47 +275,28 @@ impl Rope {
     }
 }
 
-/// How many caches of prompts the decoder moved away from it keeps aside, besides the
-/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B).
-pub(crate) const SAVED_PREFIXES: usize = 3;
+/// A prompt is evaluated this many positions at a time: the attention scores of a chunk
+/// take `heads × chunk × positions` values, about 37 MB for Qwen2.5-1.5B at 3,000 positions.
+pub(crate) const PREFILL_CHUNK: usize = 256;
 
-/// A key/value cache kept aside: the tokens it holds and each block's keys and values.
-struct SavedCache {
-    tokens: Vec<u32>,
-    blocks: Vec<Option<(Tensor, Tensor)>>,
+/// What [`Decoder::prefill_guessing`] returns.
+pub(crate) struct Prefill {
+    /// The logits after the prompt.
+    pub(crate) logits: Vec<f32>,
+    /// The logits after the guess, when there was one.
+    pub(crate) after_guess: Option<Vec<f32>>,
+    /// Prompt tokens whose keys and values came from a cache.
+    pub(crate) reused: usize,
 }
 
-/// How many leading tokens `a` and `b` share.
-fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
-}
-
-/// Whether a prompt sharing `shared` tokens with a cache of `held` tokens is another kind
-/// of prompt: it keeps less than half of the cache. Within a kind (the checks of one turn,
-/// which differ only in their statement) the cache is simply cut back; across kinds the one
-/// left is worth keeping aside.
-fn another_kind(shared: usize, held: usize) -> bool {
-    shared * 2 < held
-}
-
-/// What [`Decoder::prefill`] does with the caches before evaluating a prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CachePlan {
-    /// Continue from the current cache.
-    Current,
-    /// Continue from the saved cache at this index, which shares more with the prompt.
-    Saved(usize),
-}
-
-/// Chooses the cache to continue from: a saved one only when it shares more with the
-/// prompt than the current one does.
-fn plan(current: &[u32], saved: &[&[u32]], prompt: &[u32]) -> CachePlan {
-    let here = shared_prefix(current, prompt);
-    let best = saved.iter().enumerate().map(|(i, tokens)| (i, shared_prefix(tokens, prompt))).max_by_key(|(_, n)| *n);
-    match best {
-        Some((i, n)) if n > here => CachePlan::Saved(i),
-        _ => CachePlan::Current,
-    }
+/// What loading did besides reading the weights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LoadReport {
+    /// What requantization to Q8_0 did.
+    pub(crate) requantized: RequantReport,
+    /// Bytes of quantized blocks released because candle reads the weights from its own
+    /// repacked tiles.
+    pub(crate) released_bytes: usize,
 }
 
 /// A loaded decoder with its key/value cache.
@@ -348,10 +308,10 @@ pub(crate) struct Decoder {
     output: QMatMul,
     rope: Rope,
     device: Device,
-    /// The tokens whose keys and values the cache holds, in order.
-    cached: Vec<u32>,
-    /// Caches of other kinds of prompt, kept aside, the most recently left last.
-    saved: Vec<SavedCache>,
+    /// The current cache: the tokens evaluated, in order, and their keys and values.
+    cache: Cache,
+    /// Caches of other kinds of prompt, kept aside.
+    saved: SavedCaches,
 }
 
 impl Decoder {
@@ -362,9 +322,10 @@ impl Decoder {
         reader: &mut R,
         device: &Device,
         requantize: bool,
-    ) -> Result<(Self, RequantReport), LocalError> {
+    ) -> Result<(Self, LoadReport), LocalError> {
         let hp = Hyperparameters::read(content)?;
-        let mut tensors = TensorReader { content, reader, device, requantize, report: RequantReport::default() };
+        let mut tensors =
+            TensorReader { content, reader, device, requantize, report: RequantReport::default(), handles: Vec::new() };
         // The embedding is looked up row by row, and stays as it is stored.
         let embedding = Arc::new(content.tensor(tensors.reader, "token_embd.weight", device)?);
         // A model without its own output layer reads the embedding backwards (tied weights).
@@ -373,9 +334,16 @@ impl Decoder {
         } else {
             QMatMul::from_arc(Arc::clone(&embedding))?
         };
-        let blocks = (0..hp.layers).map(|i| Block::load(&mut tensors, i)).collect::<Result<Vec<_>, _>>()?;
+        let output_handles = std::mem::take(&mut tensors.handles);
+        let mut blocks = Vec::with_capacity(hp.layers);
+        let mut block_handles = Vec::with_capacity(hp.layers);
+        for i in 0..hp.layers {
+            blocks.push(Block::load(&mut tensors, i)?);
+            block_handles.push(std::mem::take(&mut tensors.handles));
+        }
         let norm = tensors.f32("output_norm.weight")?;
         let report = tensors.report;
+        let hp_layers = hp.layers;
         let decoder = Self {
             rope: Rope::new(&hp, device)?,
             norm,
@@ -384,10 +352,41 @@ impl Decoder {
             output,
             hp,
             device: device.clone(),
-            cached: Vec::new(),
-            saved: Vec::new(),
+            cache: Cache::empty(hp_layers),
+            saved: SavedCaches::default(),
         };
-        Ok((decoder, report))
+        let released = decoder.release_repacked(&block_handles, &output_handles)?;
+        crate::memory::return_free_memory();
+        Ok((decoder, LoadReport { requantized: report, released_bytes: released }))
+    }
+
+    /// Runs each weight once on many rows and once on one row, so that candle repacks every
+    /// weight it has tiled kernels for, and releases the blocks of each weight candle did not
+    /// read directly, block after block: they would be held twice otherwise, and releasing
+    /// them as soon as each block is done keeps the memory at load near what stays. Returns
+    /// the bytes released.
+    fn release_repacked(&self, blocks: &[Vec<BlockHandle>], output: &[BlockHandle]) -> Result<usize, LocalError> {
+        // 33 rows: candle's widest kernels start at 32 rows.
+        let rows = 33.min(self.hp.positions.saturating_sub(1));
+        if rows < 2 {
+            return Ok(0);
+        }
+        let release = |handles: &[BlockHandle]| -> usize {
+            handles.iter().filter(|h| !h.read_directly()).map(BlockHandle::release).sum()
+        };
+        let ids = Tensor::new(vec![0u32; rows], &self.device)?;
+        let mut x = self.embedding.embedding(&ids)?.unsqueeze(0)?;
+        let mut released = 0;
+        for (block, handles) in self.blocks.iter().zip(blocks) {
+            let mut cache = LayerCache::new();
+            let y = block.forward(&x, 0, &self.rope, &self.hp, &mut cache)?;
+            block.forward(&y.narrow(1, rows - 1, 1)?, rows, &self.rope, &self.hp, &mut cache)?;
+            released += release(handles);
+            x = y;
+        }
+        let last = rms_norm(&x.narrow(1, rows - 1, 1)?, &self.norm, self.hp.rms_eps)?;
+        self.output.forward(&last)?;
+        Ok(released + release(output))
     }
 
     /// Positions the model can attend over.
@@ -395,51 +394,91 @@ impl Decoder {
         self.hp.positions
     }
 
-    /// Evaluates a whole prompt and returns the logits after its last token, reusing the
-    /// cached keys and values of the longest prefix it shares with the previous evaluation.
-    /// Returns the logits and how many prompt tokens came from the cache.
-    pub(crate) fn prefill(&mut self, prompt: &[u32]) -> Result<(Vec<f32>, usize), LocalError> {
-        if prompt.is_empty() || prompt.len() > self.hp.positions {
+    /// Evaluates a whole prompt, reusing the cached keys and values of the longest prefix it
+    /// shares with the current cache or one kept aside, and `guess` after it in the same
+    /// pass: the tokens the answer is expected to start with. Returns the logits after the
+    /// prompt and after the guess; when the guess turns out wrong, [`rewind`](Self::rewind) to
+    /// the prompt's length. `on_read` hears how many of the tokens to evaluate are done, and
+    /// of how many, as each layer finishes a chunk.
+    pub(crate) fn prefill_guessing(
+        &mut self,
+        prompt: &[u32],
+        guess: &[u32],
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<Prefill, LocalError> {
+        let total = prompt.len() + guess.len();
+        if prompt.is_empty() || total > self.hp.positions {
             return Err(LocalError::ContextOverflow {
-                prompt_tokens: prompt.len(),
+                prompt_tokens: total,
                 max_tokens: 0,
                 context: self.hp.positions,
             });
         }
-        let saved: Vec<&[u32]> = self.saved.iter().map(|c| c.tokens.as_slice()).collect();
-        if let CachePlan::Saved(i) = plan(&self.cached, &saved, prompt) {
-            let chosen = self.saved.remove(i);
-            let left = self.take_cache();
-            self.keep_aside(left);
-            for (block, cache) in self.blocks.iter_mut().zip(chosen.blocks) {
-                block.cache = cache;
-            }
-            self.cached = chosen.tokens;
+        if let CachePlan::Saved(i) = plan(&self.cache.tokens, &self.saved.tokens(), prompt)
+            && let Some(chosen) = self.saved.take(i)
+        {
+            let left = std::mem::replace(&mut self.cache, chosen);
+            self.saved.keep(left);
         }
-        let shared = shared_prefix(&self.cached, prompt);
-        // Another kind of prompt cuts the cache back to little: a copy is kept aside first (the
-        // tensors are shared, not copied).
-        if another_kind(shared, self.cached.len()) {
-            let left = SavedCache {
-                tokens: self.cached.clone(),
-                blocks: self.blocks.iter().map(|b| b.cache.clone()).collect(),
-            };
-            self.keep_aside(left);
-        }
+        let shared = shared_prefix(&self.cache.tokens, prompt);
         // At least the last prompt token is evaluated: its logits are the answer.
         let reuse = shared.min(prompt.len() - 1);
-        for block in &mut self.blocks {
-            block.truncate_cache(reuse)?;
+        // Another kind of prompt cuts the cache back to little: the cache is kept aside whole,
+        // and the part shared goes on in a copy (less than half of it).
+        if another_kind(shared, self.cache.tokens.len()) {
+            let copy = self.cache.copy_prefix(reuse)?;
+            let left = std::mem::replace(&mut self.cache, copy);
+            self.saved.keep(left);
         }
-        self.cached.truncate(reuse);
-        let logits = self.step(&prompt[reuse..])?;
-        Ok((logits, reuse))
+        self.cache.truncate(reuse);
+        self.reserve(total + kv_cache::GROWTH)?;
+        let tokens: Vec<u32> = prompt[reuse..].iter().chain(guess).copied().collect();
+        let last_of_prompt = prompt.len() - reuse - 1;
+        let mut wanted = vec![last_of_prompt];
+        if !guess.is_empty() {
+            wanted.push(tokens.len() - 1);
+        }
+        let mut logits = self.evaluate(&tokens, &wanted, on_read)?.into_iter();
+        let after_prompt = logits.next().unwrap_or_default();
+        Ok(Prefill { logits: after_prompt, after_guess: logits.next(), reused: reuse })
     }
 
-    /// Evaluates `tokens` after everything evaluated so far and returns the logits after the
-    /// last of them.
+    /// Forgets every position from `positions` on (a guess that turned out wrong).
+    pub(crate) fn rewind(&mut self, positions: usize) {
+        self.cache.truncate(positions);
+    }
+
+    /// Makes room in the current cache for `positions` in all.
+    fn reserve(&mut self, positions: usize) -> Result<(), LocalError> {
+        let positions = positions.min(self.hp.positions);
+        for layer in &mut self.cache.layers {
+            layer.reserve(positions, self.hp.kv_heads, self.hp.head_dim)?;
+        }
+        Ok(())
+    }
+
+    /// Bytes the key/value caches take: the current one and those kept aside.
+    pub(crate) fn cache_bytes(&self) -> (usize, usize) {
+        (self.cache.bytes(), self.saved.bytes())
+    }
+
+    /// Evaluates `tokens` after everything evaluated so far and returns the logits after
+    /// the last of them.
     pub(crate) fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
-        let pos = self.cached.len();
+        let last = tokens.len().saturating_sub(1);
+        Ok(self.evaluate(tokens, &[last], &mut |_, _| {})?.into_iter().next().unwrap_or_default())
+    }
+
+    /// Evaluates `tokens` after everything evaluated so far, in chunks of
+    /// [`PREFILL_CHUNK`], and returns the logits after each of the tokens at the indices
+    /// `wanted` (ascending). `on_read(done, total)` follows the layers through the chunks.
+    fn evaluate(
+        &mut self,
+        tokens: &[u32],
+        wanted: &[usize],
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<Vec<Vec<f32>>, LocalError> {
+        let pos = self.cache.tokens.len();
         if tokens.is_empty() || pos + tokens.len() > self.hp.positions {
             return Err(LocalError::ContextOverflow {
                 prompt_tokens: pos + tokens.len(),
@@ -447,94 +486,61 @@ impl Decoder {
                 context: self.hp.positions,
             });
         }
-        // On failure the cache no longer matches `cached`: start over next time.
-        let result = self.run(tokens, pos);
-        match &result {
-            Ok(_) => self.cached.extend_from_slice(tokens),
-            Err(_) => self.forget(),
+        let mut logits = Vec::with_capacity(wanted.len());
+        for (i, chunk) in tokens.chunks(PREFILL_CHUNK).enumerate() {
+            let start = i * PREFILL_CHUNK;
+            let rows: Vec<usize> =
+                wanted.iter().filter(|&&w| (start..start + chunk.len()).contains(&w)).map(|w| w - start).collect();
+            let layers = self.blocks.len().max(1);
+            let mut on_layer = |layer: usize| on_read(start + chunk.len() * layer / layers, tokens.len());
+            // On failure the cache no longer matches its tokens: start over next time.
+            match self.run(chunk, self.cache.tokens.len(), &rows, &mut on_layer) {
+                Ok(l) => {
+                    self.cache.tokens.extend_from_slice(chunk);
+                    logits.extend(l);
+                }
+                Err(e) => {
+                    self.forget();
+                    return Err(e);
+                }
+            }
         }
-        result
+        Ok(logits)
     }
 
-    fn run(&mut self, tokens: &[u32], pos: usize) -> Result<Vec<f32>, LocalError> {
+    /// Runs `tokens` at positions from `pos` and returns the logits after each of the tokens
+    /// at the indices `rows` (one row at a time through the output layer, which candle
+    /// multiplies by directly). `on_layer` hears how many layers are done.
+    fn run(
+        &mut self,
+        tokens: &[u32],
+        pos: usize,
+        rows: &[usize],
+        on_layer: &mut dyn FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, LocalError> {
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embedding.embedding(&ids)?.unsqueeze(0)?;
-        for block in &mut self.blocks {
-            x = block.forward(&x, pos, &self.rope, &self.hp)?;
+        for (i, (block, cache)) in self.blocks.iter().zip(&mut self.cache.layers).enumerate() {
+            x = block.forward(&x, pos, &self.rope, &self.hp, cache)?;
+            on_layer(i + 1);
         }
-        let last = x.narrow(1, tokens.len() - 1, 1)?;
-        let last = rms_norm(&last, &self.norm, self.hp.rms_eps)?;
-        let logits = self.output.forward(&last)?;
-        Ok(logits.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
-    }
-
-    /// Takes the current cache out of the blocks, leaving them empty.
-    fn take_cache(&mut self) -> SavedCache {
-        SavedCache {
-            tokens: std::mem::take(&mut self.cached),
-            blocks: self.blocks.iter_mut().map(|b| b.cache.take()).collect(),
+        let mut logits = Vec::with_capacity(rows.len());
+        for &row in rows {
+            let hidden = rms_norm(&x.narrow(1, row, 1)?, &self.norm, self.hp.rms_eps)?;
+            logits.push(self.output.forward(&hidden)?.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?);
         }
-    }
-
-    /// Keeps `cache` aside as the most recently left, in place of a saved one of the same
-    /// kind, dropping the least recently left beyond [`SAVED_PREFIXES`].
-    fn keep_aside(&mut self, cache: SavedCache) {
-        if cache.tokens.is_empty() {
-            return;
-        }
-        self.saved.retain(|c| another_kind(shared_prefix(&c.tokens, &cache.tokens), c.tokens.len()));
-        self.saved.push(cache);
-        if self.saved.len() > SAVED_PREFIXES {
-            self.saved.remove(0);
-        }
+        Ok(logits)
     }
 
     /// Empties the current cache (the caches kept aside are whole, and stay).
     pub(crate) fn forget(&mut self) {
-        for block in &mut self.blocks {
-            block.cache = None;
-        }
-        self.cached.clear();
+        self.cache = Cache::empty(self.blocks.len());
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_mask_hides_later_positions_only() -> Result<(), LocalError> {
-        let mask = causal_mask(2, 3, &Device::Cpu)?.to_vec2::<f32>()?;
-        assert_eq!(mask[0], vec![0.0, 0.0, 0.0, 0.0, f32::NEG_INFINITY]);
-        assert_eq!(mask[1], vec![0.0; 5]);
-        Ok(())
-    }
-
-    #[test]
-    fn a_prompt_continues_from_the_cache_that_shares_most_with_it() {
-        let checks: &[u32] = &[1, 2, 3, 4, 5, 6];
-        let tools: &[u32] = &[1, 9, 9, 9];
-        // The next check shares more with the checks' cache kept aside than with the tool
-        // decision's current one.
-        assert_eq!(plan(tools, &[checks], &[1, 2, 3, 4, 7]), CachePlan::Saved(0));
-        assert_eq!(plan(tools, &[checks], &[1, 9, 9, 8]), CachePlan::Current);
-        // A tie stays with the current cache.
-        assert_eq!(plan(&[1, 2], &[&[1, 2, 3]], &[1, 2, 5]), CachePlan::Current);
-        assert_eq!(plan(&[], &[tools, checks], &[1, 2, 3]), CachePlan::Saved(1));
-        // The checks of one turn differ in their statement only: the same kind of prompt.
-        assert!(!another_kind(5, 6));
-        assert!(another_kind(1, 6));
-    }
-
-    #[test]
-    fn heads_repeat_in_groups() -> Result<(), LocalError> {
-        let t = Tensor::arange(0f32, 4.0, &Device::Cpu)?.reshape((1, 2, 1, 2))?;
-        let r = repeat_heads(&t, 2)?;
-        assert_eq!(r.dims(), &[1, 4, 1, 2]);
-        let values = r.flatten_all()?.to_vec1::<f32>()?;
-        assert_eq!(values, vec![0.0, 1.0, 0.0, 1.0, 2.0, 3.0, 2.0, 3.0]);
-        Ok(())
-    }
 
     #[test]
     fn rotary_tables_start_at_identity() -> Result<(), LocalError> {

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use guidepost_llm::progress::CallProgress;
 use llguidance::Matcher;
 use llguidance::toktrie::SimpleVob;
 use rand::rngs::StdRng;
@@ -48,6 +49,10 @@ pub struct Generation {
     pub prefill: Duration,
     /// Time spent generating.
     pub decode: Duration,
+    /// Passes through the model after the prompt's: one per token chosen, less those the
+    /// prompt's pass evaluated already (a guessed start) and the end of an answer the grammar
+    /// finished.
+    pub decode_passes: usize,
     /// Why it ended.
     pub finish: FinishReason,
     /// Under a grammar: every step where it allowed more than one token, with the likeliest
@@ -109,7 +114,8 @@ pub(crate) struct Generator {
 
 impl Generator {
     /// Generates after `prompt`. `decode` turns ids into text; `on_text` receives each new
-    /// piece of text as soon as it is complete UTF-8.
+    /// piece of text as soon as it is complete UTF-8; `progress` hears how far the prompt is
+    /// read and how many tokens are written.
     pub(crate) fn generate(
         &mut self,
         prompt: &[u32],
@@ -117,6 +123,7 @@ impl Generator {
         mut grammar: Option<&mut Matcher>,
         decode: &dyn Fn(&[u32]) -> Result<String, LocalError>,
         on_text: &mut dyn FnMut(&str),
+        progress: Option<&CallProgress>,
     ) -> Result<Generation, LocalError> {
         if prompt.is_empty() {
             return Err(LocalError::Tokenizer("the prompt is empty".into()));
@@ -133,20 +140,43 @@ impl Generator {
             _ => None,
         };
         let start = Instant::now();
-        let (mut logits, cached_prompt_tokens) = self.decoder.prefill(prompt)?;
+        // Greedy under a grammar, the answer's first tokens are guessed from what the grammar
+        // forces and evaluated with the prompt: one pass fewer when the model picks them.
+        let guess = match (&grammar, &sampler) {
+            (Some(matcher), None) => forced_start(matcher),
+            _ => Vec::new(),
+        };
+        let mut on_read = |done: usize, total: usize| {
+            if let Some(progress) = progress {
+                progress.reading(done, total);
+            }
+        };
+        let prefill = self.decoder.prefill_guessing(prompt, &guess, &mut on_read)?;
+        let cached_prompt_tokens = prefill.reused;
+        let mut logits = prefill.logits;
+        let mut after_guess = prefill.after_guess;
         let prefill = start.elapsed();
         let start = Instant::now();
         let mut out: Vec<u32> = Vec::new();
         let mut emitted = 0usize; // bytes of text already passed to `on_text`
         let mut text = String::new();
         let mut decisions = Vec::new();
+        // The grammar's mask for the next step, when already computed.
+        let mut next_mask: Option<SimpleVob> = None;
+        let mut decode_passes = 0;
         let finish = loop {
+            if let Some(progress) = progress {
+                progress.writing(out.len(), params.max_tokens);
+            }
             if out.len() >= params.max_tokens {
                 break FinishReason::Length;
             }
             let next = match grammar.as_deref_mut() {
                 Some(matcher) => {
-                    let mask = matcher.compute_mask().map_err(|e| LocalError::Grammar(e.to_string()))?;
+                    let mask = match next_mask.take() {
+                        Some(mask) => mask,
+                        None => matcher.compute_mask().map_err(|e| LocalError::Grammar(e.to_string()))?,
+                    };
                     decisions.extend(decision(&logits, &mask, text.len()));
                     match &mut sampler {
                         None => masked_argmax(&logits, &mask),
@@ -186,11 +216,33 @@ impl Generator {
                 break FinishReason::Stop;
             }
             emit(&text, &mut emitted, on_text);
-            if grammar.as_deref().is_some_and(Matcher::is_stopped) {
-                break FinishReason::Stop;
+            if let Some(matcher) = grammar.as_deref_mut() {
+                if matcher.is_stopped() {
+                    break FinishReason::Stop;
+                }
+                // A complete answer the grammar lets end only: no pass to find the end token.
+                let mask = matcher.compute_mask().map_err(|e| LocalError::Grammar(e.to_string()))?;
+                if only_stop_tokens(&mask, &self.stop_ids) {
+                    break FinishReason::Stop;
+                }
+                next_mask = Some(mask);
             }
-            logits = self.decoder.step(&feed)?;
+            // The guessed start, already evaluated, stands when the model chose it.
+            logits = match after_guess.take() {
+                Some(guessed) if feed == guess => guessed,
+                guessed => {
+                    if guessed.is_some() {
+                        self.decoder.rewind(prompt.len());
+                    }
+                    decode_passes += 1;
+                    self.decoder.step(&feed)?
+                }
+            };
         };
+        if after_guess.is_some() {
+            // Ended before the guess was used: the cache holds the prompt only.
+            self.decoder.rewind(prompt.len());
+        }
         if finish == FinishReason::Length {
             emit(&text, &mut emitted, on_text);
         }
@@ -201,10 +253,45 @@ impl Generator {
             cached_prompt_tokens,
             prefill,
             decode: start.elapsed(),
+            decode_passes,
             finish,
             decisions,
         })
     }
+}
+
+/// The tokens `matcher` forces at the start of the answer, as the model would write them: the
+/// canonical first token of the forced bytes, then what the grammar forces after it. Empty
+/// when nothing is forced.
+fn forced_start(matcher: &Matcher) -> Vec<u32> {
+    let mut probe = matcher.deep_clone();
+    let bytes = probe.compute_ff_bytes();
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    let Some(first) = probe.tok_env().ok().and_then(|env| env.tokenize_bytes(&bytes).first().copied()) else {
+        return Vec::new();
+    };
+    let allowed = probe.compute_mask().is_ok_and(|mask| mask.is_allowed(first));
+    if !allowed || probe.consume_token(first).is_err() {
+        return Vec::new();
+    }
+    let mut guess = vec![first];
+    if !probe.is_stopped() {
+        guess.extend(probe.consume_ff_tokens());
+    }
+    guess
+}
+
+/// Whether `mask` allows nothing but tokens that end the answer.
+fn only_stop_tokens(mask: &SimpleVob, stop_ids: &[u32]) -> bool {
+    let mut other = false;
+    mask.iter_set_entries(|i| {
+        if u32::try_from(i).map_or(true, |id| !stop_ids.contains(&id)) {
+            other = true;
+        }
+    });
+    !other
 }
 
 /// Passes the part of `text` after `emitted` bytes to `on_text`, unless it ends inside an

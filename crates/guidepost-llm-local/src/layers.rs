@@ -24,6 +24,13 @@ pub(crate) fn softmax_last_dim(x: &Tensor) -> Result<Tensor, LocalError> {
     Ok(guidepost_kernels::softmax_last_dim(x)?)
 }
 
+/// Attention weights from raw scores (a fused kernel): the softmax of `scale * scores`, each of
+/// the `queries` rows of a block (at positions from `offset`) seeing keys up to its own
+/// position only.
+pub(crate) fn causal_softmax(scores: &Tensor, queries: usize, offset: usize, scale: f32) -> Result<Tensor, LocalError> {
+    Ok(guidepost_kernels::causal_softmax_last_dim(scores, queries, offset, scale)?)
+}
+
 /// Rotary positions (a fused kernel): `x`: `[batch, heads, len, dim]`; `cos`, `sin`:
 /// `[len, dim / 2]`. With `pairs`, dimensions `2i` and `2i + 1` rotate together (GGUF's Llama
 /// layout); otherwise `i` and `i + dim / 2` do (the NeoX layout of Qwen).

@@ -64,6 +64,7 @@ pub mod error;
 pub mod http;
 pub mod middleware;
 pub mod ports;
+pub mod progress;
 pub mod providers;
 pub mod request;
 pub mod schema;

@@ -72,6 +72,12 @@ pub fn secrets_of(vars: impl IntoIterator<Item = (String, String)>) -> Vec<Strin
 /// name alone, a token) and the values of its credential query parameters.
 pub fn url_secrets(url: &str) -> Vec<String> {
     let mut out: Vec<String> = url_password(url).map(str::to_string).into_iter().collect();
+    // The password as sent: `p%40ss` in the URL is `p@ss` on the wire and in an echo.
+    if let Some(password) = url_password(url)
+        && password.contains('%')
+    {
+        out.push(unescape(password, "%", 2));
+    }
     if let Some((_, rest)) = url.split_once("://")
         && let Some(authority) = rest.split(['/', '?', '#']).next()
         && let Some((user_info, _)) = authority.rsplit_once('@')
@@ -114,15 +120,164 @@ pub fn scrub(text: &str) -> String {
 }
 
 /// Like [`scrub`], also removing `known` secrets (each at least 8 characters long; shorter
-/// ones are ignored).
+/// ones are ignored), in the forms a server or a log can give them too: base64 (a `Basic`
+/// authorization, or a fragment of a key), percent- or backslash-escaped, or spelled with a
+/// space between its characters (see [`scrub_encoded`]).
 pub fn scrub_with(text: &str, known: &[String]) -> String {
     let mut out = scrub_urls(text);
-    for secret in known.iter().chain(cached_environment_secrets()) {
-        if secret.len() >= 8 && out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), REDACTED);
+    let secrets: Vec<&str> =
+        known.iter().chain(cached_environment_secrets()).map(String::as_str).filter(|s| s.len() >= 8).collect();
+    for secret in &secrets {
+        if out.contains(secret) {
+            out = out.replace(secret, REDACTED);
         }
     }
-    redact(&out, None)
+    redact(&scrub_encoded(&out, &secrets), None)
+}
+
+/// How long a piece of a secret must be to count as a fragment of it.
+const FRAGMENT: usize = 12;
+
+/// Known secrets and every fragment of them ([`FRAGMENT`] bytes in a row), to look for in
+/// decoded text in one pass.
+struct Known<'a> {
+    whole: &'a [&'a str],
+    fragments: std::collections::HashSet<&'a [u8]>,
+}
+
+impl<'a> Known<'a> {
+    fn new(secrets: &'a [&'a str]) -> Self {
+        let fragments = secrets.iter().flat_map(|s| s.as_bytes().windows(FRAGMENT)).collect();
+        Self { whole: secrets, fragments }
+    }
+
+    /// Whether `decoded` holds a known secret, a fragment of one or a key-shaped word.
+    fn revealed_by(&self, decoded: &str) -> bool {
+        if decoded.len() < 8 {
+            return false;
+        }
+        self.whole.iter().any(|s| decoded.contains(s))
+            || decoded.as_bytes().windows(FRAGMENT).any(|w| self.fragments.contains(w))
+            || redact(decoded, None) != decoded
+    }
+}
+
+/// The texts a token may stand for once decoded: base64 (standard or URL-safe, read from each
+/// of the four positions a piece of a longer text can start at), percent escapes, and
+/// backslash escapes (`\u0073`, `\x73`).
+fn decodings(token: &str) -> Vec<String> {
+    use base64::Engine as _;
+    let mut out = Vec::new();
+    let base64ish = token.len() >= 12
+        && token.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'-' | b'_'));
+    if base64ish {
+        let body = token.trim_end_matches('=');
+        for skip in 0..4.min(body.len()) {
+            let piece = &body[skip..];
+            let piece = &piece[..piece.len() - piece.len() % 4];
+            for engine in
+                [&base64::engine::general_purpose::STANDARD_NO_PAD, &base64::engine::general_purpose::URL_SAFE_NO_PAD]
+            {
+                if let Ok(bytes) = engine.decode(piece) {
+                    out.push(String::from_utf8_lossy(&bytes).into_owned());
+                }
+            }
+        }
+    }
+    if token.contains('%') {
+        out.push(unescape(token, "%", 2));
+    }
+    if token.contains(r"\u") {
+        out.push(unescape(token, r"\u", 4));
+    }
+    if token.contains(r"\x") {
+        out.push(unescape(token, r"\x", 2));
+    }
+    out
+}
+
+/// `token` with every `marker` followed by `digits` hex digits decoded (`%2D` with `%` and 2,
+/// `\u002d` with `\u` and 4, `\x2d` with `\x` and 2); what does not decode stays as it is.
+fn unescape(token: &str, marker: &str, digits: usize) -> String {
+    let mut bytes = Vec::with_capacity(token.len());
+    let mut rest = token;
+    while let Some(at) = rest.find(marker) {
+        bytes.extend_from_slice(&rest.as_bytes()[..at]);
+        let after = &rest[at + marker.len()..];
+        let code = after.get(..digits).and_then(|hex| u32::from_str_radix(hex, 16).ok());
+        match code {
+            Some(code) if digits == 4 => {
+                let mut buf = [0u8; 4];
+                bytes.extend_from_slice(char::from_u32(code).unwrap_or('?').encode_utf8(&mut buf).as_bytes());
+                rest = &after[digits..];
+            }
+            Some(code) => {
+                bytes.push(u8::try_from(code).unwrap_or(b'?'));
+                rest = &after[digits..];
+            }
+            None => {
+                bytes.extend_from_slice(marker.as_bytes());
+                rest = after;
+            }
+        }
+    }
+    bytes.extend_from_slice(rest.as_bytes());
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Whether `c` ends a token [`scrub_encoded`] looks at.
+fn is_delimiter(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | ',' | ';' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '`')
+}
+
+/// `text` with every token that encodes one of `secrets` (or a key-shaped word) replaced, the
+/// credentials of a `Basic` authorization always, and runs of single characters separated by
+/// spaces that spell one out.
+pub fn scrub_encoded(text: &str, secrets: &[&str]) -> String {
+    let known = Known::new(secrets);
+    let mut out = String::with_capacity(text.len());
+    let mut basic_next = false;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let start = rest.find(|c: char| !is_delimiter(c)).unwrap_or(rest.len());
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(is_delimiter).unwrap_or(rest.len());
+        let token = &rest[..end];
+        rest = &rest[end..];
+        if token.is_empty() {
+            continue;
+        }
+        let credentials = basic_next && token.len() >= 8;
+        basic_next = token.eq_ignore_ascii_case("basic") || token.ends_with(":Basic") || token.ends_with(":basic");
+        if credentials || decodings(token).iter().any(|d| known.revealed_by(d)) {
+            out.push_str(REDACTED);
+        } else {
+            out.push_str(token);
+        }
+    }
+    scrub_spaced(&out, &known)
+}
+
+/// `text` with runs of at least 8 single characters separated by single spaces ("s k - a b
+/// c ...") replaced when, spaces removed, they spell a secret, a fragment of one or a
+/// key-shaped word.
+fn scrub_spaced(text: &str, known: &Known<'_>) -> String {
+    let pieces: Vec<&str> = text.split(' ').collect();
+    let single = |p: &str| p.chars().count() == 1;
+    let mut out: Vec<String> = Vec::with_capacity(pieces.len());
+    let mut i = 0;
+    while i < pieces.len() {
+        let run = pieces[i..].iter().take_while(|p| single(p)).count();
+        if run >= 8 && known.revealed_by(&pieces[i..i + run].concat()) {
+            out.push(REDACTED.to_string());
+            i += run;
+        } else {
+            out.push(pieces[i].to_string());
+            i += 1;
+        }
+    }
+    out.join(" ")
 }
 
 /// `value` with every string in it scrubbed as [`scrub_with`] does, in place: tool-call
@@ -283,6 +438,35 @@ mod tests {
         assert_eq!(inner, "sk-[redacted]");
         // serde_json drops a value recursively; this one is leaked instead.
         std::mem::forget(deep);
+    }
+
+    #[test]
+    fn encoded_secrets_go_too() {
+        use base64::Engine as _;
+        let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+        let known = vec!["s3cr3t-pass-0123".to_string()];
+        // A tool service that echoes the Basic authorization it got (user:password of its URL).
+        let basic = format!("401: credentials Basic {} refused", b64("me:s3cr3t-pass-0123"));
+        let clean = scrub_with(&basic, &known);
+        assert!(clean.contains("Basic [redacted] refused"), "{clean}");
+        // A Basic authorization is a secret even when nobody said which.
+        assert_eq!(scrub_with("Authorization: Basic dXNlcjpwYXNzd29yZA==", &[]), "Authorization: Basic [redacted]");
+        // A fragment of a key inside a longer base64 text, at every alignment.
+        for prefix in ["", "x", "xy"] {
+            let text = format!("blob {} end", b64(&format!("{prefix}key=s3cr3t-pass-0123&more")));
+            assert_eq!(scrub_with(&text, &known), "blob [redacted] end", "{prefix}");
+        }
+        // Percent- and backslash-escaped, and spelled out with spaces.
+        assert!(!scrub_with("url https://h/x?next=s3cr3t%2Dpass%2D0123", &known).contains("pass"));
+        assert!(!scrub_with(r#"{"detail": "bad key s3cr3t-pass-0123"}"#, &known).contains("pass"));
+        let spaced = "key was s 3 c r 3 t - p a s s - 0 1 2 3 (rejected)";
+        assert_eq!(scrub_with(spaced, &known), "key was [redacted] (rejected)");
+        // A key-shaped word spaced out, not known to anyone.
+        assert!(scrub_with("s k - p r o j - A B C D E F G H I J K L M N O P Q R", &[]).contains(REDACTED));
+        // Ordinary text is left alone.
+        for text in ["Basic plan costs 10 dollars", "a b c d e f g h i j", "ID QUJDREVGR0hJSktM shipped", "100% sure"] {
+            assert_eq!(scrub_with(text, &known), text);
+        }
     }
 
     #[test]

@@ -164,8 +164,10 @@ pub fn layer(model: Arc<dyn ChatModel>, config: &StackConfig) -> Arc<dyn ChatMod
         Arc::new(Timeout::new(model, after).with_stream_budgets(config.stream_idle, config.stream_total));
     let retried = Retry::new(timed, config.retry.clone());
     let limited = Limits::new(retried, config.limits);
-    let checked: Arc<dyn ChatModel> =
-        Arc::new(Deadline::new(Reask::new(limited, config.max_reasks), config.call_deadline));
+    let checked: Arc<dyn ChatModel> = Arc::new(
+        Deadline::new(Reask::new(limited, config.max_reasks), config.call_deadline)
+            .with_stream_total(config.stream_total),
+    );
     let cached: Arc<dyn ChatModel> = match (&config.recordings, config.cache_mode) {
         (Some(dir), mode) if mode != CacheMode::Live => Arc::new(RecordReplay::new(checked, dir.clone(), mode)),
         _ => checked,

@@ -56,6 +56,9 @@ pub struct RuntimeConfig {
     /// word; the turns before them are summed up by what was done and found in them (see
     /// [`crate::history`]). `None` means [`crate::history::DEFAULT_HISTORY_TURNS`].
     pub history_turns: Option<usize>,
+    /// How long a turn a model works on may show nothing before it sends a status that says
+    /// how far it has come; `None` means [`crate::PULSE_EVERY`].
+    pub pulse_every: Option<std::time::Duration>,
 }
 
 impl RuntimeConfig {

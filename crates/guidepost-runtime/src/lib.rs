@@ -34,7 +34,7 @@ pub use config::{RuntimeConfig, RuntimeModels};
 pub use error::{ConfigError, TurnError};
 pub use events::{EventSink, MemorySession, NewEvent};
 pub use hooks::{EngineHooks, HookAction, NoHooks};
-pub use runtime::{AgentRuntime, EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
+pub use runtime::{AgentRuntime, EmittingLatch, PULSE_EVERY, TurnInput, TurnOutcome, TurnStatus};
 pub use session::{SessionRunner, TurnHandle};
 pub use state::{ResponseState, ToolDecision, ToolInsights};
 pub use trace::{DegradedStage, Stage, TurnTrace};

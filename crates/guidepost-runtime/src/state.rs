@@ -146,8 +146,9 @@ impl ResponseState {
     }
 
     /// The journey states this reply carries out, as (journey, state): every state each
-    /// active journey entered this turn (it may pass several, e.g. show a result and then ask
-    /// whether to go on), or its current state when it stayed. A question the journey passed
+    /// active journey entered this turn (it may pass several, e.g. a question the customer had
+    /// already answered and the step that tells a tool's result), or its current state when it
+    /// stayed. A question the journey passed
     /// on the way (the customer had already answered it, so the journey went on) is not
     /// carried out again: only the state where the journey rests asks.
     pub fn reply_states(&self, definition: &AgentDefinition) -> Vec<(String, String)> {

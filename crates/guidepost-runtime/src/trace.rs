@@ -169,8 +169,22 @@ impl TurnTrace {
         !self.degraded.is_empty()
     }
 
-    /// The degraded stages as JSON, for status and message events.
+    /// The degraded stages as JSON, with their errors (for the trace's readers).
     pub fn degraded_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.degraded).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The degraded stages as the customer's events show them: which stage lost how many of
+    /// its calls, without the errors (a provider's or a tool service's error text is for the
+    /// trace and the log, not for the customer), or `None` when nothing was lost.
+    pub fn degraded_for_customers(&self) -> Option<serde_json::Value> {
+        self.is_degraded().then(|| {
+            self.degraded
+                .iter()
+                .map(|d| {
+                    serde_json::json!({"stage": d.stage, "iteration": d.iteration, "failed": d.failed, "attempted": d.attempted})
+                })
+                .collect()
+        })
     }
 }

@@ -12,12 +12,16 @@ mod canned;
 mod context;
 #[path = "integration/degraded.rs"]
 mod degraded;
+#[path = "integration/failures.rs"]
+mod failures;
 #[path = "integration/journeys.rs"]
 mod journeys;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
 #[path = "integration/prompts.rs"]
 mod prompts;
+#[path = "integration/pulses.rs"]
+mod pulses;
 #[path = "integration/reply_checks.rs"]
 mod reply_checks;
 #[path = "integration/reruns.rs"]

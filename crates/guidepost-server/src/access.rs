@@ -4,7 +4,8 @@
 //! should be. With keys (or `production`), every request is classified: the customer-facing
 //! operations a chat widget needs (read an agent, create a guest session, read it, post the
 //! customer's messages, read and long-poll its events) are open to anyone in production
-//! mode; a `client` key may do those for any customer; an `admin` key may do everything.
+//! mode, for guest sessions only (a session of a named customer needs a key); a `client`
+//! key may do those for any customer; an `admin` key may do everything.
 //! A key that does not match is a 401; a caller whose role does not allow the operation gets
 //! 401 without a key and 403 with one. Callers are rate-limited per key (per address
 //! without one), and customer messages per session, with 429 and `Retry-After`.
@@ -95,6 +96,13 @@ pub fn access_of(method: &Method, route: &str) -> Access {
     }
 }
 
+/// Whether `caller`, already allowed the operation, may touch a session of `customer_id`:
+/// a caller without a key (production mode) reaches guest sessions only; keys and an open
+/// API reach every session.
+pub fn reaches_session(caller: &Caller, customer_id: &str) -> bool {
+    !caller.is_anonymous() || customer_id == guidepost_core::session::GUEST_CUSTOMER
+}
+
 /// How the server decides.
 #[derive(Debug, Clone, Default)]
 pub struct AccessPolicy {
@@ -104,6 +112,10 @@ pub struct AccessPolicy {
     pub requests_per_minute: Option<u32>,
     /// Customer messages per minute per session; `None`: unlimited.
     pub messages_per_session_per_minute: Option<u32>,
+    /// Requests with a key that matches none, per minute per address; beyond it every
+    /// request from that address that presents a key is a 429 until the budget refills, so
+    /// keys cannot be guessed at speed. `None`: unlimited.
+    pub failed_authentications_per_minute: Option<u32>,
 }
 
 fn digest(key: &str) -> [u8; 32] {
@@ -126,6 +138,7 @@ impl AccessPolicy {
             production,
             requests_per_minute: protected.then_some(600),
             messages_per_session_per_minute: protected.then_some(30),
+            failed_authentications_per_minute: protected.then_some(10),
         }
     }
 
@@ -215,6 +228,24 @@ impl RateLimiter {
     }
 }
 
+impl RateLimiter {
+    /// Whether `key`'s bucket of `per_minute` holds a token, without taking it; `Err(wait)`
+    /// when it is empty.
+    pub fn check(&self, key: &str, per_minute: u32) -> Result<(), Duration> {
+        let capacity = f64::from(per_minute.max(1));
+        let rate = capacity / 60.0;
+        let buckets = self.buckets.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((tokens, at)) = buckets.get(key) else { return Ok(()) };
+        let tokens = (tokens + Instant::now().duration_since(*at).as_secs_f64() * rate).min(capacity);
+        if tokens >= 1.0 { Ok(()) } else { Err(Duration::from_secs_f64(((1.0 - tokens) / rate).max(0.001))) }
+    }
+}
+
+/// The bucket of an address's requests with keys that matched none.
+pub fn failure_key(address: Option<IpAddr>) -> String {
+    format!("failed-key:{}", address.map_or_else(|| "unknown".to_string(), |a| a.to_string()))
+}
+
 /// The rate-limit key of a caller.
 pub fn rate_key(caller: &Caller, address: Option<IpAddr>) -> String {
     match caller {
@@ -257,5 +288,10 @@ mod tests {
         let wait = limiter.take("k", 3).unwrap_err();
         assert!(wait > Duration::from_secs(5) && wait <= Duration::from_secs(20), "{wait:?}");
         assert!(limiter.take("other", 3).is_ok());
+        assert!(limiter.check("k", 3).is_err(), "checking an empty bucket says so");
+        assert!(limiter.check("other", 3).is_ok() && limiter.check("unseen", 3).is_ok());
+        for _ in 0..2 {
+            assert!(limiter.check("other", 3).is_ok(), "checking takes nothing");
+        }
     }
 }

@@ -79,6 +79,9 @@ pub enum ApiError {
     /// The body is larger than the server accepts (413).
     #[error("the request body is larger than {0} bytes")]
     TooLarge(usize),
+    /// What was posted is larger than the server keeps (413), and why.
+    #[error("{0}")]
+    Oversized(String),
     /// The caller may not do this (403).
     #[error("{0}")]
     Forbidden(String),
@@ -107,7 +110,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::Timeout => StatusCode::GATEWAY_TIMEOUT,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::TooLarge(_) | Self::Oversized(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Forbidden(_) => StatusCode::FORBIDDEN,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -156,6 +159,10 @@ impl From<StoreError> for ApiError {
             StoreError::AlreadyExists { kind, id } => Self::Conflict(format!("{kind} `{id}` already exists")),
             StoreError::Conflict { .. } => Self::Conflict(error.to_string()),
             StoreError::Invalid(message) => Self::invalid(FieldError::new(vec![json!("body")], "value_error", message)),
+            StoreError::Unavailable(_) => Self::Unavailable(error.to_string()),
+            StoreError::SplitsTurn { .. } => {
+                Self::invalid(FieldError::query("min_offset", "value_error", error.to_string()))
+            }
             other => Self::Internal(other.to_string()),
         }
     }

@@ -27,11 +27,15 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod access;
+pub mod bounds;
+pub mod client;
 pub mod dto;
 pub mod error;
 pub mod extract;
+pub mod listener;
 pub mod metrics;
 pub mod openapi;
+pub mod rates;
 pub mod routes;
 pub mod state;
 pub mod web;
@@ -51,7 +55,7 @@ use guidepost_store::Store;
 use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 
-use crate::access::{AccessPolicy, Caller, RateLimiter};
+use crate::access::{AccessPolicy, Caller};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::routes::*;
@@ -65,11 +69,12 @@ pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
 /// Which origins may call the API from a browser.
 #[derive(Debug, Clone, Default)]
 pub enum Cors {
-    /// Any origin (its own origin is echoed back, with credentials allowed): the default,
-    /// as the reference server does.
+    /// Any origin: the default. An open server (no API keys, not in production) echoes the
+    /// origin back with credentials allowed, as the reference server does; a protected one
+    /// answers `*`, never with credentials.
     #[default]
     Any,
-    /// Only these origins.
+    /// Only these origins, with credentials allowed.
     Origins(Vec<String>),
 }
 
@@ -86,6 +91,10 @@ pub struct ServerOptions {
     pub cors: Cors,
     /// The simulator's artifact folder the web page shows runs from.
     pub simulations: Option<std::path::PathBuf>,
+    /// Event sizes, header and idle timeouts, connections at once.
+    pub bounds: bounds::Bounds,
+    /// The proxies whose `X-Forwarded-For` names the client (for per-address limits).
+    pub trusted_proxies: client::TrustedProxies,
 }
 
 /// The server: its shared state and its routes.
@@ -112,14 +121,17 @@ impl Server {
         let settings =
             ConversationSettings { turns: options.turns, secrets: options.secrets, observer: metrics.clone() };
         let conversations = Arc::new(Conversations::new(store.clone(), models, config, settings));
+        let limiter = rates::Limiter::for_store(&store);
         let state = Arc::new(AppState {
+            limiter,
             store,
             conversations,
             metrics,
             evaluations: Default::default(),
             access: options.access,
-            limiter: RateLimiter::default(),
             simulations: options.simulations,
+            bounds: options.bounds,
+            proxies: options.trusted_proxies,
         });
         Self { state, cors: options.cors }
     }
@@ -165,9 +177,7 @@ impl Server {
                 token.cancel();
             }
         };
-        let served = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(signal)
-            .await;
+        let served = listener::serve(listener, app, &self.state.bounds, signal, Duration::from_secs(15)).await;
         token.cancel();
         let _ = stopping.await;
         self.state.store.close().await;
@@ -177,10 +187,19 @@ impl Server {
     /// Every route, with CORS, body limits and request metrics.
     pub fn router(&self) -> Router {
         let cors = match &self.cors {
-            Cors::Any => CorsLayer::new().allow_origin(AllowOrigin::mirror_request()).allow_credentials(true),
-            Cors::Origins(origins) => CorsLayer::new().allow_origin(AllowOrigin::list(
-                origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect::<Vec<_>>(),
-            )),
+            // An open server has nothing a page from elsewhere could borrow credentials for.
+            Cors::Any if !self.state.access.is_protected() => {
+                CorsLayer::new().allow_origin(AllowOrigin::mirror_request()).allow_credentials(true)
+            }
+            // A protected one answers any origin as `*`, which browsers never combine with
+            // credentials: a page from anywhere may call it with a key it holds, not with
+            // the visitor's.
+            Cors::Any => CorsLayer::new().allow_origin(AllowOrigin::any()),
+            Cors::Origins(origins) => CorsLayer::new()
+                .allow_origin(AllowOrigin::list(
+                    origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect::<Vec<_>>(),
+                ))
+                .allow_credentials(true),
         }
         .allow_headers(AllowHeaders::mirror_request())
         .allow_methods(AllowMethods::mirror_request())
@@ -268,7 +287,7 @@ fn api_routes() -> Router<Arc<AppState>> {
 /// The caller goes into the request's extensions for handlers that decide on the body.
 async fn authorize(
     axum::extract::State(state): axum::extract::State<Arc<AppState>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
     if req.method() == Method::OPTIONS {
@@ -283,9 +302,27 @@ async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .or_else(|| req.headers().get("x-api-key").and_then(|v| v.to_str().ok()))
         .map(|k| k.trim().to_string());
+    let address = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| state.proxies.client(c.0.ip(), req.headers()));
+    let failures = state.access.failed_authentications_per_minute.filter(|_| presented.is_some());
+    if let Some(limit) = failures
+        && let Err(wait) = state.limiter.check(&access::failure_key(address), limit).await
+    {
+        return ApiError::TooManyRequests(wait).into_response();
+    }
     let caller = match state.access.caller(presented.as_deref()) {
         Ok(c) => c,
-        Err(unknown) => return ApiError::Unauthorized(unknown.to_string()).into_response(),
+        Err(unknown) => {
+            if let Some(limit) = failures
+                && state.limiter.take(&access::failure_key(address), limit).await.is_ok()
+                && state.limiter.check(&access::failure_key(address), limit).await.is_err()
+            {
+                tracing::warn!(address = ?address, "API keys that match none: further keys from this address wait");
+            }
+            return ApiError::Unauthorized(unknown.to_string()).into_response();
+        }
     };
     if !state.access.allows(&caller, access) {
         return match caller {
@@ -296,14 +333,47 @@ async fn authorize(
     if access != access::Access::Public
         && let Some(limit) = state.access.requests_per_minute
         && !matches!(caller, Caller::Key { role: access::Role::Admin, .. })
+        && let Err(wait) = state.limiter.take(&access::rate_key(&caller, address), limit).await
     {
-        let address = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
-        if let Err(wait) = state.limiter.take(&access::rate_key(&caller, address), limit) {
-            return ApiError::TooManyRequests(wait).into_response();
-        }
+        return ApiError::TooManyRequests(wait).into_response();
     }
+    let mut req = match reach_session(&state, &caller, access, req).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// For a session-scoped operation, whether the caller may reach that session: a caller
+/// without a key reaches guest sessions only (see [`access::reaches_session`]). A session
+/// that does not exist is left to the handler (404).
+async fn reach_session(
+    state: &Arc<AppState>,
+    caller: &Caller,
+    access: access::Access,
+    req: Request,
+) -> Result<Request, Response> {
+    use axum::extract::FromRequestParts;
+    if !caller.is_anonymous() || access == access::Access::Public {
+        return Ok(req);
+    }
+    let (mut parts, body) = req.into_parts();
+    let params = axum::extract::RawPathParams::from_request_parts(&mut parts, state).await;
+    let req = Request::from_parts(parts, body);
+    let Some(session_id) =
+        params.ok().and_then(|p| p.iter().find(|(name, _)| *name == "session_id").map(|(_, id)| id.to_string()))
+    else {
+        return Ok(req);
+    };
+    match state.store.get_session(&session_id).await {
+        Ok(Some(record)) if !access::reaches_session(caller, &record.session.customer_id) => {
+            Err(ApiError::Unauthorized("this session belongs to a named customer: reaching it needs an API key".into())
+                .into_response())
+        }
+        Ok(_) => Ok(req),
+        Err(error) => Err(ApiError::from(error).into_response()),
+    }
 }
 
 async fn not_found() -> Response {

@@ -22,9 +22,13 @@ pub struct AppState {
     /// Who may do what.
     pub access: crate::access::AccessPolicy,
     /// Request and message rates.
-    pub limiter: crate::access::RateLimiter,
+    pub limiter: crate::rates::Limiter,
     /// The simulator's artifact folder, when runs are shown.
     pub simulations: Option<std::path::PathBuf>,
+    /// How much one caller can make the server hold.
+    pub bounds: crate::bounds::Bounds,
+    /// The proxies whose `X-Forwarded-For` names the client.
+    pub proxies: crate::client::TrustedProxies,
 }
 
 /// The state as handlers receive it.

@@ -6,10 +6,12 @@
 mod integration {
     pub mod support;
 
+    mod abuse;
     mod access;
     mod bad_input;
     mod conformance;
     mod definitions;
     mod openapi;
+    mod session_access;
     mod turns;
 }

@@ -249,13 +249,25 @@ async function chatView(agentId, sessionId) {
     }
   }
 
+  // How far the model is with the call under way, from a status that says so (a pulse).
+  function modelWork(event) {
+    const progress = event.data?.data?.progress;
+    const work = progress?.model;
+    if (!progress) return [];
+    const seconds = ` (${Math.round((progress.elapsed_ms || 0) / 1000)} s)`;
+    if (work?.step === "reading") return [" ", h("span", { class: "muted" }, `reading the prompt: ${work.done} of ${work.total} tokens${seconds}`)];
+    if (work?.step === "writing") return [" ", h("span", { class: "muted" }, `writing: ${work.done} tokens${seconds}`)];
+    if (work?.step === "waiting") return [" ", h("span", { class: "muted" }, `waiting for the model${seconds}`)];
+    return [" ", h("span", { class: "muted" }, seconds.trim())];
+  }
+
   function showStatus(event) {
     const s = event.data?.status;
     const stage = event.data?.data?.stage;
     if (s === "ready" && stage === "completed") status.replaceChildren();
-    else if (s === "processing") status.replaceChildren(h("span", { class: "dots" }, stage || "Thinking"));
-    else if (s === "typing") status.replaceChildren(h("span", { class: "dots" }, "Typing"));
-    else if (s === "acknowledged") status.replaceChildren(h("span", { class: "dots" }, "Received"));
+    else if (s === "processing") status.replaceChildren(h("span", { class: "dots" }, stage || "Thinking"), ...modelWork(event));
+    else if (s === "typing") status.replaceChildren(h("span", { class: "dots" }, "Typing"), ...modelWork(event));
+    else if (s === "acknowledged") status.replaceChildren(h("span", { class: "dots" }, "Received"), ...modelWork(event));
     else if (s === "error") status.replaceChildren(h("span", { class: "badge bad" }, "error"), " ", event.data?.data?.exception || "");
     else if (s === "cancelled") status.replaceChildren(h("span", { class: "muted" }, "replaced by the newer message"));
   }

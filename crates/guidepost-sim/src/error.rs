@@ -88,6 +88,10 @@ pub enum SimError {
     /// A model call of the simulated customer or the judge failed.
     #[error("model call failed: {0}")]
     Model(#[from] LlmError),
+    /// A file or folder someone named could not be read (missing, not a regular file, too
+    /// big, a symlink loop); the message names it.
+    #[error(transparent)]
+    Files(#[from] guidepost_core::files::FileError),
     /// Reading or writing a file failed.
     #[error("{path}: {source}")]
     Io {

@@ -135,6 +135,7 @@ impl Policy for ReplyQuality {
                 language,
                 checks: &self.checks,
                 must_ask: &[],
+                failed_lookups: &[],
             };
             if let Some(problem) = check_reply(&text, &context).first() {
                 return violation(format!(

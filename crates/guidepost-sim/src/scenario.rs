@@ -294,11 +294,7 @@ impl Scenario {
             }]
         };
         let limits = guidepost_core::limits::Limits::global();
-        let bytes = match guidepost_core::definition::text::read_bounded(path, limits) {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(limit)) => return Err(whole(limit.to_string())),
-            Err(e) => return Err(whole(format!("cannot read: {e}"))),
-        };
+        let bytes = guidepost_core::files::read(path, limits).map_err(|e| whole(e.to_string()))?;
         Self::from_bytes(path, bytes, limits)
     }
 
@@ -546,9 +542,11 @@ fn compile_graph(file: &StepGraphFile, error: &mut impl FnMut(Option<&str>, Stri
 /// Loads the scenario files among `paths` (files, or folders searched recursively for
 /// `.yaml`/`.yml`), in path order. All problems of all files are reported together.
 pub fn load_scenarios(paths: &[PathBuf]) -> Result<Vec<Scenario>, SimError> {
+    let limits = guidepost_core::limits::Limits::global();
     let mut files = Vec::new();
     for path in paths {
-        guidepost_core::definition::text::yaml_files(path, true, &mut files).map_err(|e| SimError::io(path, e))?;
+        let found = guidepost_core::files::files_at(path, true, &guidepost_core::files::is_yaml, limits)?;
+        files.extend(found);
     }
     files.sort();
     files.dedup();

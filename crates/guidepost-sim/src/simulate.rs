@@ -240,11 +240,7 @@ pub fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
     let name = path.display().to_string();
     let failed = |message: String| SimError::AgentDefinition { path: path.to_path_buf(), message };
     let limits = guidepost_core::limits::Limits::global();
-    let size = std::fs::metadata(path).map_err(|e| SimError::io(path, e))?.len();
-    if let Err(error) = limits.check_count(guidepost_core::limits::Limit::FileSize, &name, size) {
-        return Err(failed(error.to_string()));
-    }
-    let bytes = std::fs::read(path).map_err(|e| SimError::io(path, e))?;
+    let bytes = guidepost_core::files::read(path, limits)?;
     let source = guidepost_core::definition::text::decode(&name, bytes, limits).map_err(|d| failed(d.render(None)))?;
     let loaded = load_agent(std::slice::from_ref(&source));
     let message = loaded.diagnostics.iter().map(|d| d.render(Some(&source.text))).collect::<Vec<_>>().join("\n");
@@ -257,7 +253,7 @@ pub fn load_definition(path: &Path) -> Result<AgentDefinition, SimError> {
 pub async fn run(args: &SimulateArgs, plugins: Plugins) -> Result<SuiteOutcome, SimError> {
     let scenarios = load_scenarios(&args.scenarios)?;
     let system_prompt = match &args.system_prompt {
-        Some(path) => Some(std::fs::read_to_string(path).map_err(|e| SimError::io(path, e))?),
+        Some(path) => Some(guidepost_core::files::read_text(path, guidepost_core::limits::Limits::global())?),
         None => None,
     };
     let target = AgentTarget::parse(&args.agent, system_prompt, plugins.engine.clone())?;

@@ -91,9 +91,47 @@ pub fn schema_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
 
-/// Opens a pool on `url`. SQLite gets one connection: writers never wait on each other's
-/// locks, and an in-memory database is one database, not one per connection.
-pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool, Backend)> {
+/// How many connections read a SQLite file beside its one writer.
+const SQLITE_READERS: u32 = 4;
+
+/// Opens the pools on `url`: one to write through and one to read from. SQLite writes through
+/// one connection (writers never wait on each other's locks) and, for a file, reads on
+/// connections of their own: in WAL mode a read sees the last commit and never holds up a
+/// write, so a slow listing cannot stall the server. An in-memory database is one database
+/// only on one connection, so it reads there too. PostgreSQL reads and writes through one
+/// pool.
+pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool, AnyPool, Backend)> {
+    let (pool, backend) = connect_writer(url, max_connections).await?;
+    let reader = match backend {
+        Backend::Sqlite if crate::health::sqlite_file(url).is_some() => connect_sqlite_readers(url).await?,
+        _ => pool.clone(),
+    };
+    Ok((pool, reader, backend))
+}
+
+/// Read-only connections to a SQLite file (opened after the writer made sure it exists and is
+/// in WAL mode).
+async fn connect_sqlite_readers(url: &str) -> Result<AnyPool> {
+    let read_only = url.replace("mode=rwc", "mode=ro");
+    let options = AnyConnectOptions::from_str(&read_only).map_err(|_| StoreError::UnsupportedUrl(redact(url)))?;
+    let pool = AnyPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(30))
+        .max_connections(SQLITE_READERS)
+        .min_connections(0)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                for pragma in ["PRAGMA busy_timeout = 10000", "PRAGMA query_only = ON"] {
+                    sqlx::Executor::execute(&mut *conn, pragma).await?;
+                }
+                Ok(())
+            })
+        })
+        .connect_with(options)
+        .await?;
+    Ok(pool)
+}
+
+async fn connect_writer(url: &str, max_connections: u32) -> Result<(AnyPool, Backend)> {
     sqlx::any::install_default_drivers();
     let backend = Backend::of_url(url)?;
     let options = AnyConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl(redact(url)))?;
@@ -121,6 +159,20 @@ pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool,
     };
     let pool = pool_options.connect_with(options).await?;
     Ok((pool, backend))
+}
+
+/// Writes once (a change to nothing) to prove the database file can be written: a read-only
+/// file or folder would otherwise serve reads and fail every write later.
+pub(crate) async fn probe_write(pool: &AnyPool, path: &std::path::Path) -> Result<()> {
+    sqlx::query("UPDATE definition_revision SET revision = revision WHERE id = 1").execute(pool).await.map_err(
+        |e| {
+            StoreError::Unavailable(format!(
+                "the database file {} cannot be written ({e}); make it and its folder writable and start again",
+                path.display()
+            ))
+        },
+    )?;
+    Ok(())
 }
 
 fn checksum(sql: &str) -> String {

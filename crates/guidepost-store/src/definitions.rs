@@ -100,17 +100,28 @@ fn hash<T: Serialize>(entity: &T) -> String {
 struct Plan<'s> {
     store: &'s Store,
     origin: Origin,
+    /// What the previous import of these files left, read in one query: an unchanged
+    /// definition costs that query and no writes.
+    existing: HashMap<(String, String), sqlx::any::AnyRow>,
     writes: Vec<Write>,
     keep: HashSet<(crate::Collection, String)>,
     report: ImportReport,
 }
 
 impl Plan<'_> {
+    async fn existing<T: Entity>(&self, id: &str) -> Result<Option<Record<T>>> {
+        match self.existing.get(&(T::COLLECTION.name().to_string(), id.to_string())) {
+            Some(row) => Record::from_row(row).map(Some),
+            // Not from these files (yet): created over the API, or by another agent's files.
+            None => self.store.get::<T>(id).await,
+        }
+    }
+
     async fn put<T: Entity>(&mut self, id: String, entity: T, mut extra: Map<String, Value>) -> Result<()> {
         let new_hash = hash(&entity);
         extra.insert(IMPORTED_HASH.into(), Value::String(new_hash.clone()));
         self.keep.insert((T::COLLECTION, id.clone()));
-        let record = match self.store.get::<T>(&id).await? {
+        let record = match self.existing::<T>(&id).await? {
             None => {
                 self.report.created += 1;
                 Record::new(id, entity).with_origin(self.origin.clone()).with_extra(extra)
@@ -133,14 +144,18 @@ impl Plan<'_> {
         Ok(())
     }
 
-    async fn sweep<T: Entity>(&mut self) -> Result<()> {
-        for record in self.store.list_from::<T>(&self.origin).await? {
-            if !self.keep.contains(&(T::COLLECTION, record.id.clone())) {
-                self.report.removed += 1;
-                self.writes.push(Write::delete::<T>(&record.id));
-            }
-        }
-        Ok(())
+    fn sweep<T: Entity>(&mut self) {
+        let mut gone: Vec<&String> = self
+            .existing
+            .keys()
+            .filter(|(collection, id)| {
+                collection == T::COLLECTION.name() && !self.keep.contains(&(T::COLLECTION, id.clone()))
+            })
+            .map(|(_, id)| id)
+            .collect();
+        gone.sort();
+        self.report.removed += gone.len();
+        self.writes.extend(gone.into_iter().map(|id| Write::delete::<T>(id)));
     }
 }
 
@@ -161,9 +176,11 @@ impl Store {
     pub async fn import_definition(&self, definition: &AgentDefinition) -> Result<ImportReport> {
         let agent_id = definition.agent.id.clone();
         let names = Names { agent: &agent_id };
+        let origin = Origin::File(agent_id.clone());
         let mut plan = Plan {
             store: self,
-            origin: Origin::File(agent_id.clone()),
+            existing: self.rows_from(&origin).await?,
+            origin,
             writes: Vec::new(),
             keep: HashSet::new(),
             report: ImportReport { agent_id: agent_id.clone(), ..ImportReport::default() },
@@ -215,7 +232,12 @@ impl Store {
             plan.put(names.id(&t.id.to_string()), t.clone(), Map::new()).await?;
         }
         for s in &definition.services {
-            plan.put(names.id(&s.name), s.clone(), Map::new()).await?;
+            let id = names.id(&s.name);
+            let mut service = s.clone();
+            if let Some(stored) = plan.existing::<ToolService>(&id).await? {
+                keep_redacted_credentials(&mut service, &stored.entity);
+            }
+            plan.put(id, service, Map::new()).await?;
         }
         for v in &definition.variables {
             let id = names.id(&v.id);
@@ -233,16 +255,16 @@ impl Store {
             let id = names.id(&c.id);
             plan.put(id.clone(), CannedResponse { id, tags: names.tags(&c.tags), ..c.clone() }, Map::new()).await?;
         }
-        plan.sweep::<Tag>().await?;
-        plan.sweep::<Guideline>().await?;
-        plan.sweep::<Journey>().await?;
-        plan.sweep::<Relationship>().await?;
-        plan.sweep::<Tool>().await?;
-        plan.sweep::<ToolService>().await?;
-        plan.sweep::<ContextVariable>().await?;
-        plan.sweep::<Term>().await?;
-        plan.sweep::<Capability>().await?;
-        plan.sweep::<CannedResponse>().await?;
+        plan.sweep::<Tag>();
+        plan.sweep::<Guideline>();
+        plan.sweep::<Journey>();
+        plan.sweep::<Relationship>();
+        plan.sweep::<Tool>();
+        plan.sweep::<ToolService>();
+        plan.sweep::<ContextVariable>();
+        plan.sweep::<Term>();
+        plan.sweep::<Capability>();
+        plan.sweep::<CannedResponse>();
         self.apply(plan.writes).await?;
         for id in &plan.report.replaced_edits {
             tracing::warn!(agent = %agent_id, id, "changed through the API since the last import; the definition files' content replaces it");
@@ -440,6 +462,7 @@ pub fn condition_guideline(id: &str, condition: &str, tags: Vec<String>) -> Guid
         composition_mode: None,
         journey: None,
         canned_responses: Vec::new(),
+        examples: Vec::new(),
     }
 }
 
@@ -589,6 +612,44 @@ fn localize(mut d: AgentDefinition, agent_id: &str) -> AgentDefinition {
         c.tags = tags.all(&c.tags);
     }
     d
+}
+
+/// What an exported definition shows in place of a credential.
+const REDACTED: &str = "[redacted]";
+
+/// `shown` (a value with `[redacted]` in place of its credentials) filled from `stored`
+/// where the two agree around each redaction; `None` when they do not.
+fn unredact(shown: &str, stored: &str) -> Option<String> {
+    let parts: Vec<&str> = shown.split(REDACTED).collect();
+    let (first, last) = (parts.first()?, parts.last()?);
+    let fits = stored.starts_with(first)
+        && stored.ends_with(last)
+        && stored.len() >= first.len() + last.len()
+        && parts[1..parts.len() - 1].iter().all(|p| stored.contains(p));
+    fits.then(|| stored.to_string())
+}
+
+/// A service read back from an export carries `[redacted]` where its credentials were: the
+/// stored ones stay (a changed host or path, or a new credential, is taken as given).
+fn keep_redacted_credentials(service: &mut ToolService, stored: &ToolService) {
+    let restore = |shown: &mut Option<String>, stored: &Option<String>| {
+        if let (Some(text), Some(old)) = (shown.as_ref(), stored)
+            && text.contains(REDACTED)
+            && let Some(value) = unredact(text, old)
+        {
+            *shown = Some(value);
+        }
+    };
+    restore(&mut service.url, &stored.url);
+    restore(&mut service.spec, &stored.spec);
+    for (name, value) in &mut service.env {
+        if value.contains(REDACTED)
+            && let Some(old) = stored.env.get(name)
+            && let Some(restored) = unredact(value, old)
+        {
+            *value = restored;
+        }
+    }
 }
 
 /// Checks that an id given through the API can name an entity.

@@ -130,7 +130,7 @@ pub enum Origin {
 }
 
 impl Origin {
-    fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         match self {
             Self::Api => "api".into(),
             Self::File(agent) => format!("file:{agent}"),

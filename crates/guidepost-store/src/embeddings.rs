@@ -38,7 +38,7 @@ impl Store {
         for text in texts {
             let row = sqlx::query("SELECT vector FROM embeddings WHERE key = $1")
                 .bind(key(model, text))
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.reader)
                 .await?;
             out.push(match row {
                 Some(row) => Some(from_bytes(&row.try_get::<Vec<u8>, _>("vector")?)),
@@ -61,13 +61,13 @@ impl Store {
         .bind(i64::try_from(vector.len()).unwrap_or(0))
         .bind(to_bytes(vector))
         .bind(now_us())
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         if self.vector_search {
             sqlx::query("UPDATE embeddings SET embedding = CAST($1 AS vector) WHERE key = $2")
                 .bind(pg_vector(vector))
                 .bind(&k)
-                .execute(&self.pool)
+                .execute(self.writer()?)
                 .await?;
         }
         Ok(())
@@ -87,7 +87,7 @@ impl Store {
             .bind(model)
             .bind(i64::try_from(query.len()).unwrap_or(0))
             .bind(limit)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
             let mut out = Vec::with_capacity(rows.len());
             for row in rows {
@@ -97,7 +97,7 @@ impl Store {
         }
         let rows = sqlx::query("SELECT text, vector FROM embeddings WHERE model = $1")
             .bind(model)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
         let mut scored = Vec::with_capacity(rows.len());
         for row in rows {

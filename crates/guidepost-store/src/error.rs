@@ -43,6 +43,24 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// The store cannot be written safely: its file was removed, replaced or made read-only
+    /// (the message says which and what to do). Nothing was written.
+    #[error("the store is unavailable: {0}")]
+    Unavailable(String),
+    /// Deleting a session's events from `offset` on would leave the first events of a turn
+    /// and delete the rest: the event there is not the first of its trace.
+    #[error(
+        "offset {offset} is in the middle of turn `{trace_id}`, whose first event is at offset {first}: events are \
+         deleted from the first event of a turn on (min_offset={first} deletes that turn and everything after it)"
+    )]
+    SplitsTurn {
+        /// The offset asked for (where the deletion would start).
+        offset: u64,
+        /// The trace of the first event at or after it.
+        trace_id: String,
+        /// The offset of that trace's first event.
+        first: u64,
+    },
     /// The database URL is not one the store can use.
     #[error("unsupported database URL `{0}`: use sqlite://PATH, sqlite::memory: or postgres://...")]
     UnsupportedUrl(String),
@@ -62,7 +80,7 @@ impl StoreError {
     /// Whether the error is a caller mistake (an unknown id, a taken id, an invalid
     /// request) rather than a database failure.
     pub fn is_client_error(&self) -> bool {
-        matches!(self, Self::NotFound { .. } | Self::AlreadyExists { .. } | Self::Invalid(_))
+        matches!(self, Self::NotFound { .. } | Self::AlreadyExists { .. } | Self::Invalid(_) | Self::SplitsTurn { .. })
     }
 
     /// Whether the database reported a uniqueness violation.

@@ -28,6 +28,15 @@ pub struct NewEventRecord {
     pub metadata: IndexMap<String, Value>,
 }
 
+/// One page of a session's events (see [`Store::events_page`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventPage {
+    /// The events, by offset.
+    pub events: Vec<Event>,
+    /// Where the next page starts, when there may be more.
+    pub next_offset: Option<u64>,
+}
+
 /// Which events a listing returns.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct EventFilter {
@@ -41,6 +50,8 @@ pub struct EventFilter {
     pub trace_id: Option<String>,
     /// Include soft-deleted events.
     pub include_deleted: bool,
+    /// At most this many events (all when `None`).
+    pub limit: Option<usize>,
 }
 
 impl EventFilter {
@@ -160,7 +171,7 @@ impl Store {
         turn: Option<NewTurn>,
     ) -> Result<Vec<Event>> {
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let row = sqlx::query("UPDATE sessions SET next_offset = next_offset + $1 WHERE id = $2 RETURNING next_offset")
             .bind(count)
             .bind(session_id)
@@ -172,33 +183,98 @@ impl Store {
         let next: i64 = row.try_get("next_offset")?;
         let first = next - count;
         let stored = insert_events(&mut tx, session_id, first, events).await?;
+        let mut superseded = false;
         if let Some(turn) = turn {
             let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.offset).unwrap_or(0));
-            turn.insert(session_id, trigger, &mut tx).await?;
+            superseded = turn.insert(session_id, trigger, &mut tx).await?;
         }
         self.announce(&mut tx, session_id).await?;
+        if superseded {
+            self.announce_stop(&mut tx, session_id).await?;
+        }
         tx.commit().await?;
         self.hub.notify(session_id);
+        if superseded {
+            self.hub.notify_stop(session_id);
+        }
         Ok(stored)
     }
 
-    /// The session's events the filter keeps, by offset.
+    /// The session's events the filter keeps, by offset (at most `filter.limit`).
     pub async fn list_events(&self, session_id: &str, filter: &EventFilter) -> Result<Vec<Event>> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM events WHERE session_id = $1 AND \"offset\" >= $2 ORDER BY \"offset\""
-        )))
-        .bind(session_id)
-        .bind(i64::try_from(filter.min_offset).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let event = decode(row)?;
-            if filter.keeps(&event) {
-                out.push(event);
+        let page = self.events_page(session_id, filter, filter.limit.unwrap_or(usize::MAX), usize::MAX).await?;
+        Ok(page.events)
+    }
+
+    /// One page of the session's events the filter keeps, by offset: at most `max_events`,
+    /// and no more once `max_bytes` of their data were read (the first always comes). What
+    /// each event is and how large is read first, without its data; then only the events
+    /// the page keeps are read whole. What is held is bounded by the page, not the session.
+    pub async fn events_page(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        max_events: usize,
+        max_bytes: usize,
+    ) -> Result<EventPage> {
+        const SCANNED_AT_ONCE: i64 = 256;
+        let mut kept: Vec<i64> = Vec::new();
+        let mut bytes = 0usize;
+        let mut from = i64::try_from(filter.min_offset).unwrap_or(i64::MAX);
+        let next_offset = 'scan: loop {
+            let rows = sqlx::query(
+                "SELECT \"offset\", source, kind, trace_id, deleted, LENGTH(data) + LENGTH(metadata) AS size \
+                 FROM events WHERE session_id = $1 AND \"offset\" >= $2 ORDER BY \"offset\" LIMIT $3",
+            )
+            .bind(session_id)
+            .bind(from)
+            .bind(SCANNED_AT_ONCE)
+            .fetch_all(&self.reader)
+            .await?;
+            let complete = rows.len() < usize::try_from(SCANNED_AT_ONCE).unwrap_or(usize::MAX);
+            for row in &rows {
+                let offset: i64 = row.try_get("offset")?;
+                from = offset + 1;
+                let keeps = (filter.include_deleted || row.try_get::<i64, _>("deleted")? == 0)
+                    && filter.source.is_none_or(|s| wire(s) == row.try_get::<String, _>("source").unwrap_or_default())
+                    && (filter.kinds.is_empty()
+                        || filter
+                            .kinds
+                            .iter()
+                            .any(|k| wire(k) == row.try_get::<String, _>("kind").unwrap_or_default()))
+                    && filter
+                        .trace_id
+                        .as_ref()
+                        .is_none_or(|t| *t == row.try_get::<String, _>("trace_id").unwrap_or_default());
+                if !keeps {
+                    continue;
+                }
+                kept.push(offset);
+                bytes = bytes.saturating_add(usize::try_from(row.try_get::<i64, _>("size")?).unwrap_or(0));
+                if kept.len() >= max_events || bytes >= max_bytes {
+                    break 'scan Some(u64::try_from(from).unwrap_or(u64::MAX));
+                }
+            }
+            if complete {
+                break None;
+            }
+        };
+        let mut events = Vec::with_capacity(kept.len());
+        for ids in kept.chunks(100) {
+            let placeholders: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
+            let sql = format!(
+                "SELECT {COLUMNS} FROM events WHERE session_id = $1 AND \"offset\" IN ({}) ORDER BY \"offset\"",
+                placeholders.join(", ")
+            );
+            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(session_id);
+            for id in ids {
+                query = query.bind(*id);
+            }
+            for row in query.fetch_all(&self.reader).await? {
+                events.push(decode(&row)?);
             }
         }
-        Ok(out)
+        Ok(EventPage { events, next_offset })
     }
 
     /// The session's event with this id (soft-deleted ones too).
@@ -206,7 +282,7 @@ impl Store {
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
             .bind(session_id)
             .bind(event_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -217,7 +293,7 @@ impl Store {
             .bind(data.to_string())
             .bind(session_id)
             .bind(event_id)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "event", id: event_id.to_string() });
@@ -233,7 +309,7 @@ impl Store {
         event_id: &str,
         change: impl FnOnce(&mut IndexMap<String, Value>),
     ) -> Result<Event> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
             .bind(session_id)
             .bind(event_id)
@@ -261,21 +337,67 @@ impl Store {
         sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND id = $2")
             .bind(session_id)
             .bind(event_id)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         self.changed(session_id).await;
         Ok(())
     }
 
     /// Soft-deletes the session's events from `min_offset` on; returns how many.
+    ///
+    /// The deletion must start at the first event of a turn: when the first event still
+    /// listed at or after `min_offset` belongs to a trace with an event before it, nothing is
+    /// deleted and the error is [`StoreError::SplitsTurn`], as in the reference API (a client
+    /// can never leave half a turn behind). The check and the deletion are one statement, so
+    /// an event appended meanwhile cannot slip between them.
     pub async fn delete_events(&self, session_id: &str, min_offset: u64) -> Result<u64> {
-        let done =
-            sqlx::query("UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0")
-                .bind(session_id)
-                .bind(i64::try_from(min_offset).unwrap_or(i64::MAX))
-                .execute(&self.pool)
-                .await?;
+        let from = i64::try_from(min_offset).unwrap_or(i64::MAX);
+        let done = sqlx::query(
+            "UPDATE events SET deleted = 1 WHERE session_id = $1 AND \"offset\" >= $2 AND deleted = 0 \
+             AND NOT EXISTS (SELECT 1 FROM events AS earlier WHERE earlier.session_id = $1 \
+                 AND earlier.deleted = 0 AND earlier.\"offset\" < $2 \
+                 AND earlier.trace_id = (SELECT here.trace_id FROM events AS here WHERE here.session_id = $1 \
+                     AND here.deleted = 0 AND here.\"offset\" >= $2 ORDER BY here.\"offset\" LIMIT 1))",
+        )
+        .bind(session_id)
+        .bind(from)
+        .execute(self.writer()?)
+        .await?;
+        if done.rows_affected() == 0 {
+            // Nothing was deleted: nothing to delete, or the start splits a turn.
+            if let Some((offset, trace_id, first)) = self.turn_split_at(session_id, from).await? {
+                return Err(StoreError::SplitsTurn { offset, trace_id, first });
+            }
+            return Ok(0);
+        }
         self.changed(session_id).await;
         Ok(done.rows_affected())
+    }
+
+    /// When deleting from `from` on would split a turn: the first listed event's offset at or
+    /// after `from`, its trace, and the offset of that trace's first listed event.
+    async fn turn_split_at(&self, session_id: &str, from: i64) -> Result<Option<(u64, String, u64)>> {
+        let at = sqlx::query(
+            "SELECT \"offset\", trace_id FROM events WHERE session_id = $1 AND deleted = 0 AND \"offset\" >= $2 \
+             ORDER BY \"offset\" LIMIT 1",
+        )
+        .bind(session_id)
+        .bind(from)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(at) = at else { return Ok(None) };
+        let trace_id: String = at.try_get("trace_id")?;
+        let offset: i64 = at.try_get("offset")?;
+        let first: Option<i64> = sqlx::query(
+            "SELECT MIN(\"offset\") AS first FROM events WHERE session_id = $1 AND deleted = 0 AND trace_id = $2",
+        )
+        .bind(session_id)
+        .bind(&trace_id)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("first")?;
+        Ok(first
+            .filter(|first| *first < offset)
+            .map(|first| (u64::try_from(offset).unwrap_or(0), trace_id, u64::try_from(first).unwrap_or(0))))
     }
 }

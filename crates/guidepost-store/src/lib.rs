@@ -27,8 +27,10 @@ pub mod documents;
 pub mod embeddings;
 pub mod error;
 pub mod events;
+mod health;
 pub mod hub;
 pub mod ids;
+pub mod rates;
 pub mod sessions;
 pub mod tool_calls;
 pub mod turns;
@@ -41,7 +43,7 @@ use sqlx::{AnyPool, AssertSqlSafe, Row};
 pub use db::Backend;
 pub use documents::{Collection, Cursor, Entity, Origin, Page, PageRequest, Record, Sort, Write};
 pub use error::{Result, StoreError};
-pub use events::{EventFilter, NewEventRecord};
+pub use events::{EventFilter, EventPage, NewEventRecord};
 pub use hub::SessionHub;
 pub use sessions::SessionFilter;
 pub use turns::{TurnRecord, TurnState};
@@ -52,10 +54,15 @@ const CAS_ATTEMPTS: usize = 16;
 /// The store. Cheap to clone; every clone shares the pool and the wake-up hub.
 #[derive(Clone)]
 pub struct Store {
+    /// Writes (and, on PostgreSQL and in memory, reads).
     pool: AnyPool,
+    /// Reads: on a SQLite file, connections of their own beside the one writer.
+    reader: AnyPool,
     backend: Backend,
     hub: Arc<SessionHub>,
     vector_search: bool,
+    /// A SQLite store's file, looked at again before each write.
+    file: Option<Arc<health::DatabaseFile>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -74,14 +81,44 @@ impl Store {
     /// As [`Store::open`], with at most `max_connections` PostgreSQL connections.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self> {
         let url = normalize_sqlite_url(url);
-        let (pool, backend) = db::connect(&url, max_connections).await?;
+        let path = health::sqlite_file(&url);
+        // A file that exists but may not be written is refused before SQLite opens it
+        // (read-only, it would serve reads and fail every write).
+        if let Some(path) = path.as_deref().filter(|p| p.exists()) {
+            health::DatabaseFile::opened(path)?;
+        }
+        let (pool, reader, backend) = db::connect(&url, max_connections).await?;
         db::migrate(&pool, backend).await?;
+        rates::prepare(&pool).await?;
+        let file = match &path {
+            Some(path) => {
+                db::probe_write(&pool, path).await?;
+                Some(Arc::new(health::DatabaseFile::opened(path)?))
+            }
+            None => None,
+        };
         let vector_search = backend == Backend::Postgres && db::enable_pgvector(&pool).await;
         let hub = Arc::new(SessionHub::default());
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, backend, hub, vector_search })
+        Ok(Self { pool, reader, backend, hub, vector_search, file })
+    }
+
+    /// The pool to write through, once the store's file is known to be the one it opened and
+    /// writable (SQLite); a removed, replaced or read-only file is [`StoreError::Unavailable`].
+    pub(crate) fn writer(&self) -> Result<&AnyPool> {
+        if let Some(file) = &self.file {
+            file.check()?;
+        }
+        Ok(&self.pool)
+    }
+
+    /// Whether the store can be read and written: the database answers and, for a SQLite file,
+    /// the file is still the one the store opened and writable.
+    pub async fn health(&self) -> Result<()> {
+        self.ping().await?;
+        self.writer().map(|_| ())
     }
 
     /// A SQLite file at `path` (created, with its folder, if missing).
@@ -118,20 +155,27 @@ impl Store {
         &self.pool
     }
 
-    /// Closes the pool, waiting for connections to be returned.
+    /// The pool reads go through: on a SQLite file, read-only connections beside the writer
+    /// (the same pool as [`Store::pool`] otherwise).
+    pub fn read_pool(&self) -> &AnyPool {
+        &self.reader
+    }
+
+    /// Closes the pools, waiting for connections to be returned.
     pub async fn close(&self) {
+        self.reader.close().await;
         self.pool.close().await;
     }
 
     /// Whether the database answers.
     pub async fn ping(&self) -> Result<()> {
-        sqlx::query("SELECT 1 AS one").fetch_one(&self.pool).await?;
+        sqlx::query("SELECT 1 AS one").fetch_one(&self.reader).await?;
         Ok(())
     }
 
     /// The definition revision: bumped by every change to a definition entity.
     pub async fn revision(&self) -> Result<i64> {
-        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.pool).await?;
+        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.reader).await?;
         Ok(row.try_get("revision")?)
     }
 
@@ -141,7 +185,7 @@ impl Store {
             return Ok(());
         }
         let definition = writes.iter().any(Write::touches_definition);
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         if definition {
             // First, so that on PostgreSQL concurrent definition writers queue on this row
             // instead of deadlocking on the documents they touch.
@@ -163,7 +207,7 @@ impl Store {
         )
         .bind(T::COLLECTION.name())
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         row.as_ref().map(Record::from_row).transpose()
     }
@@ -179,21 +223,48 @@ impl Store {
             "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 ORDER BY created_us, id",
         )
         .bind(T::COLLECTION.name())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(Record::from_row).collect()
     }
 
-    /// Documents that came from this origin.
+    /// Documents that came from this origin, oldest first (one indexed query, whatever else
+    /// the collection holds).
     pub async fn list_from<T: Entity>(&self, origin: &Origin) -> Result<Vec<Record<T>>> {
-        Ok(self.list::<T>().await?.into_iter().filter(|r| &r.origin == origin).collect())
+        let rows = sqlx::query(
+            "SELECT id, created_us, origin, version, data FROM documents WHERE origin = $1 AND collection = $2 \
+             ORDER BY created_us, id",
+        )
+        .bind(origin.encode())
+        .bind(T::COLLECTION.name())
+        .fetch_all(&self.reader)
+        .await?;
+        rows.iter().map(Record::from_row).collect()
+    }
+
+    /// Every document that came from this origin, in any collection, keyed by collection
+    /// name and id (one indexed query).
+    pub(crate) async fn rows_from(
+        &self,
+        origin: &Origin,
+    ) -> Result<std::collections::HashMap<(String, String), sqlx::any::AnyRow>> {
+        let rows =
+            sqlx::query("SELECT collection, id, created_us, origin, version, data FROM documents WHERE origin = $1")
+                .bind(origin.encode())
+                .fetch_all(&self.reader)
+                .await?;
+        let mut out = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            out.insert((row.try_get::<String, _>("collection")?, row.try_get::<String, _>("id")?), row);
+        }
+        Ok(out)
     }
 
     /// One page of the collection in creation order.
     pub async fn page<T: Entity>(&self, request: &PageRequest) -> Result<Page<Record<T>>> {
         let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM documents WHERE collection = $1")
             .bind(T::COLLECTION.name())
-            .fetch_one(&self.pool)
+            .fetch_one(&self.reader)
             .await?
             .try_get("n")?;
         let (cmp, order) = match request.sort {
@@ -213,7 +284,7 @@ impl Store {
                     .bind(c.created_us)
                     .bind(&c.id)
                     .bind(fetch)
-                    .fetch_all(&self.pool)
+                    .fetch_all(&self.reader)
                     .await?
             }
             None => {
@@ -221,7 +292,7 @@ impl Store {
                     "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 \
                      ORDER BY created_us {order}, id {order} LIMIT $2"
                 );
-                sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.pool).await?
+                sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.reader).await?
             }
         };
         let mut items: Vec<Record<T>> = rows.iter().map(Record::from_row).collect::<Result<_>>()?;
@@ -260,8 +331,13 @@ impl Store {
     }
 }
 
-/// The channel every process of a PostgreSQL store listens on; the payload is a session id.
+/// The channel every process of a PostgreSQL store listens on; the payload is a session id
+/// (its events changed) or [`STOP_PREFIX`] and a session id (its unfinished turns were asked
+/// to stop).
 pub const NOTIFY_CHANNEL: &str = "guidepost_sessions";
+
+/// Marks a notification that asks a session's unfinished turns to stop.
+pub const STOP_PREFIX: &str = "stop:";
 
 /// Relays the database's notifications to the hub, so long polls and streams in this
 /// process wake on events other processes commit. After a lost connection every waiter is
@@ -272,7 +348,10 @@ async fn listen(url: &str, hub: Arc<SessionHub>) -> Result<()> {
     tokio::spawn(async move {
         loop {
             match listener.try_recv().await {
-                Ok(Some(n)) => hub.notify(n.payload()),
+                Ok(Some(n)) => match n.payload().strip_prefix(STOP_PREFIX) {
+                    Some(session_id) => hub.notify_stop(session_id),
+                    None => hub.notify(n.payload()),
+                },
                 Ok(None) => {
                     tracing::warn!("the notification connection to PostgreSQL was lost and restored");
                     hub.notify_all();
@@ -298,15 +377,39 @@ impl Store {
         Ok(())
     }
 
+    /// Within a transaction: on PostgreSQL, tells every process (at commit) that the
+    /// session's unfinished turns were asked to stop.
+    pub(crate) async fn announce_stop(&self, tx: &mut sqlx::AnyConnection, session_id: &str) -> Result<()> {
+        if self.backend == Backend::Postgres {
+            sqlx::query("SELECT pg_notify($1, $2)")
+                .bind(NOTIFY_CHANNEL)
+                .bind(format!("{STOP_PREFIX}{session_id}"))
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// Wakes this process's waiters on the session and, on PostgreSQL, every other
     /// process's (for changes made outside a transaction).
     pub(crate) async fn changed(&self, session_id: &str) {
         self.hub.notify(session_id);
+        self.notify_others(session_id.to_string()).await;
+    }
+
+    /// Wakes this process's running turns of the session and, on PostgreSQL, every other
+    /// process's: they were asked to stop.
+    pub(crate) async fn stopped(&self, session_id: &str) {
+        self.hub.notify_stop(session_id);
+        self.notify_others(format!("{STOP_PREFIX}{session_id}")).await;
+    }
+
+    async fn notify_others(&self, payload: String) {
         if self.backend == Backend::Postgres {
             let sent =
-                sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(session_id).execute(&self.pool).await;
+                sqlx::query("SELECT pg_notify($1, $2)").bind(NOTIFY_CHANNEL).bind(&payload).execute(&self.pool).await;
             if let Err(error) = sent {
-                tracing::warn!(%error, session_id, "could not notify the other processes of a change");
+                tracing::warn!(%error, payload, "could not notify the other processes of a change");
             }
         }
     }

@@ -64,7 +64,7 @@ impl Store {
         .bind(&session.customer_id)
         .bind(session.creation_utc.timestamp_micros())
         .bind(encode(session)?)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await;
         match result {
             Err(e) if StoreError::is_unique_violation(&e) => {
@@ -78,7 +78,7 @@ impl Store {
     pub async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
         let row = sqlx::query("SELECT id, version, data FROM sessions WHERE id = $1")
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -101,7 +101,7 @@ impl Store {
         let rows = sqlx::query(AssertSqlSafe(sql))
             .bind(filter.agent_id.clone())
             .bind(filter.customer_id.clone())
-            .fetch_all(&self.pool)
+            .fetch_all(&self.reader)
             .await?;
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -163,7 +163,7 @@ impl Store {
             .bind(encode(&record.session)?)
             .bind(id)
             .bind(record.version)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
             if done.rows_affected() == 1 {
                 return Ok(record.session);
@@ -174,7 +174,7 @@ impl Store {
 
     /// Deletes the session with its events and turns; `NotFound` if there was none.
     pub async fn delete_session(&self, id: &str) -> Result<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         for table in ["events", "turns"] {
             sqlx::query(AssertSqlSafe(format!("DELETE FROM {table} WHERE session_id = $1")))
                 .bind(id)
@@ -186,8 +186,10 @@ impl Store {
             return Err(not_found(id));
         }
         self.announce(&mut tx, id).await?;
+        self.announce_stop(&mut tx, id).await?;
         tx.commit().await?;
         self.hub.notify(id);
+        self.hub.notify_stop(id);
         Ok(())
     }
 

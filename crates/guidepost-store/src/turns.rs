@@ -63,19 +63,24 @@ pub struct NewTurn {
 }
 
 impl NewTurn {
+    /// Inserts the turn; returns whether unfinished turns of the session were asked to stop.
     pub(crate) async fn insert(
         self,
         session_id: &str,
         trigger_offset: i64,
         tx: &mut sqlx::AnyConnection,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // The newer message supersedes the session's unfinished turns: a pending one will
         // not start, a running one stops unless it is already replying (the process that
         // runs it watches this flag).
-        sqlx::query("UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')")
-            .bind(session_id)
-            .execute(&mut *tx)
-            .await?;
+        let superseded = sqlx::query(
+            "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')",
+        )
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            > 0;
         sqlx::query(
             "INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) VALUES ($1, $2, 'pending', $3, $4, 0)",
         )
@@ -85,7 +90,7 @@ impl NewTurn {
         .bind(now_us())
         .execute(&mut *tx)
         .await?;
-        Ok(())
+        Ok(superseded)
     }
 }
 
@@ -177,7 +182,7 @@ impl Store {
     pub async fn get_turn(&self, id: &str) -> Result<Option<TurnRecord>> {
         let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM turns WHERE id = $1")))
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.reader)
             .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -188,7 +193,7 @@ impl Store {
             "SELECT {COLUMNS} FROM turns WHERE session_id = $1 ORDER BY created_us, id"
         )))
         .bind(session_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }
@@ -203,7 +208,7 @@ impl Store {
     /// session holds a live lease (one turn at a time per session, across processes: the
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -259,8 +264,9 @@ impl Store {
             "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running')",
         )
         .bind(session_id)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
+        self.stopped(session_id).await;
         self.changed(session_id).await;
         Ok(done.rows_affected())
     }
@@ -268,8 +274,10 @@ impl Store {
     /// Whether a newer message or a cancellation asked this turn to stop (or the turn is
     /// gone).
     pub async fn turn_cancel_requested(&self, id: &str) -> Result<bool> {
-        let row =
-            sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1").bind(id).fetch_optional(&self.pool).await?;
+        let row = sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
         Ok(match row {
             Some(r) => r.try_get::<i64, _>("cancel_requested")? != 0,
             None => true,
@@ -298,7 +306,7 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer()?.begin().await?;
         let Some(row) =
             sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
         else {
@@ -345,7 +353,7 @@ impl Store {
              AND (t.created_us > me.created_us OR (t.created_us = me.created_us AND t.trigger_offset > me.trigger_offset))",
         )
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         Ok(row.is_some())
     }
@@ -358,7 +366,7 @@ impl Store {
         .bind(now_us() + lease_ms * 1000)
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -372,7 +380,7 @@ impl Store {
         )
         .bind(id)
         .bind(owner)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -400,7 +408,7 @@ impl Store {
         .bind(trace.map(Value::to_string))
         .bind(error)
         .bind(id)
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound { kind: "turn", id: id.to_string() });
@@ -420,7 +428,7 @@ impl Store {
              ORDER BY t.finished_us DESC, t.created_us DESC LIMIT 1",
         )
         .bind(session_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         match row {
             None => Ok(AgentState::default()),
@@ -441,7 +449,7 @@ impl Store {
              ORDER BY created_us"
         )))
         .bind(now_us())
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }

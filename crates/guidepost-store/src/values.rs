@@ -46,7 +46,7 @@ impl Store {
         )
         .bind(variable_id)
         .bind(key)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.reader)
         .await?;
         row.as_ref().map(decode).transpose()
     }
@@ -57,7 +57,7 @@ impl Store {
             "SELECT key, id, last_modified_us, data FROM variable_values WHERE variable_id = $1 ORDER BY key",
         )
         .bind(variable_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter().map(decode).collect()
     }
@@ -80,7 +80,7 @@ impl Store {
         .bind(&id)
         .bind(at.timestamp_micros())
         .bind(data.to_string())
-        .execute(&self.pool)
+        .execute(self.writer()?)
         .await?;
         self.get_value(variable_id, key)
             .await?
@@ -92,14 +92,17 @@ impl Store {
         let done = sqlx::query("DELETE FROM variable_values WHERE variable_id = $1 AND key = $2")
             .bind(variable_id)
             .bind(key)
-            .execute(&self.pool)
+            .execute(self.writer()?)
             .await?;
         Ok(done.rows_affected() > 0)
     }
 
     /// Deletes every value of the variable.
     pub async fn delete_values(&self, variable_id: &str) -> Result<()> {
-        sqlx::query("DELETE FROM variable_values WHERE variable_id = $1").bind(variable_id).execute(&self.pool).await?;
+        sqlx::query("DELETE FROM variable_values WHERE variable_id = $1")
+            .bind(variable_id)
+            .execute(self.writer()?)
+            .await?;
         Ok(())
     }
 }

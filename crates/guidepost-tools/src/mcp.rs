@@ -231,15 +231,15 @@ impl ToolProvider for McpProvider {
             Ok(result) => match serde_json::to_value(&result) {
                 Ok(value) => match crate::body::check_size(&value, &format!("tool `{}`", tool.id)) {
                     Ok(()) => outcome_from_mcp(&value),
-                    Err(e) => ToolOutcome::failed(e),
+                    Err(e) => ToolOutcome::service_error(e),
                 },
-                Err(e) => ToolOutcome::failed(format!("unreadable tools/call result: {e}")),
+                Err(e) => ToolOutcome::service_error(format!("unreadable tools/call result: {e}")),
             },
             Err(e) => {
                 if client.is_closed() {
                     self.forget(&client).await;
                 }
-                ToolOutcome::failed(format!("tools/call `{}` on {} failed: {e}", tool.id.name, self.describe()))
+                ToolOutcome::service_error(format!("tools/call `{}` on {} failed: {e}", tool.id.name, self.describe()))
             }
         }
     }

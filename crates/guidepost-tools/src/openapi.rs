@@ -4,7 +4,8 @@
 //! query and header parameters and the top-level properties of a JSON request body. A call
 //! substitutes the path, builds the query string and the JSON body, and returns the JSON
 //! response as `data`; a non-2xx status is an error outcome with the status and an excerpt
-//! of the body.
+//! of the body (the service's own failure for 5xx, 401, 403, 407, 408 and 429, see
+//! [`ToolOutcome::http_error`]).
 //!
 //! Every call carries its idempotency key in the `Idempotency-Key` header. An operation
 //! that declares that header parameter takes the key (the header is filled by Guidepost,
@@ -13,6 +14,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use guidepost_core::limits::Limits;
 use guidepost_core::tool::{Idempotency, Overlap, Tool, ToolId, ToolService};
 use indexmap::IndexMap;
 use reqwest::Method;
@@ -138,19 +140,19 @@ impl OpenApiProvider {
             }
             text
         } else {
-            tokio::fs::read_to_string(&self.spec)
+            let path = std::path::PathBuf::from(&self.spec);
+            tokio::task::spawn_blocking(move || guidepost_core::files::read_text(&path, Limits::global()))
                 .await
                 .map_err(|e| self.invalid(format!("cannot read the OpenAPI document {}: {e}", self.spec)))?
+                .map_err(|e| self.invalid(format!("the OpenAPI document: {e}")))?
         };
-        let doc: Value = match serde_json::from_str(&text) {
-            Ok(doc) => doc,
-            Err(json_error) => yaml_serde::from_str(&text).map_err(|yaml_error| {
-                self.invalid(format!(
-                    "the OpenAPI document {} is neither JSON ({json_error}) nor YAML ({yaml_error})",
-                    self.spec
-                ))
-            })?,
-        };
+        // Parsed on a blocking thread, so the discovery budget around this call still runs out
+        // on time; the depth is checked before any parser recurses.
+        let spec = self.spec.clone();
+        let doc = tokio::task::spawn_blocking(move || parse_document(&text, Limits::global()))
+            .await
+            .map_err(|e| self.invalid(format!("parsing the OpenAPI document {spec}: {e}")))?
+            .map_err(|e| self.invalid(format!("the OpenAPI document {}: {e}", self.spec)))?;
         let base_url = self.base_url_for(&doc, is_url)?;
         let operations = self.operations(&doc)?;
         Ok(Api { base_url, operations })
@@ -311,15 +313,15 @@ impl OpenApiProvider {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return ToolOutcome::unavailable(format!("cannot reach {url} for {what}: {e}")),
-            Err(e) => return ToolOutcome::failed(format!("{what} failed: {e}")),
+            Err(e) => return ToolOutcome::service_error(format!("{what} failed: {e}")),
         };
         let status = response.status();
         let text = match crate::body::read_capped(response, &format!("tool `{}`: {what}", self.service)).await {
             Ok(t) => t,
-            Err(e) => return ToolOutcome::failed(format!("reading the response of {what} failed: {e}")),
+            Err(e) => return ToolOutcome::service_error(format!("reading the response of {what} failed: {e}")),
         };
         if !status.is_success() {
-            return ToolOutcome::failed(format!("HTTP {status} from {what}: {}", excerpt(&text)));
+            return ToolOutcome::http_error(status.as_u16(), format!("HTTP {status} from {what}: {}", excerpt(&text)));
         }
         let data = if text.trim().is_empty() {
             Value::Null
@@ -327,6 +329,24 @@ impl OpenApiProvider {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         ToolOutcome::Ok(ToolResult::new(data))
+    }
+}
+
+/// Parses an OpenAPI document, JSON or YAML, within [`Limits`]: nested no deeper than
+/// [`Limit::NestingDepth`](guidepost_core::limits::Limit::NestingDepth) (checked on the raw
+/// text before anything recurses) and, for YAML, with aliases bounded in expansion.
+fn parse_document(text: &str, limits: &Limits) -> std::result::Result<Value, String> {
+    use guidepost_core::definition::{source, text as raw};
+    let looks_like_json = text.trim_start_matches('\u{feff}').trim_start().starts_with(['{', '[']);
+    if looks_like_json {
+        raw::check_json_depth(text, limits).map_err(|e| format!("line {}: {}", e.span.line, e.message))?;
+        if let Ok(doc) = serde_json::from_str(text.trim_start_matches('\u{feff}')) {
+            return Ok(doc);
+        }
+    }
+    match source::parse_with(text, limits) {
+        Ok(node) => Ok(node.to_json()),
+        Err(e) => Err(format!("neither JSON nor YAML: line {}: {}", e.span.line, e.message)),
     }
 }
 

@@ -114,19 +114,22 @@ impl ParlantProvider {
         let response = match request.send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return ToolOutcome::unavailable(format!("cannot reach {url}: {e}")),
-            Err(e) => return ToolOutcome::failed(format!("POST {url} failed: {e}")),
+            Err(e) => return ToolOutcome::service_error(format!("POST {url} failed: {e}")),
         };
         let status = response.status();
         if !status.is_success() {
             let text = crate::body::read_capped(response, &url).await.unwrap_or_else(|e| e);
-            return ToolOutcome::failed(format!("POST {url} answered HTTP {status}: {}", error_detail(&text)));
+            return ToolOutcome::http_error(
+                status.as_u16(),
+                format!("POST {url} answered HTTP {status}: {}", error_detail(&text)),
+            );
         }
         let mut decoder = CallStreamDecoder::new(&url, self.max_object_bytes);
         let mut stream = response.bytes_stream();
         while let Some(chunk) = stream.next().await {
             let chunk = match chunk {
                 Ok(c) => c,
-                Err(e) => return ToolOutcome::failed(format!("the response stream of {url} broke: {e}")),
+                Err(e) => return ToolOutcome::service_error(format!("the response stream of {url} broke: {e}")),
             };
             if let Some(outcome) = decoder.push(&chunk, ctx) {
                 return outcome;
@@ -159,13 +162,15 @@ impl CallStreamDecoder {
         let url = &self.url;
         let objects = match self.splitter.push(chunk) {
             Ok(o) => o,
-            Err(e) => return Some(ToolOutcome::failed(format!("unreadable response stream from {url}: {e}"))),
+            Err(e) => return Some(ToolOutcome::service_error(format!("unreadable response stream from {url}: {e}"))),
         };
         for raw in objects {
             let object: Value = match serde_json::from_slice(&raw) {
                 Ok(v) => v,
                 Err(e) => {
-                    return Some(ToolOutcome::failed(format!("invalid JSON object in the stream from {url}: {e}")));
+                    return Some(ToolOutcome::service_error(format!(
+                        "invalid JSON object in the stream from {url}: {e}"
+                    )));
                 }
             };
             if let Some(outcome) = handle_object(object, ctx) {
@@ -179,8 +184,8 @@ impl CallStreamDecoder {
     pub fn finish(&self) -> ToolOutcome {
         let url = &self.url;
         match self.splitter.finish() {
-            Ok(()) => ToolOutcome::failed(format!("the stream from {url} ended without a result")),
-            Err(e) => ToolOutcome::failed(format!("the stream from {url} ended early: {e}")),
+            Ok(()) => ToolOutcome::service_error(format!("the stream from {url} ended without a result")),
+            Err(e) => ToolOutcome::service_error(format!("the stream from {url} ended early: {e}")),
         }
     }
 }
@@ -189,12 +194,12 @@ impl CallStreamDecoder {
 /// outcome.
 fn handle_object(object: Value, ctx: &ToolContext) -> Option<ToolOutcome> {
     let Value::Object(mut map) = object else {
-        return Some(ToolOutcome::failed("the stream held a JSON value that is not an object"));
+        return Some(ToolOutcome::service_error("the stream held a JSON value that is not an object"));
     };
     if let Some(result) = map.remove("result") {
         return Some(match serde_json::from_value::<ToolResult>(result) {
             Ok(r) => ToolOutcome::Ok(r),
-            Err(e) => ToolOutcome::failed(format!("malformed result object: {e}")),
+            Err(e) => ToolOutcome::service_error(format!("malformed result object: {e}")),
         });
     }
     if let Some(status) = map.remove("status") {
@@ -227,7 +232,7 @@ fn handle_object(object: Value, ctx: &ToolContext) -> Option<ToolOutcome> {
         return Some(ToolOutcome::failed(format!("the tool reported an error: {text}")));
     }
     let keys: Vec<&String> = map.keys().collect();
-    Some(ToolOutcome::failed(format!("unexpected object in the call stream with keys {keys:?}")))
+    Some(ToolOutcome::service_error(format!("unexpected object in the call stream with keys {keys:?}")))
 }
 
 /// Encodes arguments the way every Parlant 3.3.2 plugin server understands them: scalars as

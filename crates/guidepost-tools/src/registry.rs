@@ -139,6 +139,12 @@ impl ToolRegistry {
         Ok(())
     }
 
+    /// The credentials the services' declarations hold (URL passwords and tokens, credential
+    /// `env` entries), for scrubbing what the tools return before anyone sees it.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
     /// `text` without secrets: the services' credentials, the environment's, URL
     /// credentials and key-shaped words.
     pub fn scrub(&self, text: &str) -> String {
@@ -413,6 +419,27 @@ pub fn service_secrets(service: &ToolService) -> Vec<String> {
         out.extend(guidepost_llm::secrets::url_secrets(location));
     }
     out
+}
+
+/// The service as it may be shown (`GET /services`, an exported definition): the passwords
+/// and tokens of its URLs and the values of its credential `env` entries replaced by
+/// `[redacted]`. Importing the shown form back keeps the stored credentials (see
+/// `guidepost_store`'s import).
+pub fn shown_service(service: &ToolService) -> ToolService {
+    let known = service_secrets(service);
+    let mut shown = service.clone();
+    let scrub = |text: &String| guidepost_llm::secrets::scrub_with(text, &known);
+    shown.url = service.url.as_ref().map(scrub);
+    shown.spec = service.spec.as_ref().map(scrub);
+    shown.command = service.command.iter().map(scrub).collect();
+    for (name, value) in &mut shown.env {
+        *value = if guidepost_llm::secrets::is_credential_name(name) || value.trim_start().starts_with("Bearer ") {
+            guidepost_llm::secrets::REDACTED.to_string()
+        } else {
+            scrub(value)
+        };
+    }
+    shown
 }
 
 fn provider_for(service: &ToolService) -> Result<Arc<dyn ToolProvider>> {

@@ -115,6 +115,12 @@ pub enum ToolErrorKind {
     /// The tool ran and reported a failure (error fixture, HTTP error status, MCP
     /// `isError`, a plugin `error` object, ...).
     Failed,
+    /// The tool's service failed to give an answer: an HTTP error status of its own (5xx,
+    /// 401, 403, 407, 408, 429: it is down, overloaded or refuses Guidepost's credentials), a
+    /// result over [`Limit::ToolResultSize`](guidepost_core::limits::Limit::ToolResultSize) or
+    /// one that does not decode, a connection that broke. Unlike [`Self::Failed`], the reply
+    /// has no fact to give: the lookup was lost.
+    ServiceError,
     /// The tool's code panicked.
     Panicked,
     /// The tool or its service could not be reached or is not registered.
@@ -126,13 +132,14 @@ pub enum ToolErrorKind {
 }
 
 impl ToolErrorKind {
-    /// A short stable name: `invalid_arguments`, `timeout`, `failed`, `panicked`,
-    /// `unavailable`, `unconfirmed`.
+    /// A short stable name: `invalid_arguments`, `timeout`, `failed`, `service_error`,
+    /// `panicked`, `unavailable`, `unconfirmed`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::InvalidArguments { .. } => "invalid_arguments",
             Self::Timeout { .. } => "timeout",
             Self::Failed => "failed",
+            Self::ServiceError => "service_error",
             Self::Panicked => "panicked",
             Self::Unavailable => "unavailable",
             Self::Unconfirmed => "unconfirmed",
@@ -197,6 +204,23 @@ impl ToolOutcome {
     /// A [`ToolErrorKind::Failed`] outcome.
     pub fn failed(message: impl Into<String>) -> Self {
         Self::Error { message: message.into(), kind: ToolErrorKind::Failed }
+    }
+
+    /// A [`ToolErrorKind::ServiceError`] outcome.
+    pub fn service_error(message: impl Into<String>) -> Self {
+        Self::Error { message: message.into(), kind: ToolErrorKind::ServiceError }
+    }
+
+    /// The outcome of an HTTP error `status`: the service's own failure
+    /// ([`ToolErrorKind::ServiceError`]) for 5xx and for 401, 403, 407, 408 and 429 (down,
+    /// overloaded, or refusing the credentials it was given), the tool's answer
+    /// ([`ToolErrorKind::Failed`]: not found, invalid, conflict, ...) otherwise.
+    pub fn http_error(status: u16, message: impl Into<String>) -> Self {
+        if status >= 500 || matches!(status, 401 | 403 | 407 | 408 | 429) {
+            Self::service_error(message)
+        } else {
+            Self::failed(message)
+        }
     }
 
     /// A [`ToolErrorKind::Unavailable`] outcome.

@@ -277,3 +277,55 @@ fn the_simulators_customer_and_judge_reach_their_own_models() {
         "the agent's tasks take the default: {log:#?}"
     );
 }
+
+/// An order service whose lookups answer with the HTTP status the order number names.
+fn failing_orders() -> (String, tokio::runtime::Runtime) {
+    use axum::routing::get;
+    let doc = serde_json::json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Orders", "version": "1"},
+        "paths": {"/orders/{id}": {"get": {"operationId": "track_order",
+            "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}]}}}
+    });
+    let router =
+        axum::Router::new().route("/openapi.json", get(move || std::future::ready(axum::Json(doc.clone())))).route(
+            "/orders/{id}",
+            get(|axum::extract::Path(id): axum::extract::Path<u16>| async move {
+                (axum::http::StatusCode::from_u16(id).unwrap(), "the order backend is down")
+            }),
+        );
+    crate::serve::serve_router(router)
+}
+
+#[test]
+fn a_tool_service_that_fails_makes_chat_exit_3_and_the_reply_admit_it() {
+    let (orders, _orders_runtime) = failing_orders();
+    let (url, runtime) = fake_rejecting(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shop.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "agent: {{name: Otto, language: en}}\nguidelines:\n  - id: track\n    condition: The customer asks where their order is\n    action: Look the order up and tell them where it is\n    tools: [orders:track_order]\nservices:\n  - {{name: orders, kind: openapi, spec: {orders}/openapi.json, url: {orders}}}\n"
+        ),
+    )
+    .unwrap();
+    for status in ["500", "503", "401"] {
+        let output = guidepost()
+            .args(["chat"])
+            .arg(&file)
+            .args(["-m", &format!("Where is my order {status}?")])
+            .env("GUIDEPOST_MODEL", format!("openai-compatible:{url}/v1#gpt-4.1"))
+            .env("GUIDEPOST_EMBEDDER", format!("openai-compatible:{url}/v1#fake-embed"))
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "HTTP {status}:\n{stdout}\n{stderr}");
+        assert!(stderr.contains("degraded: tool_calls") && stderr.contains(&format!("HTTP {status}")), "{stderr}");
+        // The fake model's reply ("I checked this for you: everything looks fine") is refused.
+        assert!(!stdout.contains("everything looks fine"), "HTTP {status}: {stdout}");
+    }
+    runtime.shutdown_background();
+}

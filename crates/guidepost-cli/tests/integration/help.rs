@@ -16,6 +16,8 @@ fn subcommands() -> Vec<String> {
         .and_then(|rest| rest.split("Options:").next())
         .unwrap_or_default()
         .lines()
+        // A command's line starts two spaces in; deeper lines continue a wrapped description.
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next().map(String::from))
         .filter(|c| c != "help")
         .collect();
@@ -27,7 +29,7 @@ fn subcommands() -> Vec<String> {
 fn every_command_has_help() {
     let commands = subcommands();
     for expected in
-        ["check", "graph", "serve", "export", "chat", "eval", "simulate", "bench", "load", "schema", "models"]
+        ["check", "graph", "serve", "export", "chat", "eval", "simulate", "bench", "load", "schema", "models", "tools"]
     {
         assert!(commands.iter().any(|c| c == expected), "`{expected}` missing from --help: {commands:?}");
     }

@@ -260,7 +260,8 @@ fn the_chat_widget_works_in_headless_chromium() {
     let Some(dir) = node_clients() else { return };
     let fake = fake_model();
     let server = serve(&fake, &["--ephemeral"]);
-    let shot = std::env::temp_dir().join(format!("guidepost-widget-{}.png", std::process::id()));
+    let shots = tempfile::tempdir().unwrap();
+    let shot = shots.path().join("widget.png");
     let mut cmd = Command::new("node");
     cmd.arg(dir.join("widget.mjs")).env("GUIDEPOST_URL", &server.url).env("SCREENSHOT", &shot);
     run_script(cmd, "the chat widget in Chromium", &server);
@@ -326,7 +327,7 @@ async fn a_restarted_server_keeps_its_sessions_and_imports_idempotently() {
 
     let second = serve(&fake, &["--data-dir", &data_dir]);
     let log = second.stderr_so_far();
-    assert!(log.contains("agent taxi: 0 created, 0 updated, 7 unchanged, 0 removed"), "{log}");
+    assert!(log.contains("4 agent(s) unchanged since the last start"), "{log}");
     let events = get(&format!("{}/sessions/{sid}/events?wait_for_data=0", second.url)).await;
     assert!(events.as_array().unwrap().len() >= 5, "the session survived the restart: {events}");
     drop(second);

@@ -57,6 +57,7 @@ impl TurnScheduler {
         };
         let end = match result {
             Processed::HandedBack => {
+                sink.flush().await;
                 if let Err(error) = self.store.hand_back_turn(trace_id, &self.worker).await {
                     tracing::error!(%error, trace_id, "could not hand a turn back");
                 }
@@ -170,17 +171,19 @@ impl TurnScheduler {
     /// message came, or the session's turns were cancelled), whichever process said so.
     fn watch_for_cancellation(&self, session_id: &str, trace_id: &str, cancel: CancellationToken) -> CancellationToken {
         let stop = CancellationToken::new();
-        let mut changes = self.store.hub().subscribe(session_id);
+        // Only requests to stop wake it: the turn's own events do not.
+        let mut changes = self.store.hub().subscribe_stops(session_id);
         let (store, trace, token) = (self.store.clone(), trace_id.to_string(), stop.clone());
         tokio::spawn(async move {
+            // Once first: a request that came between the claim and the subscription.
             loop {
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    changed = changes.changed() => if changed.is_err() { return },
-                }
                 if store.turn_cancel_requested(&trace).await.unwrap_or(false) {
                     cancel.cancel();
                     return;
+                }
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    changed = changes.changed() => if changed.is_err() { return },
                 }
             }
         });
@@ -225,23 +228,30 @@ impl TurnScheduler {
             });
             (task, fired)
         };
-        let mut processing = Box::pin(runtime.process(input, sink, cancel, latch.clone()));
-        let result = tokio::select! {
-            outcome = &mut processing => Processed::Done(Box::new(outcome)),
-            () = self.shutdown.cancelled() => {
-                // A reply already being emitted is finished; a turn still preparing is
-                // stopped and handed back, to run again from its start on the next process,
-                // once the tool calls it sent returned (they record their outcomes
-                // themselves): the next attempt reuses them instead of sending them again.
-                if latch.is_set() {
-                    Processed::Done(Box::new(processing.await))
-                } else {
-                    drop(processing);
-                    self.wait_for_calls(trace_id).await;
-                    Processed::HandedBack
+        let running = async {
+            let mut processing = Box::pin(runtime.process(input, sink, cancel, latch.clone()));
+            let result = tokio::select! {
+                outcome = &mut processing => Processed::Done(Box::new(outcome)),
+                () = self.shutdown.cancelled() => {
+                    // A reply already being emitted is finished; a turn still preparing is
+                    // stopped and handed back, to run again from its start on the next
+                    // process, once the tool calls it sent returned (they record their
+                    // outcomes themselves): the next attempt reuses them instead of sending
+                    // them again.
+                    if latch.is_set() {
+                        Processed::Done(Box::new(processing.await))
+                    } else {
+                        drop(processing);
+                        self.wait_for_calls(trace_id).await;
+                        Processed::HandedBack
+                    }
                 }
-            }
+            };
+            sink.close();
+            result
         };
+        // The sink stores progress statuses while the turn waits, in this same task.
+        let (result, ()) = tokio::join!(running, sink.keep_writing());
         timer.0.abort();
         match result {
             Processed::Done(outcome) if timer.1.load(Ordering::SeqCst) && outcome.status == TurnStatus::Cancelled => {

@@ -54,6 +54,14 @@ impl SpanTable {
     pub fn key(&self, path: &str) -> Span {
         self.keys.get(path).copied().unwrap_or_else(|| self.value(path))
     }
+
+    /// The keys written in the mapping at `path`, known to the format or not.
+    pub fn keys_of<'s>(&'s self, path: &'s str) -> impl Iterator<Item = &'s str> + 's {
+        self.keys.keys().filter_map(move |k| {
+            let name = k.strip_prefix(path)?.strip_prefix('.')?;
+            (!name.contains(['.', '['])).then_some(name)
+        })
+    }
 }
 
 /// The path of the value containing `path` (`a.b[2]` for `a.b[2].c`); empty at the root.

@@ -3,6 +3,8 @@
 use serde::Serialize;
 use std::fmt::Write as _;
 
+use unicode_width::UnicodeWidthChar;
+
 use super::source::Span;
 
 /// How bad a diagnostic is.
@@ -96,9 +98,14 @@ impl Diagnostic {
             let col = usize::try_from(column).unwrap_or(1).max(1);
             let width = text.chars().count().saturating_sub(col - 1).max(1);
             let len = usize::try_from(self.len).unwrap_or(1).clamp(1, width);
+            // Columns count characters; a terminal shows some of them (CJK) two columns wide,
+            // so the underline is placed and sized by display width.
+            let shown = |chars: &mut dyn Iterator<Item = char>| chars.map(|c| c.width().unwrap_or(0)).sum::<usize>();
+            let before = shown(&mut text.chars().take(col - 1));
+            let under = shown(&mut text.chars().skip(col - 1).take(len)).max(1);
             let _ = writeln!(out, "{pad} |");
             let _ = writeln!(out, "{number} | {text}");
-            let _ = writeln!(out, "{pad} | {}{}", " ".repeat(col - 1), "^".repeat(len));
+            let _ = writeln!(out, "{pad} | {}{}", " ".repeat(before), "^".repeat(under));
         }
         if let Some(hint) = &self.hint {
             let _ = writeln!(out, "{pad} = hint: {hint}");
@@ -148,6 +155,29 @@ pub fn sort(diagnostics: &mut Vec<Diagnostic>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The display columns of `text` before byte `at`.
+    fn columns_before(text: &str, at: usize) -> usize {
+        text[..at].chars().map(|c| c.width().unwrap_or(0)).sum()
+    }
+
+    #[test]
+    fn carets_stand_under_wide_characters_by_display_width() {
+        // `问题` (two characters, four columns) is at character column 15.
+        let line = "  - condition: 用户问题 [oops";
+        let col = line.chars().position(|c| c == '问').unwrap() + 1;
+        let d = Diagnostic::error("syntax", "a.yaml", Span { line: 1, col: col as u32, len: 2 }, "here");
+        let text = d.render(Some(line));
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = lines[3].split_once(" | ").unwrap().1;
+        let carets = lines[4].split_once(" | ").unwrap().1;
+        assert_eq!(carets.trim_start().len(), 4, "two wide characters take four columns: {text}");
+        assert_eq!(
+            carets.len() - carets.trim_start().len(),
+            columns_before(shown, shown.find('问').unwrap()),
+            "{text}"
+        );
+    }
 
     #[test]
     fn long_lines_are_shown_around_the_column() {

@@ -157,6 +157,7 @@ fn guideline(g: &Guideline) -> GuidelineDecl {
         metadata: g.metadata.clone(),
         composition_mode: g.composition_mode,
         canned_responses: g.canned_responses.clone(),
+        examples: g.examples.clone(),
         ..Default::default()
     }
 }

@@ -208,6 +208,10 @@ pub struct GuidelineDecl {
     /// Evaluate this guideline again after these tools run (reevaluation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reevaluate_after: Vec<String>,
+    /// Customer messages labelled with whether the condition holds for them
+    /// (`{message, applies}`): the checks show them to the model beside the condition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub examples: Vec<crate::guideline::GuidelineExample>,
 }
 
 /// A relationship between two entities. References: a guideline id, `journey:<id>`,

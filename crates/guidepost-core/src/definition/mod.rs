@@ -20,6 +20,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod export;
 pub mod file;
+pub mod parlant;
 mod resolve;
 pub mod source;
 pub mod text;

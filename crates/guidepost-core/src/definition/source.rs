@@ -69,6 +69,21 @@ pub struct Node {
 }
 
 impl Node {
+    /// The value as JSON (positions dropped). The tree is as deep as the parse allowed
+    /// ([`Limit::NestingDepth`]), so the conversion's recursion is bounded.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as Json;
+        match &self.value {
+            Value::Null => Json::Null,
+            Value::Bool(b) => Json::Bool(*b),
+            Value::Int(i) => Json::from(*i),
+            Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+            Value::Str { text, .. } => Json::String(text.clone()),
+            Value::Seq(items) => Json::Array(items.iter().map(Node::to_json).collect()),
+            Value::Map(entries) => Json::Object(entries.iter().map(|(k, v)| (k.text.clone(), v.to_json())).collect()),
+        }
+    }
+
     /// A short name of the value's type, for messages.
     pub fn type_name(&self) -> &'static str {
         match &self.value {

@@ -95,30 +95,6 @@ pub fn check_json_depth(text: &str, limits: &Limits) -> Result<(), SyntaxError> 
     Err(SyntaxError { message: error.to_string(), span: Span { line, col, len: 1 } })
 }
 
-/// Reads a file of at most [`Limit::FileSize`] bytes: the size is checked before reading and
-/// again while reading (the file may grow, or be a device that never ends), so no more than
-/// the limit and one byte is ever held. The outer error is the I/O failure; the inner one the
-/// limit, naming the file.
-pub fn read_bounded(
-    path: &std::path::Path,
-    limits: &Limits,
-) -> std::io::Result<Result<Vec<u8>, crate::limits::LimitExceeded>> {
-    use std::io::Read;
-    let name = path.display().to_string();
-    let file = std::fs::File::open(path)?;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    if size > limits.file_size {
-        return Ok(Err(limits.exceeded(Limit::FileSize, name, format!("{size} bytes"))));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(limits.file_size.saturating_add(1)).read_to_end(&mut bytes)?;
-    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    if read > limits.file_size {
-        return Ok(Err(limits.exceeded(Limit::FileSize, name, format!("more than {} bytes", limits.file_size))));
-    }
-    Ok(Ok(bytes))
-}
-
 /// Decodes a file's bytes into a [`SourceFile`]: refuses files over [`Limit::FileSize`],
 /// UTF-16 and invalid UTF-8 (with the position of the first bad byte) and control
 /// characters; skips a UTF-8 byte-order mark.
@@ -169,29 +145,6 @@ pub fn decode(name: &str, bytes: Vec<u8>, limits: &Limits) -> Result<SourceFile,
         return Err(Diagnostic::error("control-character", name, error.span, error.message));
     }
     Ok(SourceFile::new(name, text))
-}
-
-/// The YAML files (`.yaml`, `.yml`) at `path`, added to `out`: the file itself, or the files in
-/// the folder (in its subfolders too when `recursive`). A path that is neither is an error.
-pub fn yaml_files(path: &std::path::Path, recursive: bool, out: &mut Vec<std::path::PathBuf>) -> std::io::Result<()> {
-    if path.is_dir() {
-        for entry in std::fs::read_dir(path)? {
-            let entry = entry?.path();
-            if entry.is_dir() {
-                if recursive {
-                    yaml_files(&entry, true, out)?;
-                }
-            } else if entry.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-                out.push(entry);
-            }
-        }
-        Ok(())
-    } else if path.is_file() {
-        out.push(path.to_path_buf());
-        Ok(())
-    } else {
-        Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"))
-    }
 }
 
 #[cfg(test)]

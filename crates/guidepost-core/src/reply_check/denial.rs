@@ -52,6 +52,60 @@ const INABILITY: &[&str] = &[
     "ありません",
 ];
 
+/// Words that say something went wrong, beside [`INABILITY`], lowercased, by language. An
+/// apology alone is not one ("Sorry for the wait, all is well" claims success), nor is a bare
+/// "problem" ("no problem").
+const FAILURE: &[&str] = &[
+    // English
+    "failed",
+    "went wrong",
+    "an error",
+    "error occurred",
+    "a problem",
+    "technical issue",
+    "trouble",
+    "try again",
+    "unfortunately",
+    "didn't work",
+    "did not work",
+    "not working",
+    "none of",
+    "wasn't able",
+    "weren't able",
+    // Chinese
+    "失败",
+    "出错",
+    "错误",
+    "故障",
+    "异常",
+    "出了问题",
+    "出现问题",
+    "稍后再试",
+    // French, German, Spanish, Portuguese, Japanese
+    "erreur",
+    "un problème",
+    "échoué",
+    "malheureusement",
+    "fehler",
+    "leider",
+    "kann ich gerade keine",
+    "un problema",
+    "desafortunadamente",
+    "erro",
+    "um problema",
+    "infelizmente",
+    "エラー",
+    "失敗",
+    "問題が発生",
+];
+
+/// Whether `reply` says that something could not be done or went wrong (an inability, an
+/// apology, a failure), in the languages Guidepost's checks know.
+pub(super) fn admits_failure(reply: &str) -> bool {
+    let lower = reply.to_lowercase();
+    INABILITY.iter().chain(FAILURE).any(|phrase| lower.contains(phrase))
+}
+
 /// Words in a result that say the lookup itself found nothing: a reply saying so is right.
 const EMPTY_RESULT: &[&str] = &[
     "not_found",

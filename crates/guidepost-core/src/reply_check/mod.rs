@@ -14,7 +14,7 @@
 //! let history = vec![("customer".to_string(), "Hi, what is the weather in Paris tomorrow?".to_string())];
 //! let mut grounding = Grounding::new();
 //! grounding.add_json(&json!({"error": "no data for this city; supported: 北京, 上海"}));
-//! let context = ReplyContext { history: &history, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL, must_ask: &[] };
+//! let context = ReplyContext { history: &history, grounding: &grounding, language: Some("zh"), checks: &ReplyCheck::ALL, must_ask: &[], failed_lookups: &[] };
 //!
 //! let problems = check_reply("你好，我想查询巴黎明天的天气。", &context);
 //! assert_eq!(problems[0].check, ReplyCheck::CustomerVoice);
@@ -56,11 +56,15 @@ pub enum ReplyCheck {
     /// The turn waits on details only the customer can give (a tool cannot run without
     /// them), and the reply asks no question: the customer is left with nothing to answer.
     Unasked,
+    /// A lookup of the turn was lost (its service failed, timed out or could not be reached)
+    /// and the reply does not say that something could not be done: it would pass for an
+    /// answer.
+    HidesFailedLookup,
 }
 
 impl ReplyCheck {
     /// Every check.
-    pub const ALL: [ReplyCheck; 7] = [
+    pub const ALL: [ReplyCheck; 8] = [
         ReplyCheck::Echo,
         ReplyCheck::Repeated,
         ReplyCheck::CustomerVoice,
@@ -68,6 +72,7 @@ impl ReplyCheck {
         ReplyCheck::WrongLanguage,
         ReplyCheck::DeniesToolResult,
         ReplyCheck::Unasked,
+        ReplyCheck::HidesFailedLookup,
     ];
 
     /// The check's name as written in scenarios and traces (`customer_voice`).
@@ -80,6 +85,7 @@ impl ReplyCheck {
             ReplyCheck::WrongLanguage => "wrong_language",
             ReplyCheck::DeniesToolResult => "denies_tool_result",
             ReplyCheck::Unasked => "unasked",
+            ReplyCheck::HidesFailedLookup => "hides_failed_lookup",
         }
     }
 }
@@ -120,6 +126,10 @@ impl ReplyProblem {
                 "it asks the customer nothing, but nothing can be done before they give: {}. End the reply with a question asking for it.",
                 self.evidence
             ),
+            ReplyCheck::HidesFailedLookup => format!(
+                "the lookup {} failed this turn (its service did not answer properly), but the reply reads as if it had worked. Tell the customer you could not look it up right now; state nothing it would have returned.",
+                self.evidence
+            ),
         }
     }
 }
@@ -136,6 +146,9 @@ impl std::fmt::Display for ReplyProblem {
                 write!(f, "denies_tool_result: says \"{}\" although the tool returned data", self.evidence)
             }
             ReplyCheck::Unasked => write!(f, "unasked: asks nothing although it needs {}", self.evidence),
+            ReplyCheck::HidesFailedLookup => {
+                write!(f, "hides_failed_lookup: does not say that {} could not be looked up", self.evidence)
+            }
         }
     }
 }
@@ -156,6 +169,9 @@ pub struct ReplyContext<'a> {
     /// What the customer must be asked for before the turn's action can be taken (the
     /// details a tool is missing), as the reply prompt names them; empty when nothing waits.
     pub must_ask: &'a [String],
+    /// The tools whose calls this turn were lost (the service failed, timed out or could not
+    /// be reached): the reply must say something could not be done.
+    pub failed_lookups: &'a [String],
 }
 
 impl ReplyContext<'_> {
@@ -261,6 +277,9 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     if runs(ReplyCheck::Unasked) && !context.must_ask.is_empty() && !asks_a_question(reply) {
         problems.push(ReplyProblem::new(ReplyCheck::Unasked, context.must_ask.join(", ")));
     }
+    if runs(ReplyCheck::HidesFailedLookup) && !context.failed_lookups.is_empty() && !denial::admits_failure(reply) {
+        problems.push(ReplyProblem::new(ReplyCheck::HidesFailedLookup, context.failed_lookups.join(", ")));
+    }
     problems
 }
 
@@ -350,6 +369,22 @@ pub fn outcome_check_reply(language: Option<&str>) -> String {
     .to_string()
 }
 
+/// What a customer is told when their message could not be answered at all (a turn that
+/// failed): that something went wrong and they may try again, in `language` (English when
+/// there is none, or none of these). What went wrong is for the turn's trace and the log.
+pub fn failure_notice(language: Option<&str>) -> String {
+    match language.map(primary_subtag).as_deref() {
+        Some("zh") => "抱歉，处理您的消息时出错了，请稍后再试。",
+        Some("ja") => "申し訳ありません、メッセージの処理中にエラーが発生しました。しばらくしてからもう一度お試しください。",
+        Some("fr") => "Désolé, une erreur est survenue pendant le traitement de votre message. Veuillez réessayer dans un instant.",
+        Some("de") => "Entschuldigung, bei der Bearbeitung Ihrer Nachricht ist ein Fehler aufgetreten. Bitte versuchen Sie es gleich noch einmal.",
+        Some("es") => "Lo siento, se produjo un error al procesar su mensaje. Inténtelo de nuevo en un momento.",
+        Some("pt") => "Desculpe, ocorreu um erro ao processar sua mensagem. Tente novamente em instantes.",
+        _ => "Sorry, something went wrong while answering your message. Please try again in a moment.",
+    }
+    .to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -360,8 +395,14 @@ mod tests {
 
     fn kinds(reply: &str, history: &[(String, String)], language: Option<&str>) -> Vec<ReplyCheck> {
         let grounding = Grounding::new();
-        let context =
-            ReplyContext { history, grounding: &grounding, language, checks: &ReplyCheck::ALL, must_ask: &[] };
+        let context = ReplyContext {
+            history,
+            grounding: &grounding,
+            language,
+            checks: &ReplyCheck::ALL,
+            must_ask: &[],
+            failed_lookups: &[],
+        };
         check_reply(reply, &context).into_iter().map(|p| p.check).collect()
     }
 
@@ -394,6 +435,7 @@ mod tests {
             language: Some("zh"),
             checks: &ReplyCheck::ALL,
             must_ask: &[],
+            failed_lookups: &[],
         };
         check_reply(reply, &context).into_iter().map(|p| p.check).collect()
     }
@@ -410,6 +452,7 @@ mod tests {
                 language: Some("zh"),
                 checks: &ReplyCheck::ALL,
                 must_ask,
+                failed_lookups: &[],
             };
             check_reply(reply, &context).into_iter().map(|p| p.check).collect()
         };
@@ -443,6 +486,45 @@ mod tests {
         assert!(denial_kinds(denial, &[(true, serde_json::json!({"data": {"cities": []}}))]).is_empty());
         // No tool this turn: nothing to deny.
         assert!(denial_kinds(denial, &[]).is_empty());
+    }
+
+    #[test]
+    fn a_reply_that_passes_a_lost_lookup_off_as_an_answer_is_caught() {
+        let h = history(&[("customer", "Is my order 42 on its way?")]);
+        let grounding = Grounding::new();
+        let lost = vec!["track_order".to_string()];
+        let kinds = |reply: &str, failed_lookups: &[String]| -> Vec<ReplyCheck> {
+            let context = ReplyContext {
+                history: &h,
+                grounding: &grounding,
+                language: None,
+                checks: &ReplyCheck::ALL,
+                must_ask: &[],
+                failed_lookups,
+            };
+            check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+        };
+        assert_eq!(kinds("Everything looks fine with your order!", &lost), [ReplyCheck::HidesFailedLookup]);
+        assert!(kinds("Sorry, I couldn't check your order right now. Please try again later.", &lost).is_empty());
+        assert!(kinds("Our order system had a problem; please try again in a few minutes.", &lost).is_empty());
+        assert!(kinds("Everything looks fine with your order!", &[]).is_empty(), "nothing was lost");
+        let h = history(&[("customer", "我的订单到哪了？")]);
+        let context = ReplyContext {
+            history: &h,
+            grounding: &grounding,
+            language: Some("zh"),
+            checks: &ReplyCheck::ALL,
+            must_ask: &[],
+            failed_lookups: &lost,
+        };
+        assert!(check_reply("抱歉，订单系统暂时出错，查询失败了。", &context).is_empty());
+        assert_eq!(check_reply("您的订单一切正常。", &context)[0].check, ReplyCheck::HidesFailedLookup);
+        // The fallback replies admit it, in every language they are written in.
+        let agent = crate::builder::AgentBuilder::new("A").build().unwrap().agent;
+        for language in ["en", "zh", "ja", "fr", "de", "es", "pt"] {
+            let fallback = fallback_reply(&agent, Some(language));
+            assert!(denial::admits_failure(&fallback), "{language}: {fallback}");
+        }
     }
 
     #[test]

@@ -49,6 +49,8 @@ corpus_case!(yaml_syntax, "syntax.yaml");
 corpus_case!(json_syntax, "syntax.json");
 corpus_case!(no_agent, "no_agent.yaml");
 corpus_case!(templates, "templates.yaml");
+corpus_case!(knock_on, "knock_on.yaml");
+corpus_case!(yaml_syntax_after_wide_characters, "syntax_wide.yaml");
 
 #[test]
 fn split_agent_reports_the_file_of_each_problem() {

@@ -80,6 +80,12 @@ fn panics_and_unsafe_are_allowed_only_in_tests() {
             }
         }
     }
-    assert_eq!(unsafe_allowed.len(), 1, "{unsafe_allowed:?}");
-    assert!(unsafe_allowed[0].ends_with("guidepost-llm-local/src/options.rs"), "{unsafe_allowed:?}");
+    // The local model's two calls into the C library: setting the thread pools' environment
+    // before they start, and handing freed heap pages back to the system.
+    unsafe_allowed.sort();
+    let expected = ["guidepost-llm-local/src/memory.rs", "guidepost-llm-local/src/options.rs"];
+    assert_eq!(unsafe_allowed.len(), expected.len(), "{unsafe_allowed:?}");
+    for (file, name) in unsafe_allowed.iter().zip(expected) {
+        assert!(file.ends_with(name), "{unsafe_allowed:?}");
+    }
 }

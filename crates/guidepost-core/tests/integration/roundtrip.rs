@@ -281,3 +281,19 @@ proptest! {
         prop_assert_eq!(reload_json(&model), model);
     }
 }
+
+#[test]
+fn labelled_examples_round_trip_and_an_empty_one_is_an_error_at_its_line() {
+    let yaml = "agent: { name: Otto }\nguidelines:\n  - id: refund\n    condition: The customer asks for a refund\n    examples:\n      - { message: Can I get my money back?, applies: true }\n      - { message: Where is my parcel?, applies: false }\n";
+    let loaded = load_agent(&[SourceFile::new("a.yaml", yaml)]);
+    let def = loaded.definition.unwrap();
+    let examples = &def.guideline("refund").unwrap().examples;
+    assert_eq!(examples.len(), 2);
+    assert!(examples[0].applies && !examples[1].applies);
+    assert_eq!(reload_yaml(&def), def);
+    assert_eq!(reload_json(&def), def);
+    let empty = yaml.replace("Where is my parcel?", "\"\"");
+    let loaded = load_agent(&[SourceFile::new("a.yaml", empty.as_str())]);
+    let error = loaded.diagnostics.iter().find(|d| d.code == "empty-text").expect("an empty example is an error");
+    assert!(error.render(Some(&empty)).contains("a.yaml:7"), "{}", error.render(Some(&empty)));
+}

@@ -48,7 +48,14 @@ mod tests {
     use super::*;
 
     fn item(id: &str, condition: &str) -> PromptItem {
-        PromptItem { id: id.into(), condition: condition.into(), action: None, description: None, waits: false }
+        PromptItem {
+            id: id.into(),
+            condition: condition.into(),
+            action: None,
+            description: None,
+            waits: false,
+            examples: Vec::new(),
+        }
     }
 
     #[test]

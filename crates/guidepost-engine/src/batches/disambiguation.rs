@@ -1,6 +1,8 @@
 //! Disambiguation: is the customer's request ambiguous among the targets of a
 //! disambiguation observation? If so, the agent asks which one they meant, among the
-//! plausible targets only. No ambiguity means no match at all (not even the observation).
+//! targets the check names plausible (two at least), whatever the targets' own checks say. No
+//! ambiguity means no match at all (not even the observation), and the record says why no
+//! question was asked.
 
 use guidepost_core::{Endpoint, RelationshipKind};
 use guidepost_llm::{ChatModel, TaskKind};
@@ -105,6 +107,7 @@ pub fn render_prompt(
             action: t.action.clone(),
             description: None,
             waits: false,
+            examples: Vec::new(),
         })
         .collect();
     render("disambiguation.j2", &DisambiguationContext { conversation, head: &head.condition, items })
@@ -129,6 +132,11 @@ pub enum Disambiguation {
     },
 }
 
+/// The entity names of `targets`, joined for a rationale.
+fn names_of(targets: &[&DisambiguationTarget]) -> String {
+    targets.iter().map(|t| format!("`{}`", t.entity)).collect::<Vec<_>>().join(", ")
+}
+
 /// Runs the check and interprets the answer: an ambiguity needs at least two known,
 /// plausible targets; a missing question gets a generated one.
 pub async fn evaluate(
@@ -150,8 +158,20 @@ pub async fn evaluate(
                 chosen.push(t);
             }
         }
-        if !a.ambiguous || chosen.len() < 2 {
-            return Disambiguation::Clear { rationale: a.rationale };
+        if !a.ambiguous {
+            return Disambiguation::Clear { rationale: format!("no question: not ambiguous ({})", a.rationale) };
+        }
+        if chosen.len() < 2 {
+            let rationale = match chosen.first() {
+                None => format!("no question: found ambiguous, but named no known option ({})", a.rationale),
+                Some(one) => {
+                    format!(
+                        "no question: found ambiguous, but named only `{}` as plausible ({})",
+                        one.entity, a.rationale
+                    )
+                }
+            };
+            return Disambiguation::Clear { rationale };
         }
         let question = a.question.filter(|q| !q.trim().is_empty()).unwrap_or_else(|| {
             let names: Vec<&str> = chosen.iter().map(|t| t.condition.as_str()).collect();
@@ -160,7 +180,7 @@ pub async fn evaluate(
         Disambiguation::Ask {
             options: chosen.iter().map(|t| t.entity.clone()).collect(),
             question,
-            rationale: a.rationale,
+            rationale: format!("ambiguous among {}: {}", names_of(&chosen), a.rationale),
         }
     });
     CallOutcome { answer, usage: outcome.usage, estimated_tokens: outcome.estimated_tokens }

@@ -152,6 +152,7 @@ pub fn local_items(items: &[&MatchableGuideline]) -> (Vec<PromptItem>, HashMap<S
                 action: g.action.clone(),
                 description: g.description.clone(),
                 waits: g.customer_dependent,
+                examples: g.examples.clone(),
             }
         })
         .collect();
@@ -201,19 +202,30 @@ pub fn render_direct(
     (prompt, direct::answer_schema(&list), map)
 }
 
+/// How a guideline-check batch asks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CheckSettings {
+    /// The verdict style (resolved for the model).
+    pub style: VerdictStyle,
+    /// Sampling temperature.
+    pub temperature: f32,
+    /// Overrides the model's [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold)
+    /// for single checks.
+    pub threshold: Option<f32>,
+    /// Single checks ask each condition in both polarities (see [`single::Ask::both_ways`]).
+    pub both_ways: bool,
+}
+
 /// Runs one guideline-check batch of `category` and maps verdicts back to guideline ids.
 /// Unknown local ids in the answer are ignored; items without a verdict are absent.
-/// `threshold` overrides the model's [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold)
-/// for single checks.
 pub async fn evaluate_checks(
     model: &dyn ChatModel,
     category: Category,
     items: &[&MatchableGuideline],
     conversation: &ConversationView,
-    temperature: f32,
-    style: VerdictStyle,
-    threshold: Option<f32>,
+    settings: &CheckSettings,
 ) -> CallOutcome<Vec<GuidelineVerdict>> {
+    let CheckSettings { style, temperature, threshold, both_ways } = *settings;
     let task = TaskKind::Matching;
     let checks = !matches!(category, Category::Disambiguation | Category::JourneyNodeSelection);
     let (outcome, map) =
@@ -221,7 +233,7 @@ pub async fn evaluate_checks(
             let (list, map) = local_items(items);
             // Followed before: it applies again only when the condition arises anew.
             let asked = if category == Category::PreviouslyApplied { single::Asked::Anew } else { single::Asked::Now };
-            let ask = single::Ask { task: TaskKind::Matching, asked, temperature, threshold };
+            let ask = single::Ask { task: TaskKind::Matching, asked, temperature, threshold, both_ways };
             (single::evaluate(model, &ask, &list, conversation).await, map)
         } else if matches!(style, VerdictStyle::Direct | VerdictStyle::Single) && checks {
             let (prompt, schema, map) = render_direct(category, items, conversation);

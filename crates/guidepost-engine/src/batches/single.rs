@@ -192,6 +192,27 @@ pub struct Ask {
     /// how likely its answers were; `None` takes the model's declared
     /// [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
     pub threshold: Option<f32>,
+    /// Ask each statement in both polarities (it, then "it is not true that" it) and weigh the
+    /// two answers together: how likely "yes" is becomes the mean of p(yes) to the statement
+    /// and p(no) to its negation.
+    pub both_ways: bool,
+}
+
+/// `statement` negated, for a check asked both ways: "It is not true that the customer
+/// asks about refunds", "并非用户想知道天气".
+pub fn negated(statement: &str) -> String {
+    if writes_chinese(statement) {
+        return format!("并非{statement}");
+    }
+    let mut chars = statement.chars();
+    let lowered = match (chars.next(), chars.clone().next()) {
+        // "The customer ..." reads on lowercased; "API ..." or "I ..." keeps its capital.
+        (Some(first), Some(second)) if first.is_uppercase() && !second.is_uppercase() && second != ' ' => {
+            first.to_lowercase().chain(chars).collect()
+        }
+        _ => statement.to_string(),
+    };
+    format!("It is not true that {lowered}")
 }
 
 /// Asks about each item in turn (in order, so a model's prompt-prefix cache is reused) and
@@ -212,37 +233,66 @@ pub async fn evaluate(
     let mut usage: Option<Usage> = None;
     let mut estimated_tokens = 0;
     for item in items {
-        let prompt = render_single(item, conversation, ask.asked);
-        let schema = (SCHEMA_NAME.to_string(), answer_schema());
-        let outcome = call_weighed::<String>(model, ask.task.clone(), prompt, ask.temperature, schema).await;
-        estimated_tokens += outcome.estimated_tokens;
-        if let Some(u) = &outcome.usage {
-            Usage::sum_into(&mut usage, u);
+        let mut asked_items = vec![item.clone()];
+        if ask.both_ways {
+            // The negation's examples hold where the statement's do not.
+            let examples = item
+                .examples
+                .iter()
+                .map(|e| guidepost_core::GuidelineExample { message: e.message.clone(), applies: !e.applies })
+                .collect();
+            asked_items.push(PromptItem { condition: negated(&item.condition), examples, ..item.clone() });
         }
-        match outcome.answer {
-            Ok((answer, decisions)) => verdicts.push(weigh(&item.id, &answer, &decisions, threshold)),
-            Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
+        let mut answers = Vec::with_capacity(asked_items.len());
+        for asked in &asked_items {
+            let prompt = render_single(asked, conversation, ask.asked);
+            let schema = (SCHEMA_NAME.to_string(), answer_schema());
+            let outcome = call_weighed::<String>(model, ask.task.clone(), prompt, ask.temperature, schema).await;
+            estimated_tokens += outcome.estimated_tokens;
+            if let Some(u) = &outcome.usage {
+                Usage::sum_into(&mut usage, u);
+            }
+            match outcome.answer {
+                Ok((answer, decisions)) => answers.push(yes_odds(&answer, &decisions)),
+                Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
+            }
         }
+        verdicts.push(weigh(&item.id, &answers, threshold));
     }
     CallOutcome { answer: Ok(verdicts), usage, estimated_tokens }
 }
 
-/// The verdict on item `id` from the answer and, when reported, how likely "yes" was.
-fn weigh(id: &str, answer: &str, decisions: &[TokenDecision], threshold: f32) -> LocalVerdict {
+/// How likely "yes" was, and whether the model reported it (else the answer counts as
+/// certain).
+fn yes_odds(answer: &str, decisions: &[TokenDecision]) -> (f32, bool) {
     match guidepost_llm::odds(decisions, "yes", "no") {
-        Some(yes) => LocalVerdict {
-            id: id.to_string(),
-            applies: yes >= threshold,
-            rationale: Some(format!("p(yes) {yes:.2}, yes from {threshold:.2}")),
-            probability: Some(yes),
-        },
-        None => LocalVerdict {
-            id: id.to_string(),
-            applies: answer.trim().eq_ignore_ascii_case("yes"),
-            rationale: None,
-            probability: None,
-        },
+        Some(yes) => (yes, true),
+        None => (if answer.trim().eq_ignore_ascii_case("yes") { 1.0 } else { 0.0 }, false),
     }
+}
+
+/// The verdict on item `id` from its answers: the statement's, and its negation's when asked
+/// both ways (its "no" weighs for the statement). Held to `threshold` when the model reported
+/// how likely its answers were; otherwise a single answer is taken as given.
+fn weigh(id: &str, answers: &[(f32, bool)], threshold: f32) -> LocalVerdict {
+    let reported = answers.iter().all(|(_, reported)| *reported);
+    let p = match answers {
+        [(yes, _), (negated_yes, _)] => (yes + (1.0 - negated_yes)) / 2.0,
+        [(yes, _), ..] => *yes,
+        [] => 0.0,
+    };
+    if !reported && answers.len() == 1 {
+        return LocalVerdict { id: id.to_string(), applies: p >= 0.5, rationale: None, probability: None };
+    }
+    let applies = p >= threshold;
+    let verdict = if applies { "yes" } else { "no" };
+    let rationale = match answers {
+        [(yes, _), (negated_yes, _)] => {
+            format!("{verdict}: p(yes) {p:.2} (asked {yes:.2}, its negation {negated_yes:.2}), yes from {threshold:.2}")
+        }
+        _ => format!("{verdict}: p(yes) {p:.2}, yes from {threshold:.2}"),
+    };
+    LocalVerdict { id: id.to_string(), applies, rationale: Some(rationale), probability: reported.then_some(p) }
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Applying node-selection decisions to journey paths, with the core path algebra:
 //! forward progress appends, revisiting truncates (backtracking), reaching `end` or the
 //! root again completes. Model answers are validated against the graph: an advance only
-//! follows existing transitions, stops after a tool step, and a backtrack only targets a
-//! visited step; anything else is corrected and the correction recorded.
+//! follows existing transitions, stops after a tool step and after a step that only tells the
+//! customer something (it is said, and rested on), and a backtrack only targets a visited
+//! step; anything else is corrected and the correction recorded.
 
 use guidepost_core::journey::START_STATE;
 use guidepost_core::projection::NodeKind;
@@ -77,22 +78,17 @@ pub fn advance(
             }
             break;
         }
+        // A step that only tells the customer something is said and rested on: the steps
+        // after it wait for the next turn.
+        if graph.node(step).is_some_and(|n| n.kind == NodeKind::Chat && !n.is_customer_dependent()) {
+            if valid.len() < steps.len() {
+                correction = Some(format!("stopped at `{step}`: the agent tells the customer something there first"));
+            }
+            break;
+        }
     }
     if correction.is_none() && steps.len() > max_steps.max(1) {
         correction = Some(format!("advanced at most {max_steps} steps"));
-    }
-    // A step that only says something (it does not wait for the customer) with one
-    // unconditional way on is carried out in the same reply as the chat step after it
-    // ("show the result" then "ask whether to go on"): the move goes on to that step.
-    while valid.len() < max_steps.max(1)
-        && let Some(node) = valid.last().and_then(|s| graph.node(s))
-        && node.kind == NodeKind::Chat
-        && !node.is_customer_dependent()
-        && let [edge] = node.edges.as_slice()
-        && edge.condition.is_none()
-        && graph.node(&edge.to).is_some_and(|next| next.kind == NodeKind::Chat)
-    {
-        valid.push(edge.to.clone());
     }
     let stayed = |correction| PathChange::unchanged(path, starting, correction);
     if valid.is_empty() {
@@ -570,11 +566,17 @@ tools:
             apply_answer(&conditional, &at_sorry, false, &judged(a.clone(), &[(&end, false)]), 4).decision,
             JourneyDecision::Exited
         );
-        // A step that only says something runs on into the chat step after it.
+        // A step that only says something is rested on: the chat step after it waits for the
+        // next turn.
         let mut chained = weather();
         chained.nodes.get_mut("show").unwrap().edges[0].to = "sorry".into();
         let change = apply_answer(&chained, &at_tool, false, &answer(StepDecision::Advance, &[&show], None), 4);
-        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["show".into(), "sorry".into()] });
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["show".into()] });
+        let sorry_id = local_id(&chained, "sorry");
+        let listed = answer(StepDecision::Advance, &[&show, &sorry_id], None);
+        let change = apply_answer(&chained, &at_tool, false, &listed, 4);
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["show".into()] }, "even when listed on");
+        assert!(change.correction.unwrap().contains("tells the customer something"));
         // No transition holds: the tool step stays put.
         let at_tool = path(&["initial", "lookup"]);
         let a = judged(

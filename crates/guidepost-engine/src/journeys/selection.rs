@@ -11,7 +11,11 @@
 //! - a node entered earlier in this same turn stays ([`FastPath::EnteredThisTurn`]): the
 //!   agent has not acted on it yet.
 //!
-//! Moves pass through forks that have a single transition.
+//! Moves pass through forks that have a single transition. A move never rests on a fork:
+//! one that ends there goes on through it, and through the forks after it
+//! ([`JourneySelector::leave_forks`]). Every transition is taken only from the model's
+//! verdict threshold; where the journey cannot stay and no exit reaches it, the model is asked
+//! which exit holds.
 
 use guidepost_core::projection::NodeKind;
 use guidepost_core::{JourneyPath, ToolId};
@@ -19,7 +23,7 @@ use guidepost_llm::{ChatModel, TaskKind, Usage};
 
 use crate::batches::{journey_selection, single};
 use crate::error::BatchError;
-use crate::journeys::graph::{JourneyEdge, JourneyGraph};
+use crate::journeys::graph::{JourneyEdge, JourneyGraph, JourneyNode};
 use crate::journeys::paths::{PathChange, advance, apply_answer};
 use crate::prompt::{ConversationView, PromptItem};
 use crate::record::{FastPath, JourneyDecision};
@@ -66,6 +70,8 @@ pub struct JourneySelector {
     /// The probability of "yes" from which a transition holds, overriding the model's
     /// declared [`verdict_threshold`](guidepost_llm::ModelCapabilities::verdict_threshold).
     pub verdict_threshold: Option<f32>,
+    /// Transitions are asked in both polarities (see [`single::Ask::both_ways`]).
+    pub both_ways: bool,
 }
 
 impl JourneySelector {
@@ -151,16 +157,16 @@ impl JourneySelector {
 
     /// For models that judge one condition at a time ([`crate::VerdictStyle::Single`]): the
     /// engine walks the journey itself, asking about each conditional transition out of
-    /// where the customer stands (one yes-or-no question each) and following the first that
-    /// holds, on through forks and through questions the customer already answered, until
-    /// a tool step or a step where the agent must speak. Among transitions that hold, the one
-    /// the model found likeliest is taken (when it reports how likely). A customer who
-    /// corrects an earlier answer is left to the full selection ([`Self::select_with_model`]),
-    /// which sees the whole journey; so is a start (or a fork, or a tool step whose tool ran)
-    /// where no transition holds. Where the journey rests (and where it cannot stay) a
-    /// transition the model found likelier than not is taken even short of its threshold:
-    /// the customer most likely answers the question just asked. Going on past a step the
-    /// move only reached takes the threshold.
+    /// where the customer stands (one yes-or-no question each) and following one that holds,
+    /// on through forks and through questions the customer already answered, until a tool
+    /// step or a step where the agent must speak. A transition holds from the model's
+    /// threshold (see [`single::evaluate`]); among those that hold the likeliest is taken.
+    /// Where the journey cannot rest (a fork, the start of a journey whose conditions held, a
+    /// tool step whose tool ran) and no exit holds, the unconditional exit is taken, else the
+    /// model is asked which one of the exits holds ([`single::choose`]); a move never ends on a
+    /// fork. A customer who corrects an earlier answer is left to the full selection
+    /// ([`Self::select_with_model`]), which sees the whole journey; so is a start, a fork or a
+    /// finished tool step that none of this decides.
     pub async fn select_stepwise(
         &self,
         model: &dyn ChatModel,
@@ -169,12 +175,7 @@ impl JourneySelector {
         starting: bool,
         conversation: &ConversationView,
     ) -> ModelSelection {
-        let mut usage: Option<Usage> = None;
-        let mut estimated_tokens = 0;
-        let mut notes: Vec<String> = Vec::new();
-        let ask = async |conditions: &[&str], usage: &mut Option<Usage>, estimated: &mut usize| {
-            self.ask_conditions(model, conditions, conversation, usage, estimated, self.verdict_threshold).await
-        };
+        let mut asked = Asking::default();
         let answered_before = path
             .states()
             .iter()
@@ -185,31 +186,41 @@ impl JourneySelector {
         let mut corrected = false;
         if !starting && answered_before {
             if latest.is_some_and(crate::catalog::has_correction_cue) {
-                notes.push("a correction cue in the latest message".into());
+                asked.notes.push("a correction cue in the latest message".into());
                 corrected = true;
             } else {
                 // The correction question only opens a fuller decision on whether and where
                 // to go back: it takes the likelier answer, so that a correction the model is
                 // unsure of is still looked at.
                 let gate = Some(GATE_THRESHOLD);
-                let asked = self
-                    .ask_conditions(model, &[CORRECTION], conversation, &mut usage, &mut estimated_tokens, gate)
-                    .await;
-                match asked {
+                // Asked one way: it only opens a fuller decision.
+                match self.ask_conditions(model, &[CORRECTION], conversation, &mut asked, (gate, false)).await {
                     Ok(verdicts) if verdicts.first().is_some_and(|v| v.holds) => corrected = true,
-                    Ok(_) => notes.push("no correction".into()),
-                    Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
+                    Ok(verdicts) => {
+                        let p = verdicts.first().and_then(|v| v.probability);
+                        asked.notes.push(match p {
+                            Some(p) => format!("no correction (p {p:.2}, a fuller look from {GATE_THRESHOLD:.2})"),
+                            None => "no correction".into(),
+                        });
+                    }
+                    Err(error) => return self.failed(path, starting, asked, error),
                 }
             }
         }
         if corrected {
-            return self.full_selection(model, graph, path, starting, conversation, usage).await;
+            return self.full_selection(model, graph, path, starting, conversation, asked).await;
         }
         let mut steps: Vec<String> = Vec::new();
         let mut at = path.current().to_string();
-        while steps.len() < self.max_steps.max(1) {
+        let unknown = |_: &JourneyEdge| None;
+        // Forks are decided past the step limit (they only route), within the graph's size.
+        let limit = self.max_steps.max(1) + graph.nodes.len();
+        while steps.len() < limit {
             let Some(node) = graph.node(&at) else { break };
             let entered = !steps.is_empty();
+            if steps.len() >= self.max_steps.max(1) && node.kind != NodeKind::Fork {
+                break;
+            }
             // Where the agent has something to do, the move ends.
             if entered
                 && (matches!(node.kind, NodeKind::Tool | NodeKind::End)
@@ -226,55 +237,20 @@ impl JourneySelector {
             {
                 break;
             }
-            let conditional: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
-            let otherwise = node.edges.iter().find(|e| e.condition.is_none());
-            let next = if conditional.is_empty() {
-                // A question just reached waits for its answer; a fork goes on.
-                match otherwise {
-                    Some(edge) if node.kind != NodeKind::Chat => Some(edge),
-                    _ => None,
-                }
-            } else {
-                let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
-                match ask(&conditions, &mut usage, &mut estimated_tokens).await {
-                    Ok(verdicts) => {
-                        notes.extend(conditional.iter().zip(&verdicts).map(|(e, v)| v.note(e)));
-                        // Where the journey rests, the customer most likely answers what
-                        // was just asked, and a journey that has just started, or stands on a
-                        // fork or a tool step whose tool ran, cannot stay: there an exit the
-                        // model found likelier than not is taken. Going on past a step the move
-                        // only reached (an answer given before it was asked) takes an exit
-                        // that reaches the threshold.
-                        let first_step = !entered || matches!(node.kind, NodeKind::Fork | NodeKind::Tool);
-                        let chosen = choose_exit(&conditional, &verdicts, false);
-                        chosen
-                            .or(otherwise.filter(|_| node.kind != NodeKind::Chat))
-                            .or_else(|| choose_exit(&conditional, &verdicts, first_step))
-                    }
-                    Err(error) => return self.failed(path, starting, usage, estimated_tokens, error),
-                }
-            };
-            // A tool step whose tool ran, or a fork, where an active journey rests cannot be
-            // stayed on: when no exit was found likelier than not, the model is asked which
-            // one of them holds (a few seconds), before the journey-wide selection (many
-            // more). A journey just starting is not asked: not starting is one of its answers,
-            // and only the journey-wide selection offers it.
-            let next = match next {
-                None if !entered
-                    && !starting
-                    && matches!(node.kind, NodeKind::Tool | NodeKind::Fork)
-                    && (2..=single::MAX_CHOICES).contains(&conditional.len()) =>
-                {
-                    let (edge, note) =
-                        self.which_exit(model, &conditional, conversation, &mut usage, &mut estimated_tokens).await;
-                    notes.extend(note);
-                    edge
-                }
-                next => next,
+            let rests = !(node.kind == NodeKind::Fork || (!entered && node.kind == NodeKind::Tool));
+            let next = match self.next_exit(model, node, rests, conversation, &mut asked, &unknown).await {
+                Ok(next) => next,
+                Err(error) => return self.failed(path, starting, asked, error),
             };
             let Some(edge) = next else { break };
             steps.push(edge.to.clone());
             at = edge.to.clone();
+        }
+        // A fork none of whose exits could be taken is not a place to rest: the move ends
+        // before it.
+        while let Some(fork) = steps.last().and_then(|s| graph.node(s)).filter(|n| n.kind == NodeKind::Fork) {
+            asked.notes.push(format!("no exit of fork `{}` could be taken: the move ends before it", fork.id));
+            steps.pop();
         }
         let resting_place =
             graph.node(path.current()).is_some_and(|n| matches!(n.kind, NodeKind::Tool | NodeKind::Fork));
@@ -282,14 +258,63 @@ impl JourneySelector {
             // The journey's conditions held yet no way in did, or a tool step whose tool ran
             // (or a fork) found no way out: neither is a place to stay, so the full selection
             // decides.
-            return self.full_selection(model, graph, path, starting, conversation, usage).await;
+            return self.full_selection(model, graph, path, starting, conversation, asked).await;
         }
         let change = if steps.is_empty() {
             PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
         } else {
-            advance(graph, path, &steps, starting, self.max_steps)
+            advance(graph, path, &steps, starting, self.max_steps.max(steps.len()))
         };
-        ModelSelection { change, rationale: notes.join("; "), usage, estimated_tokens, error: None }
+        ModelSelection {
+            change,
+            rationale: asked.notes.join("; "),
+            usage: asked.usage,
+            estimated_tokens: asked.estimated_tokens,
+            error: None,
+        }
+    }
+
+    /// The exit to take out of `node`: one whose condition holds (the likeliest), else (unless
+    /// the journey may rest at `node`, and never out of a question) the unconditional exit,
+    /// else, where the journey cannot rest, the one the model names when asked which exit
+    /// holds. `known` gives verdicts already asked in this pass; the others are asked now.
+    async fn next_exit<'g>(
+        &self,
+        model: &dyn ChatModel,
+        node: &'g JourneyNode,
+        rests: bool,
+        conversation: &ConversationView,
+        asked: &mut Asking,
+        known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
+    ) -> Result<Option<&'g JourneyEdge>, BatchError> {
+        let conditional: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
+        let otherwise = node.edges.iter().find(|e| e.condition.is_none()).filter(|_| node.kind != NodeKind::Chat);
+        if conditional.is_empty() {
+            // A question waits for its answer; a fork, the start or a finished tool step goes on.
+            return Ok(otherwise);
+        }
+        let verdicts: Vec<ExitVerdict> = match conditional.iter().map(|e| known(e)).collect::<Option<Vec<_>>>() {
+            Some(verdicts) => verdicts,
+            None => {
+                let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
+                let how = (self.verdict_threshold, self.both_ways);
+                self.ask_conditions(model, &conditions, conversation, asked, how).await?
+            }
+        };
+        asked.notes.extend(conditional.iter().zip(&verdicts).map(|(e, v)| v.note(e)));
+        if let Some(edge) = choose_exit(&conditional, &verdicts) {
+            return Ok(Some(edge));
+        }
+        if let Some(edge) = otherwise {
+            asked.notes.push(format!("none holds: the unconditional way on to `{}`", edge.to));
+            return Ok(Some(edge));
+        }
+        if rests || !(2..=single::MAX_CHOICES).contains(&conditional.len()) {
+            return Ok(None);
+        }
+        // A fork, a start or a finished tool step cannot be stayed on: asked which of its exits
+        // holds (a few seconds), before the journey-wide selection (many more).
+        Ok(self.which_exit(model, &conditional, conversation, asked).await)
     }
 
     async fn full_selection(
@@ -299,35 +324,34 @@ impl JourneySelector {
         path: &JourneyPath,
         starting: bool,
         conversation: &ConversationView,
-        mut usage: Option<Usage>,
+        before: Asking,
     ) -> ModelSelection {
         let mut selection = self.select_with_model(model, graph, path, starting, conversation).await;
+        let mut usage = before.usage;
         if let Some(after) = selection.usage.take() {
             Usage::sum_into(&mut usage, &after);
         }
         selection.usage = usage;
+        selection.estimated_tokens += before.estimated_tokens;
+        if !before.notes.is_empty() {
+            selection.rationale = format!("{}; full selection: {}", before.notes.join("; "), selection.rationale);
+        }
         selection
     }
 
-    fn failed(
-        &self,
-        path: &JourneyPath,
-        starting: bool,
-        usage: Option<Usage>,
-        estimated_tokens: usize,
-        error: BatchError,
-    ) -> ModelSelection {
+    fn failed(&self, path: &JourneyPath, starting: bool, asked: Asking, error: BatchError) -> ModelSelection {
         ModelSelection {
             change: PathChange::unchanged(path, starting, Some("selection failed; path unchanged".into())),
-            rationale: String::new(),
-            usage,
-            estimated_tokens,
+            rationale: asked.notes.join("; "),
+            usage: asked.usage,
+            estimated_tokens: asked.estimated_tokens,
             error: Some(error),
         }
     }
 
     /// Asks the model (one call) and applies its answer. A failed call leaves the path
-    /// unchanged (a starting journey does not start).
+    /// unchanged (a starting journey does not start). A move that ends on a fork goes on
+    /// through it ([`Self::leave_forks`]).
     pub async fn select_with_model(
         &self,
         model: &dyn ChatModel,
@@ -340,30 +364,94 @@ impl JourneySelector {
         match outcome.answer {
             Ok(answer) => {
                 let change = apply_answer(graph, path, starting, &answer, self.max_steps);
-                let mut selection = ModelSelection {
+                let selection = ModelSelection {
                     change,
                     rationale: answer.rationale,
                     usage: outcome.usage,
                     estimated_tokens: outcome.estimated_tokens,
                     error: None,
                 };
-                self.leave_fork(model, graph, path, starting, conversation, &mut selection).await;
-                selection
+                let unknown = |_: &JourneyEdge| None;
+                self.leave_forks(model, (graph, path, starting), conversation, selection, &unknown).await
             }
-            Err(error) => self.failed(path, starting, None, outcome.estimated_tokens, error),
+            Err(error) => {
+                let asked = Asking { estimated_tokens: outcome.estimated_tokens, ..Asking::default() };
+                self.failed(path, starting, asked, error)
+            }
         }
     }
 
-    /// Asks whether each of `conditions` holds, one yes-or-no question each, adding the
-    /// call's usage and estimated prompt tokens to the totals.
+    /// A fork is never a resting place: a move that ends on one goes on through it, and
+    /// through the forks after it, each decided as in [`Self::select_stepwise`] (an exit
+    /// that holds, else the unconditional exit, else the one the model names when asked
+    /// which holds); a fork none of whose exits can be taken ends the move before it.
+    /// `known` gives the verdicts on transitions already asked in this pass.
+    pub(crate) async fn leave_forks(
+        &self,
+        model: &dyn ChatModel,
+        (graph, path, starting): (&JourneyGraph, &JourneyPath, bool),
+        conversation: &ConversationView,
+        mut selection: ModelSelection,
+        known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
+    ) -> ModelSelection {
+        let mut steps = match &selection.change.decision {
+            JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
+            _ => return selection,
+        };
+        let on_fork = |steps: &[String]| steps.last().and_then(|s| graph.node(s)).filter(|n| n.kind == NodeKind::Fork);
+        if on_fork(&steps).is_none() {
+            return selection;
+        }
+        let mut asked = Asking::default();
+        let mut guard = graph.nodes.len();
+        while let Some(fork) = on_fork(&steps)
+            && guard > 0
+        {
+            guard -= 1;
+            match self.next_exit(model, fork, false, conversation, &mut asked, known).await {
+                Ok(Some(edge)) => steps.push(edge.to.clone()),
+                Ok(None) => break,
+                Err(error) => {
+                    selection.error = Some(error);
+                    break;
+                }
+            }
+        }
+        while let Some(fork) = on_fork(&steps) {
+            asked.notes.push(format!("no exit of fork `{}` could be taken: the move ends before it", fork.id));
+            steps.pop();
+        }
+        selection.change = if steps.is_empty() {
+            PathChange::unchanged(
+                path,
+                starting,
+                Some("the move ended on a fork none of whose exits holds; stayed".into()),
+            )
+        } else {
+            advance(graph, path, &steps, starting, self.max_steps.max(steps.len()))
+        };
+        if let Some(u) = asked.usage {
+            Usage::sum_into(&mut selection.usage, &u);
+        }
+        selection.estimated_tokens += asked.estimated_tokens;
+        if !asked.notes.is_empty() {
+            let before = std::mem::take(&mut selection.rationale);
+            let notes = asked.notes.join("; ");
+            selection.rationale = if before.is_empty() { notes } else { format!("{before}; {notes}") };
+        }
+        selection
+    }
+
+    /// Asks whether each of `conditions` holds, one yes-or-no question each (in both
+    /// polarities when `both_ways`), adding the calls' usage and estimated prompt tokens to
+    /// `asked`. `threshold` overrides the model's.
     async fn ask_conditions(
         &self,
         model: &dyn ChatModel,
         conditions: &[&str],
         conversation: &ConversationView,
-        usage: &mut Option<Usage>,
-        estimated: &mut usize,
-        threshold: Option<f32>,
+        asked: &mut Asking,
+        (threshold, both_ways): (Option<f32>, bool),
     ) -> Result<Vec<ExitVerdict>, BatchError> {
         let items: Vec<PromptItem> = conditions
             .iter()
@@ -374,17 +462,27 @@ impl JourneySelector {
                 action: None,
                 description: None,
                 waits: false,
+                examples: Vec::new(),
             })
             .collect();
-        let asked = single::Asked::Now;
-        let ask = single::Ask { task: TaskKind::JourneySelection, asked, temperature: self.temperature, threshold };
+        let threshold = threshold.unwrap_or_else(|| model.capabilities().verdict_threshold);
+        let ask = single::Ask {
+            task: TaskKind::JourneySelection,
+            asked: single::Asked::Now,
+            temperature: self.temperature,
+            threshold: Some(threshold),
+            both_ways,
+        };
         let outcome = single::evaluate(model, &ask, &items, conversation).await;
-        *estimated += outcome.estimated_tokens;
+        asked.estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
-            Usage::sum_into(usage, u);
+            Usage::sum_into(&mut asked.usage, u);
         }
         outcome.answer.map(|verdicts| {
-            verdicts.into_iter().map(|v| ExitVerdict { holds: v.applies, probability: v.probability }).collect()
+            verdicts
+                .into_iter()
+                .map(|v| ExitVerdict { holds: v.applies, probability: v.probability, threshold: Some(threshold) })
+                .collect()
         })
     }
 
@@ -396,83 +494,38 @@ impl JourneySelector {
         model: &dyn ChatModel,
         exits: &[&'e JourneyEdge],
         conversation: &ConversationView,
-        usage: &mut Option<Usage>,
-        estimated: &mut usize,
-    ) -> (Option<&'e JourneyEdge>, Option<String>) {
+        asked: &mut Asking,
+    ) -> Option<&'e JourneyEdge> {
         let conditions: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
         let task = TaskKind::JourneySelection;
         let outcome = single::choose(model, task, self.temperature, &conditions, conversation).await;
-        *estimated += outcome.estimated_tokens;
+        asked.estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
-            Usage::sum_into(usage, u);
+            Usage::sum_into(&mut asked.usage, u);
         }
         match outcome.answer {
             Ok(probabilities) => {
-                exits.iter().zip(&probabilities).max_by(|a, b| a.1.total_cmp(b.1)).map_or((None, None), |(edge, p)| {
+                let chosen = exits.iter().zip(&probabilities).max_by(|a, b| a.1.total_cmp(b.1));
+                if let Some((edge, p)) = chosen {
                     let condition = edge.condition.as_deref().unwrap_or_default();
-                    (Some(*edge), Some(format!("which holds: {condition} (p {p:.2})")))
-                })
-            }
-            Err(error) => (None, Some(format!("which holds: the question failed ({error})"))),
-        }
-    }
-
-    /// A fork is never a resting place: a move that ends on a fork with more than one way out
-    /// goes on along the first exit whose condition holds (one yes-or-no question per
-    /// conditional exit), else along its unconditional exit; with neither, the journey stays
-    /// where it was (a starting journey does not start).
-    async fn leave_fork(
-        &self,
-        model: &dyn ChatModel,
-        graph: &JourneyGraph,
-        path: &JourneyPath,
-        starting: bool,
-        conversation: &ConversationView,
-        selection: &mut ModelSelection,
-    ) {
-        let steps = match &selection.change.decision {
-            JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
-            _ => return,
-        };
-        let Some(fork) = steps.last().and_then(|s| graph.node(s)).filter(|n| n.kind == NodeKind::Fork) else {
-            return;
-        };
-        if fork.edges.len() < 2 {
-            return;
-        }
-        let conditional: Vec<&JourneyEdge> = fork.edges.iter().filter(|e| e.condition.is_some()).collect();
-        let mut chosen = None;
-        if !conditional.is_empty() {
-            let conditions: Vec<&str> = conditional.iter().filter_map(|e| e.condition.as_deref()).collect();
-            let (mut usage, mut estimated) = (selection.usage.take(), selection.estimated_tokens);
-            let threshold = self.verdict_threshold;
-            let answer =
-                self.ask_conditions(model, &conditions, conversation, &mut usage, &mut estimated, threshold).await;
-            (selection.usage, selection.estimated_tokens) = (usage, estimated);
-            match answer {
-                Ok(verdicts) => {
-                    chosen = choose_exit(&conditional, &verdicts, false)
-                        .or_else(|| fork.edges.iter().find(|e| e.condition.is_none()))
-                        .or_else(|| choose_exit(&conditional, &verdicts, true));
+                    asked.notes.push(format!("none reached the threshold; which holds: {condition} (p {p:.2})"));
                 }
-                Err(error) => selection.error = Some(error),
+                chosen.map(|(edge, _)| *edge)
+            }
+            Err(error) => {
+                asked.notes.push(format!("which holds: the question failed ({error})"));
+                None
             }
         }
-        let chosen = chosen.or_else(|| fork.edges.iter().find(|e| e.condition.is_none()));
-        selection.change = match chosen {
-            Some(edge) => {
-                let mut steps = steps;
-                steps.push(edge.to.clone());
-                let limit = self.max_steps.max(steps.len());
-                advance(graph, path, &steps, starting, limit)
-            }
-            None => PathChange::unchanged(
-                path,
-                starting,
-                Some(format!("the move ended on fork `{}` and none of its exits holds; stayed", fork.id)),
-            ),
-        };
     }
+}
+
+/// What the questions of one selection asked and cost, and the notes of their answers.
+#[derive(Debug, Default)]
+struct Asking {
+    usage: Option<Usage>,
+    estimated_tokens: usize,
+    notes: Vec<String>,
 }
 
 /// The threshold of a question that only decides whether a fuller decision is made (the
@@ -481,45 +534,40 @@ pub(crate) const GATE_THRESHOLD: f32 = 0.5;
 
 /// The answer on one transition's condition.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct ExitVerdict {
+pub(crate) struct ExitVerdict {
     /// Whether the condition holds.
-    holds: bool,
+    pub holds: bool,
     /// How likely the model found "yes", when it reports it.
-    probability: Option<f32>,
+    pub probability: Option<f32>,
+    /// The probability from which "yes" held, when the model reports how likely.
+    pub threshold: Option<f32>,
 }
 
 impl ExitVerdict {
-    /// `condition: yes (p 0.82)`, for the selection's rationale.
+    /// `condition: yes (p 0.82, yes from 0.70)`, for the selection's rationale.
     fn note(&self, edge: &JourneyEdge) -> String {
-        let condition = edge.condition.as_deref().unwrap_or_default();
-        let answer = if self.holds { "yes" } else { "no" };
-        match self.probability {
-            Some(p) => format!("{condition}: {answer} (p {p:.2})"),
-            None => format!("{condition}: {answer}"),
-        }
+        verdict_note(edge.condition.as_deref().unwrap_or_default(), self.holds, self.probability, self.threshold)
     }
 }
 
-/// The exit to take among `exits` (each with its verdict). Among those that hold, the one
-/// the model found likeliest (the first, without probabilities). When none holds and
-/// `likelier_than_not` (the step where the journey rests, whose question the customer most
-/// likely answers, or one it cannot stay on), the likeliest of all, if the model reported how
-/// likely each was and found it likelier than not (short of its threshold); otherwise none,
-/// and the caller falls back as without probabilities.
-fn choose_exit<'e>(
-    exits: &[&'e JourneyEdge],
-    verdicts: &[ExitVerdict],
-    likelier_than_not: bool,
-) -> Option<&'e JourneyEdge> {
+/// `condition: yes (p 0.82, yes from 0.70)`: a verdict as rationales give it.
+pub(crate) fn verdict_note(condition: &str, holds: bool, probability: Option<f32>, threshold: Option<f32>) -> String {
+    let answer = if holds { "yes" } else { "no" };
+    match (probability, threshold) {
+        (Some(p), Some(t)) => format!("{condition}: {answer} (p {p:.2}, yes from {t:.2})"),
+        (Some(p), None) => format!("{condition}: {answer} (p {p:.2})"),
+        _ => format!("{condition}: {answer}"),
+    }
+}
+
+/// The exit to take among `exits` (each with its verdict): among those that hold, the one the
+/// model found likeliest (the first, without probabilities); none when none holds.
+fn choose_exit<'e>(exits: &[&'e JourneyEdge], verdicts: &[ExitVerdict]) -> Option<&'e JourneyEdge> {
     let weighed = verdicts.iter().all(|v| v.probability.is_some());
     let p = |v: &ExitVerdict| v.probability.unwrap_or(0.0);
-    let pairs = || exits.iter().copied().zip(verdicts);
-    let holding = pairs().filter(|(_, v)| v.holds);
-    let chosen = if weighed { holding.max_by(|a, b| p(a.1).total_cmp(&p(b.1))) } else { holding.into_iter().next() };
-    if chosen.is_some() || !likelier_than_not || !weighed {
-        return chosen.map(|(e, _)| e);
-    }
-    pairs().max_by(|a, b| p(a.1).total_cmp(&p(b.1))).filter(|(_, v)| p(v) >= GATE_THRESHOLD).map(|(e, _)| e)
+    let mut holding = exits.iter().copied().zip(verdicts).filter(|(_, v)| v.holds);
+    let chosen = if weighed { holding.max_by(|a, b| p(a.1).total_cmp(&p(b.1))) } else { holding.next() };
+    chosen.map(|(e, _)| e)
 }
 
 #[cfg(test)]
@@ -560,7 +608,8 @@ tools:
         JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
     }
 
-    const SELECTOR: JourneySelector = JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None };
+    const SELECTOR: JourneySelector =
+        JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None, both_ways: false };
 
     #[test]
     fn root_with_one_transition_needs_no_model() {
@@ -624,7 +673,7 @@ tools:
     }
 
     #[test]
-    fn the_likeliest_exit_is_chosen_and_one_is_forced_only_where_the_journey_cannot_stay() {
+    fn the_likeliest_exit_that_holds_is_chosen_and_none_short_of_the_threshold() {
         let edge = |to: &str| JourneyEdge {
             id: to.into(),
             to: to.into(),
@@ -633,16 +682,13 @@ tools:
         };
         let (a, b) = (edge("a"), edge("b"));
         let exits = [&a, &b];
-        let v = |holds, p: Option<f32>| ExitVerdict { holds, probability: p };
+        let v = |holds, p: Option<f32>| ExitVerdict { holds, probability: p, threshold: Some(0.7) };
         let to = |e: Option<&JourneyEdge>| e.map(|e| e.to.clone());
         // Among those that hold, the likeliest; without probabilities, the first.
-        assert_eq!(to(choose_exit(&exits, &[v(true, Some(0.8)), v(true, Some(0.9))], false)), Some("b".into()));
-        assert_eq!(to(choose_exit(&exits, &[v(true, None), v(true, None)], false)), Some("a".into()));
-        // None holds: nothing, unless likelier than not is enough and the odds are known.
-        let short = [v(false, Some(0.4)), v(false, Some(0.6))];
-        assert_eq!(to(choose_exit(&exits, &short, false)), None);
-        assert_eq!(to(choose_exit(&exits, &short, true)), Some("b".into()));
-        assert_eq!(to(choose_exit(&exits, &[v(false, None), v(false, None)], true)), None);
-        assert_eq!(to(choose_exit(&exits, &[v(false, Some(0.3)), v(false, Some(0.4))], true)), None, "both unlikely");
+        assert_eq!(to(choose_exit(&exits, &[v(true, Some(0.8)), v(true, Some(0.9))])), Some("b".into()));
+        assert_eq!(to(choose_exit(&exits, &[v(true, None), v(true, None)])), Some("a".into()));
+        // None holds: none, however likely.
+        assert_eq!(to(choose_exit(&exits, &[v(false, Some(0.4)), v(false, Some(0.62))])), None);
+        assert_eq!(v(false, Some(0.62)).note(&b), "to b: no (p 0.62, yes from 0.70)");
     }
 }

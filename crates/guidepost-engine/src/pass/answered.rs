@@ -11,8 +11,13 @@ use std::collections::{BTreeSet, HashMap};
 
 use guidepost_core::JourneyPath;
 use guidepost_core::projection::NodeKind;
+use indexmap::IndexMap;
 
+use super::{Decision, Pass, State, Task};
+use crate::catalog::MatchableGuideline;
 use crate::journeys::graph::{JourneyEdge, JourneyGraph, JourneyNode};
+use crate::journeys::selection::verdict_note;
+use crate::record::{FastPath, JourneyDecision};
 
 /// Whether the walk may pass `node` on the customer's answers: a question (the customer may
 /// have answered it already) or a fork (it only routes).
@@ -52,7 +57,7 @@ pub(crate) fn transitions_to_check<'g>(
 }
 
 /// The steps after `from` that the checked transitions lead through (`held` gives a checked
-/// transition's verdict, `None` when it was not checked), with a note of each verdict used.
+/// transition's verdict, `None` when it was not checked).
 /// Stops at a tool step, a step where the agent speaks without asking, the end, or a step
 /// where no checked transition holds; at most `max_steps` steps.
 pub(crate) fn walk_on(
@@ -60,18 +65,14 @@ pub(crate) fn walk_on(
     from: &str,
     held: impl Fn(&JourneyEdge) -> Option<bool>,
     max_steps: usize,
-) -> (Vec<String>, Vec<String>) {
+) -> Vec<String> {
     let mut steps = Vec::new();
-    let mut notes = Vec::new();
     let mut at = from.to_string();
     while steps.len() < max_steps {
         let Some(node) = graph.node(&at).filter(|n| passable(n)) else { break };
         let chosen = node.edges.iter().find(|e| e.condition.is_some() && held(e) == Some(true));
         let next = match chosen {
-            Some(edge) => {
-                notes.push(format!("{}: yes", edge.condition.as_deref().unwrap_or_default()));
-                Some(edge)
-            }
+            Some(edge) => Some(edge),
             None if node.kind == NodeKind::Fork
                 && node.edges.iter().all(|e| e.condition.is_none() || held(e).is_some()) =>
             {
@@ -83,13 +84,113 @@ pub(crate) fn walk_on(
         steps.push(edge.to.clone());
         at = edge.to.clone();
     }
-    (steps, notes)
+    steps
 }
 
 /// Whether a question before the current step of `path` was answered already: a correction
 /// of that answer would send the journey back.
 pub(crate) fn answered_before(graph: &JourneyGraph, path: &JourneyPath) -> bool {
     path.states().iter().rev().skip(1).any(|s| graph.node(s).is_some_and(JourneyNode::is_customer_dependent))
+}
+
+impl<'a> Pass<'a> {
+    /// The transition and correction checks of the first pass (see [`answered`]): for each
+    /// journey whose move this pass is deterministic and lands on a question or a fork, the
+    /// conditional transitions the customer's latest message may already satisfy; and, when
+    /// an active journey would move on past questions answered before, whether that message
+    /// corrects an answer.
+    pub(super) fn step_checks(
+        &self,
+        paths_in: &IndexMap<String, JourneyPath>,
+        start_plans: &[(&String, Result<Decision, Task<'a>>)],
+        state: &mut State<'a>,
+    ) -> Vec<&'a MatchableGuideline> {
+        // The deterministic moves: the active journeys' (already decided) and the starting
+        // journeys' first steps.
+        let starts = start_plans.iter().filter_map(|(j, plan)| Some((j.as_str(), plan.as_ref().ok()?)));
+        let moves = state.decisions.iter().map(|(j, d)| (j.as_str(), d)).chain(starts);
+        let mut items: Vec<&'a MatchableGuideline> = Vec::new();
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut correctable = BTreeSet::new();
+        for (journey, decision) in moves {
+            let Some(graph) = self.agent.journey(journey) else { continue };
+            let moved = !matches!(decision.change.decision, JourneyDecision::Stayed);
+            // A journey waiting at a tool step since an earlier turn (its tool could not run)
+            // still reads the message: the customer may have changed the request.
+            let waiting = matches!(decision.fast_path, Some(FastPath::AwaitingTool));
+            if let Some(path) = paths_in.get(journey)
+                && ((moved
+                    && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
+                    && answered_before(graph, path))
+                    || waiting)
+            {
+                correctable.insert(journey.to_string());
+            }
+            let Some(landing) = decision.change.path.as_ref().filter(|_| moved) else { continue };
+            for edge in transitions_to_check(graph, landing.current(), self.config.max_advance_steps) {
+                if let Some(item) = self.agent.transition_item(journey, &edge.id)
+                    && seen.insert(item.id.as_str())
+                {
+                    items.push(item);
+                }
+            }
+        }
+        state.correctable = correctable;
+        if !state.correctable.is_empty() {
+            items.push(self.agent.correction_item());
+        }
+        items
+    }
+
+    /// Walks the journeys whose move was deterministic on along the transitions the
+    /// customer's latest message already satisfied.
+    pub(super) fn walk_on_answers(&self, state: &mut State<'a>) {
+        for (journey, decision) in &mut state.decisions {
+            if decision.fast_path.is_none() {
+                continue;
+            }
+            let steps_so_far = match &decision.change.decision {
+                JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
+                _ => continue,
+            };
+            let (Some(graph), Some(landing)) = (self.agent.journey(journey), decision.change.path.as_ref()) else {
+                continue;
+            };
+            // Transitions asked with the checks, held to the journeys' threshold.
+            let threshold = self
+                .config
+                .journey_verdict_threshold
+                .or(self.config.verdict_threshold)
+                .unwrap_or_else(|| self.model.capabilities().verdict_threshold);
+            let held = |edge: &crate::journeys::graph::JourneyEdge| {
+                self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.held_at(&item.id, threshold))
+            };
+            let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
+            let more = walk_on(graph, landing.current(), held, room);
+            // Every transition looked at ahead of the move, held or not.
+            let looked: Vec<String> = transitions_to_check(graph, landing.current(), self.config.max_advance_steps)
+                .into_iter()
+                .filter_map(|edge| {
+                    let item = self.agent.transition_item(journey, &edge.id)?;
+                    let (_, p) = state.steps.verdict(&item.id)?;
+                    let holds = state.steps.held_at(&item.id, threshold)?;
+                    let condition = edge.condition.as_deref().unwrap_or_default();
+                    Some(verdict_note(condition, holds, p, p.map(|_| threshold)))
+                })
+                .collect();
+            if !looked.is_empty() {
+                decision.rationale = format!("{}; looked ahead: {}", decision.rationale, looked.join("; "));
+            }
+            if more.is_empty() {
+                continue;
+            }
+            let starting = decision.path_before.is_none();
+            let from = decision.path_before.clone().unwrap_or_else(JourneyPath::start);
+            let all: Vec<String> = steps_so_far.into_iter().chain(more).collect();
+            decision.change =
+                crate::journeys::paths::advance(graph, &from, &all, starting, self.config.max_advance_steps);
+        }
+    }
 }
 
 /// Verdicts of the step checks of a pass, by item id: whether each holds, and how likely
@@ -105,9 +206,15 @@ impl StepVerdicts {
         self.verdicts.insert(item.to_string(), (holds, probability));
     }
 
-    /// The verdict on `item`, if it was checked and answered.
-    pub fn get(&self, item: &str) -> Option<bool> {
-        self.verdicts.get(item).map(|(holds, _)| *holds)
+    /// The verdict on `item` held to `threshold` where the model said how likely "yes" was
+    /// (else the verdict as given), if it was checked and answered.
+    pub fn held_at(&self, item: &str, threshold: f32) -> Option<bool> {
+        self.verdicts.get(item).map(|(holds, p)| p.map_or(*holds, |p| p >= threshold))
+    }
+
+    /// The verdict on `item` and how likely "yes" was, if it was checked and answered.
+    pub fn verdict(&self, item: &str) -> Option<(bool, Option<f32>)> {
+        self.verdicts.get(item).copied()
     }
 
     /// The verdict on a question that only opens a fuller decision (a correction sends the
@@ -177,18 +284,30 @@ tools:
     fn the_walk_follows_what_holds_and_stops_where_the_agent_acts() {
         let g = taxi();
         let all = |_: &JourneyEdge| Some(true);
-        assert_eq!(walk_on(&g, "pickup", all, 4).0, ["dropoff", "route", "book"], "stops at the tool step");
+        assert_eq!(walk_on(&g, "pickup", all, 4), ["dropoff", "route", "book"], "stops at the tool step");
         let pickup_only = |e: &JourneyEdge| Some(condition_of(e).contains("pickup"));
-        assert_eq!(walk_on(&g, "pickup", pickup_only, 4).0, ["dropoff"], "waits at the next question");
+        assert_eq!(walk_on(&g, "pickup", pickup_only, 4), ["dropoff"], "waits at the next question");
         let outside = |e: &JourneyEdge| Some(!condition_of(e).contains("within"));
-        assert_eq!(
-            walk_on(&g, "pickup", outside, 4).0,
-            ["dropoff", "route", "refuse"],
-            "a fork takes its default exit"
-        );
+        assert_eq!(walk_on(&g, "pickup", outside, 4), ["dropoff", "route", "refuse"], "a fork takes its default exit");
         let unchecked = |_: &JourneyEdge| None;
-        assert!(walk_on(&g, "pickup", unchecked, 4).0.is_empty(), "nothing checked, nothing walked");
-        let (steps, notes) = walk_on(&g, "pickup", all, 2);
-        assert_eq!((steps.len(), notes.len()), (2, 2));
+        assert!(walk_on(&g, "pickup", unchecked, 4).is_empty(), "nothing checked, nothing walked");
+        assert_eq!(walk_on(&g, "pickup", all, 2).len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod threshold_tests {
+    use super::StepVerdicts;
+
+    #[test]
+    fn a_verdict_with_odds_is_held_to_the_threshold_asked_one_without_stands() {
+        let mut steps = StepVerdicts::default();
+        // Asked with the checks at 0.70: a "no" at p 0.65.
+        steps.insert("to_dropoff", false, Some(0.65));
+        steps.insert("to_end", true, None);
+        assert_eq!(steps.held_at("to_dropoff", 0.7), Some(false));
+        assert_eq!(steps.held_at("to_dropoff", 0.6), Some(true), "a journey threshold of 0.6 takes it");
+        assert_eq!(steps.held_at("to_end", 0.99), Some(true), "no odds: the verdict as given");
+        assert_eq!(steps.held_at("never_asked", 0.5), None);
     }
 }

@@ -20,62 +20,6 @@ use crate::record::{
 use crate::resolver::RelationalResolver;
 
 impl<'a> Pass<'a> {
-    /// What the checks of this pass said of a disambiguation target: it applies
-    /// (`Some(true)`), it does not (`Some(false)`), or it was not decided. A journey target
-    /// applies when it is already active or one of its conditions matched; otherwise it is
-    /// undecided (its conditions may not have been asked).
-    fn target_verdict(&self, input: &PassInput<'_>, state: &State<'a>, option: &str) -> Option<bool> {
-        if let Some(journey) = option.strip_prefix("journey:") {
-            let started = input.paths_in.contains_key(journey)
-                || state
-                    .raw
-                    .iter()
-                    .any(|m| matches!(&m.kind, MatchKind::JourneyCondition { journey: j } if j == journey));
-            return started.then_some(true);
-        }
-        match state.record.candidates.iter().rev().find(|c| c.guideline_id == option).map(|c| c.verdict) {
-            Some(Verdict::Matched) => Some(true),
-            Some(Verdict::NotMatched | Verdict::Pruned) => Some(false),
-            _ => None,
-        }
-    }
-
-    /// A clarification agrees with the checks of its targets: a target they ruled out is not
-    /// offered, and when one target or none is left there is nothing to ask (the one that
-    /// applies is followed as matched).
-    fn reconcile_clarifications(&self, input: &PassInput<'_>, state: &mut State<'a>) {
-        let clarifications = std::mem::take(&mut state.clarifications);
-        for (head, options, question, rationale) in clarifications {
-            let plausible: Vec<String> =
-                options.iter().filter(|o| self.target_verdict(input, state, o) != Some(false)).cloned().collect();
-            if plausible.len() < 2 {
-                let why = match plausible.first() {
-                    Some(one) => format!("nothing to ask: of its targets only `{one}` applies"),
-                    None => "nothing to ask: none of its targets applies".to_string(),
-                };
-                if let Some(c) = state.record.candidates.iter_mut().rev().find(|c| c.guideline_id == head.id) {
-                    c.verdict = Verdict::NotMatched;
-                    c.rationale = Some(format!("{why} ({rationale})"));
-                    c.score = 0;
-                }
-                continue;
-            }
-            let question = if plausible.len() < options.len() {
-                let names: Vec<String> = plausible
-                    .iter()
-                    .map(|o| match o.strip_prefix("journey:") {
-                        Some(j) => self.agent.journey(j).map_or_else(|| j.to_string(), |j| j.title.clone()),
-                        None => self.agent.guideline(o).map_or_else(|| o.clone(), |g| g.condition.clone()),
-                    })
-                    .collect();
-                format!("Ask the customer which one they mean: {}", names.join(" or "))
-            } else {
-                question
-            };
-            state.clarifications.push((head, plausible, question, rationale));
-        }
-    }
-
     pub(super) async fn finish(
         &self,
         input: PassInput<'_>,
@@ -84,8 +28,10 @@ impl<'a> Pass<'a> {
         tools_ran: &[ToolId],
     ) -> Result<MatchingOutcome, EngineError> {
         let ctx = input.ctx;
-        self.reconcile_clarifications(&input, &mut state);
-        // Disambiguation: the clarification replaces the observation and its targets.
+        // Disambiguation: the clarification replaces the observation and the targets it offers.
+        // Which targets are plausible is the disambiguation's own judgement: a target's own check
+        // asks whether the customer clearly wants it, and on a request that is ambiguous between
+        // targets each of those checks is rightly no.
         let mut removed: BTreeSet<String> = BTreeSet::new();
         for (head, options, question, rationale) in &state.clarifications {
             for option in options {
@@ -247,12 +193,14 @@ impl<'a> Pass<'a> {
         // Journey records.
         for (journey, d) in state.decisions {
             let path_before = d.path_before.or_else(|| input.paths_in.get(&journey).cloned());
+            let path_after = paths.get(&journey).cloned();
+            let rationale = describe_move(&d.change.decision, path_before.as_ref(), path_after.as_ref(), &d.rationale);
             state.record.journeys.push(JourneyRecord {
                 journey_id: journey.clone(),
                 decision: d.change.decision,
                 path_before,
-                path_after: paths.get(&journey).cloned(),
-                rationale: d.rationale,
+                path_after,
+                rationale,
                 fast_path: d.fast_path,
                 batch: d.batch,
                 correction: d.change.correction,
@@ -265,7 +213,7 @@ impl<'a> Pass<'a> {
                     decision: JourneyDecision::NotStarted,
                     path_before: None,
                     path_after: None,
-                    rationale: "no activation condition matched".into(),
+                    rationale: "did not start: no activation condition matched".into(),
                     fast_path: None,
                     batch: None,
                     correction: None,
@@ -293,4 +241,34 @@ impl<'a> Pass<'a> {
             tool_results_seen: ctx.staged_tool_results.len(),
         })
     }
+}
+
+/// The move a journey made, then why: "moved to `dropoff`: <why>", "stayed at `pickup`:
+/// <why>".
+fn describe_move(
+    decision: &JourneyDecision,
+    before: Option<&JourneyPath>,
+    after: Option<&JourneyPath>,
+    why: &str,
+) -> String {
+    let through = |steps: &[String]| match steps.split_last() {
+        Some((last, [])) => format!("`{last}`"),
+        Some((last, passed)) => {
+            let passed: Vec<String> = passed.iter().map(|s| format!("`{s}`")).collect();
+            format!("`{last}` through {}", passed.join(", "))
+        }
+        None => "?".to_string(),
+    };
+    let at = |p: Option<&JourneyPath>| p.map_or_else(|| "?".to_string(), |p| format!("`{}`", p.current()));
+    let summary = match decision {
+        JourneyDecision::Started { steps } => format!("started at {}", through(steps)),
+        JourneyDecision::Advanced { steps } => format!("moved to {}", through(steps)),
+        JourneyDecision::Stayed => format!("stayed at {}", at(after.or(before))),
+        JourneyDecision::Backtracked { to } => format!("went back to `{to}`"),
+        JourneyDecision::Completed => "completed".to_string(),
+        JourneyDecision::Exited => "exited".to_string(),
+        JourneyDecision::NotStarted => "did not start".to_string(),
+        JourneyDecision::Deactivated => "deactivated".to_string(),
+    };
+    if why.is_empty() { summary } else { format!("{summary}: {why}") }
 }

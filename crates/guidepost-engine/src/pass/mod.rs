@@ -3,6 +3,8 @@
 
 mod answered;
 mod finish;
+mod fold;
+mod forks;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -23,9 +25,7 @@ use crate::journeys::prediction::Prediction;
 use crate::journeys::selection::{JourneySelector, ModelSelection, SelectionPlan};
 use crate::matcher::MatchingOutcome;
 use crate::prompt::ConversationView;
-use crate::record::{
-    BatchRecord, CandidateRecord, FastPath, GuidelineMatch, JourneyDecision, MatchKind, MatchingRecord, Verdict,
-};
+use crate::record::{CandidateRecord, FastPath, GuidelineMatch, JourneyDecision, MatchKind, MatchingRecord, Verdict};
 
 /// What a pass works on.
 pub(crate) struct PassInput<'a> {
@@ -69,15 +69,31 @@ struct AwaitedPrediction<'p, 'c> {
 }
 
 enum Task<'a> {
-    Checks { category: Category, items: Vec<&'a MatchableGuideline> },
-    Disambiguation { head: &'a MatchableGuideline, targets: Vec<DisambiguationTarget> },
-    Journey { journey: String, path: JourneyPath, starting: bool },
+    Checks {
+        category: Category,
+        items: Vec<&'a MatchableGuideline>,
+    },
+    Disambiguation {
+        head: &'a MatchableGuideline,
+        targets: Vec<DisambiguationTarget>,
+    },
+    /// Node selection; `full`: the journey-wide selection, whatever the verdict style (a
+    /// correction to look at).
+    Journey {
+        journey: String,
+        path: JourneyPath,
+        starting: bool,
+        full: bool,
+    },
+    /// The forks a decided move ended on (see [`forks`]).
+    Forks(Box<forks::ForkTask>),
 }
 
 enum TaskResult {
     Checks(CallOutcome<Vec<GuidelineVerdict>>),
     Disambiguation(CallOutcome<Disambiguation>),
     Journey(Box<ModelSelection>),
+    Forks(Box<ModelSelection>),
 }
 
 struct Decision {
@@ -113,6 +129,8 @@ struct State<'a> {
     steps: answered::StepVerdicts,
     /// Active journeys whose deterministic move a correction in the latest message would undo.
     correctable: BTreeSet<String>,
+    /// Tools that ran in this turn.
+    tools_ran: Vec<ToolId>,
 }
 
 impl<'a> Pass<'a> {
@@ -120,7 +138,8 @@ impl<'a> Pass<'a> {
         JourneySelector {
             max_steps: self.config.max_advance_steps,
             temperature: self.config.temperature,
-            verdict_threshold: self.config.verdict_threshold,
+            verdict_threshold: self.config.journey_verdict_threshold.or(self.config.verdict_threshold),
+            both_ways: self.config.ask_both_ways,
         }
     }
 
@@ -128,16 +147,21 @@ impl<'a> Pass<'a> {
         let t = self.config.temperature;
         match task {
             Task::Checks { category, items } => {
-                let style = self.config.verdicts.for_model(&self.model.capabilities());
-                let threshold = self.config.verdict_threshold;
+                let settings = batches::CheckSettings {
+                    style: self.config.verdicts.for_model(&self.model.capabilities()),
+                    temperature: t,
+                    threshold: self.config.verdict_threshold,
+                    both_ways: self.config.ask_both_ways,
+                };
                 TaskResult::Checks(
-                    batches::evaluate_checks(self.model, *category, items, conversation, t, style, threshold).await,
+                    batches::evaluate_checks(self.model, *category, items, conversation, &settings).await,
                 )
             }
             Task::Disambiguation { head, targets } => {
                 TaskResult::Disambiguation(disambiguation::evaluate(self.model, head, targets, conversation, t).await)
             }
-            Task::Journey { journey, path, starting } => {
+            Task::Forks(task) => TaskResult::Forks(Box::new(self.leave_forks(task, conversation).await)),
+            Task::Journey { journey, path, starting, full } => {
                 let Some(graph) = self.agent.journey(journey) else {
                     return TaskResult::Journey(Box::new(ModelSelection {
                         change: PathChange {
@@ -154,7 +178,7 @@ impl<'a> Pass<'a> {
                 let selector = self.selector();
                 let model = self.journey_model;
                 let style = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
-                let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single {
+                let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single && !full {
                     selector.select_stepwise(model, graph, path, *starting, conversation).await
                 } else {
                     selector.select_with_model(model, graph, path, *starting, conversation).await
@@ -180,125 +204,6 @@ impl<'a> Pass<'a> {
         tracing::debug!(wave, calls = tasks.len(), "matching wave");
         let results = join_all(tasks.iter().map(|t| self.run_task(t, conversation))).await;
         self.fold(tasks.into_iter().zip(results).collect(), wave, state, paths);
-    }
-
-    /// Folds the results of tasks run in `wave` into `state`.
-    fn fold(
-        &self,
-        done: Vec<(Task<'a>, TaskResult)>,
-        wave: u32,
-        state: &mut State<'a>,
-        paths: &IndexMap<String, JourneyPath>,
-    ) {
-        for (task, result) in done {
-            state.calls += 1;
-            let batch = state.record.batches.len();
-            match (task, result) {
-                (Task::Checks { category, items }, TaskResult::Checks(outcome)) => {
-                    let error = outcome.answer.as_ref().err().map(ToString::to_string);
-                    if let Err(crate::error::BatchError::Model(e)) = &outcome.answer {
-                        state.failures.push(e.clone());
-                    }
-                    state.record.batches.push(BatchRecord {
-                        category,
-                        items: items.iter().map(|g| g.id.clone()).collect(),
-                        wave,
-                        usage: outcome.usage.clone(),
-                        estimated_prompt_tokens: outcome.estimated_tokens,
-                        error,
-                    });
-                    let verdicts: HashMap<&str, &GuidelineVerdict> = match &outcome.answer {
-                        Ok(v) => v.iter().map(|v| (v.guideline_id.as_str(), v)).collect(),
-                        Err(_) => HashMap::new(),
-                    };
-                    for g in items {
-                        if matches!(g.origin, GuidelineOrigin::Transition { .. } | GuidelineOrigin::Correction) {
-                            if let Some(v) = verdicts.get(g.id.as_str()) {
-                                state.steps.insert(&g.id, v.applies, v.probability);
-                            }
-                            continue;
-                        }
-                        let (verdict, rationale) = match (&outcome.answer, verdicts.get(g.id.as_str())) {
-                            (Err(_), _) => (Verdict::Failed, None),
-                            (Ok(_), Some(v)) if v.applies => (Verdict::Matched, v.rationale.clone()),
-                            (Ok(_), Some(v)) => (Verdict::NotMatched, v.rationale.clone()),
-                            (Ok(_), None) if category == Category::LowCriticality => (Verdict::NotMatched, None),
-                            (Ok(_), None) => (Verdict::NoVerdict, None),
-                        };
-                        let score = if verdict == Verdict::Matched { 10 } else { 0 };
-                        if verdict == Verdict::Matched {
-                            state.raw.push(guideline_match(g, score, rationale.clone().unwrap_or_default()));
-                        }
-                        state.record.candidates.push(CandidateRecord {
-                            guideline_id: g.id.clone(),
-                            category: Some(category),
-                            batch: Some(batch),
-                            verdict,
-                            rationale,
-                            score,
-                        });
-                    }
-                }
-                (Task::Disambiguation { head, targets }, TaskResult::Disambiguation(outcome)) => {
-                    if let Err(crate::error::BatchError::Model(e)) = &outcome.answer {
-                        state.failures.push(e.clone());
-                    }
-                    state.record.batches.push(BatchRecord {
-                        category: Category::Disambiguation,
-                        items: std::iter::once(head.id.clone())
-                            .chain(targets.iter().map(|t| t.entity.clone()))
-                            .collect(),
-                        wave,
-                        usage: outcome.usage.clone(),
-                        estimated_prompt_tokens: outcome.estimated_tokens,
-                        error: outcome.answer.as_ref().err().map(ToString::to_string),
-                    });
-                    let (verdict, rationale, score) = match outcome.answer {
-                        Ok(Disambiguation::Ask { options, question, rationale }) => {
-                            state.clarifications.push((head, options, question, rationale.clone()));
-                            (Verdict::Matched, Some(rationale), 10)
-                        }
-                        Ok(Disambiguation::Clear { rationale }) => (Verdict::NotMatched, Some(rationale), 0),
-                        Err(_) => (Verdict::Failed, None, 0),
-                    };
-                    state.record.candidates.push(CandidateRecord {
-                        guideline_id: head.id.clone(),
-                        category: Some(Category::Disambiguation),
-                        batch: Some(batch),
-                        verdict,
-                        rationale,
-                        score,
-                    });
-                }
-                (Task::Journey { journey, path, starting }, TaskResult::Journey(selection)) => {
-                    let selection = *selection;
-                    if let Some(crate::error::BatchError::Model(e)) = &selection.error {
-                        state.failures.push(e.clone());
-                    }
-                    state.record.batches.push(BatchRecord {
-                        category: Category::JourneyNodeSelection,
-                        items: vec![journey.clone()],
-                        wave,
-                        usage: selection.usage.clone(),
-                        estimated_prompt_tokens: selection.estimated_tokens,
-                        error: selection.error.as_ref().map(ToString::to_string),
-                    });
-                    let decision = Decision {
-                        change: selection.change,
-                        path_before: (!starting).then(|| path.clone()).or_else(|| paths.get(&journey).cloned()),
-                        rationale: selection.rationale,
-                        fast_path: None,
-                        batch: Some(batch),
-                    };
-                    if starting {
-                        state.speculative.insert(journey, decision);
-                    } else {
-                        state.decisions.insert(journey, decision);
-                    }
-                }
-                _ => {}
-            }
-        }
     }
 
     /// Plans node selection for `journey` at `path`: a fast-path decision, or a model task.
@@ -332,7 +237,7 @@ impl<'a> Pass<'a> {
                 batch: None,
             }),
             SelectionPlan::NeedsModel => {
-                Err(Task::Journey { journey: journey.to_string(), path: path.clone(), starting })
+                Err(Task::Journey { journey: journey.to_string(), path: path.clone(), starting, full: false })
             }
         }
     }
@@ -380,6 +285,7 @@ impl<'a> Pass<'a> {
             },
             steps: answered::StepVerdicts::default(),
             correctable: BTreeSet::new(),
+            tools_ran: tools_ran.clone(),
         };
 
         // Candidates, by category.
@@ -509,7 +415,7 @@ impl<'a> Pass<'a> {
             // without reading it get a selection that sees the whole journey.
             for journey in std::mem::take(&mut state.correctable) {
                 if let Some(path) = input.paths_in.get(&journey) {
-                    second.push(Task::Journey { journey, path: path.clone(), starting: false });
+                    second.push(Task::Journey { journey, path: path.clone(), starting: false, full: true });
                 }
             }
         }
@@ -538,82 +444,9 @@ impl<'a> Pass<'a> {
         }
 
         self.walk_on_answers(&mut state);
+        let forks = self.fork_tasks(&state);
+        self.wave(forks, &conversation, &mut state, &input.paths_in).await;
         self.finish(input, state, &conversation, &tools_ran).await
-    }
-
-    /// The transition and correction checks of the first pass (see [`answered`]): for each
-    /// journey whose move this pass is deterministic and lands on a question or a fork, the
-    /// conditional transitions the customer's latest message may already satisfy; and, when
-    /// an active journey would move on past questions answered before, whether that message
-    /// corrects an answer.
-    fn step_checks(
-        &self,
-        paths_in: &IndexMap<String, JourneyPath>,
-        start_plans: &[(&String, Result<Decision, Task<'a>>)],
-        state: &mut State<'a>,
-    ) -> Vec<&'a MatchableGuideline> {
-        // The deterministic moves: the active journeys' (already decided) and the starting
-        // journeys' first steps.
-        let starts = start_plans.iter().filter_map(|(j, plan)| Some((j.as_str(), plan.as_ref().ok()?)));
-        let moves = state.decisions.iter().map(|(j, d)| (j.as_str(), d)).chain(starts);
-        let mut items: Vec<&'a MatchableGuideline> = Vec::new();
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
-        let mut correctable = BTreeSet::new();
-        for (journey, decision) in moves {
-            let Some(graph) = self.agent.journey(journey) else { continue };
-            let moved = !matches!(decision.change.decision, JourneyDecision::Stayed);
-            if let Some(path) = paths_in.get(journey)
-                && moved
-                && matches!(decision.fast_path, Some(FastPath::Unconditional | FastPath::LoneCandidate))
-                && answered::answered_before(graph, path)
-            {
-                correctable.insert(journey.to_string());
-            }
-            let Some(landing) = decision.change.path.as_ref().filter(|_| moved) else { continue };
-            for edge in answered::transitions_to_check(graph, landing.current(), self.config.max_advance_steps) {
-                if let Some(item) = self.agent.transition_item(journey, &edge.id)
-                    && seen.insert(item.id.as_str())
-                {
-                    items.push(item);
-                }
-            }
-        }
-        state.correctable = correctable;
-        if !state.correctable.is_empty() {
-            items.push(self.agent.correction_item());
-        }
-        items
-    }
-
-    /// Walks the journeys whose move was deterministic on along the transitions the
-    /// customer's latest message already satisfied.
-    fn walk_on_answers(&self, state: &mut State<'a>) {
-        for (journey, decision) in &mut state.decisions {
-            if decision.fast_path.is_none() {
-                continue;
-            }
-            let steps_so_far = match &decision.change.decision {
-                JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
-                _ => continue,
-            };
-            let (Some(graph), Some(landing)) = (self.agent.journey(journey), decision.change.path.as_ref()) else {
-                continue;
-            };
-            let held = |edge: &crate::journeys::graph::JourneyEdge| {
-                self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.get(&item.id))
-            };
-            let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
-            let (more, notes) = answered::walk_on(graph, landing.current(), held, room);
-            if more.is_empty() {
-                continue;
-            }
-            let starting = decision.path_before.is_none();
-            let from = decision.path_before.clone().unwrap_or_else(JourneyPath::start);
-            let all: Vec<String> = steps_so_far.into_iter().chain(more).collect();
-            decision.change =
-                crate::journeys::paths::advance(graph, &from, &all, starting, self.config.max_advance_steps);
-            decision.rationale = format!("{}; answered already: {}", decision.rationale, notes.join("; "));
-        }
     }
 
     /// The checks of the guidelines scoped to `journey`, batched by category.
@@ -758,7 +591,15 @@ fn fast_path_rationale(fast_path: FastPath) -> &'static str {
 }
 
 pub(crate) fn candidate(g: &MatchableGuideline, category: Option<Category>, verdict: Verdict) -> CandidateRecord {
-    CandidateRecord { guideline_id: g.id.clone(), category, batch: None, verdict, rationale: None, score: 0 }
+    CandidateRecord {
+        guideline_id: g.id.clone(),
+        category,
+        batch: None,
+        verdict,
+        rationale: None,
+        score: 0,
+        probability: None,
+    }
 }
 
 pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: String) -> GuidelineMatch {

@@ -79,7 +79,9 @@ async fn no_ambiguity_is_no_match() {
     let o = matcher.match_turn(&Session::new().customer("Can I upgrade my shipping?")).await.unwrap();
     assert!(o.matches.iter().all(|m| !matches!(m.kind, MatchKind::Clarification { .. })));
     assert!(!o.matched("upgrade_unclear"), "the observation does not count as matched");
-    assert_eq!(o.record.candidate("upgrade_unclear").unwrap().verdict, Verdict::NotMatched);
+    let head = o.record.candidate("upgrade_unclear").unwrap();
+    assert_eq!(head.verdict, Verdict::NotMatched);
+    assert_eq!(head.rationale.as_deref(), Some("no question: not ambiguous (the customer said shipping)"));
     assert!(o.matched("upgrade_shipping"));
 }
 
@@ -145,33 +147,57 @@ fn ambiguous_among_all(applies: &'static [&'static str]) -> Arc<ScriptedModel> {
 }
 
 #[tokio::test]
-async fn when_the_checks_leave_one_target_there_is_nothing_to_ask() {
-    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&["faster shipping"]));
-    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
-    assert!(o.matches.iter().all(|m| !matches!(m.kind, MatchKind::Clarification { .. })), "{:?}", o.matches);
-    assert!(o.matched("upgrade_shipping"), "the one target that applies is followed");
-    let head = o.record.candidate("upgrade_unclear").unwrap();
-    assert_eq!(head.verdict, Verdict::NotMatched);
-    assert!(head.rationale.as_deref().unwrap().contains("only `upgrade_shipping`"), "{head:?}");
-}
-
-#[tokio::test]
-async fn when_the_checks_leave_no_target_there_is_nothing_to_ask() {
+async fn an_ambiguous_request_is_asked_about_though_no_target_applies_on_its_own() {
+    // "An upgrade" says neither which plan nor which shipping: each target's own check is
+    // rightly no, and that is what makes it ambiguous. The question offers what the
+    // disambiguation found plausible.
     let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&[]));
-    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
-    assert!(o.matches.is_empty(), "{:?}", o.matches);
-    assert_eq!(o.record.candidate("upgrade_unclear").unwrap().verdict, Verdict::NotMatched);
-}
-
-#[tokio::test]
-async fn the_question_offers_only_the_targets_the_checks_left() {
-    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&["subscription", "faster shipping"]));
     let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
     let clarify =
         o.matches.iter().find(|m| matches!(m.kind, MatchKind::Clarification { .. })).expect("a clarification");
     let MatchKind::Clarification { options, .. } = &clarify.kind else { unreachable!() };
-    assert_eq!(options, &vec!["upgrade_plan".to_string(), "upgrade_shipping".to_string()]);
-    let question = clarify.action.as_deref().unwrap();
-    assert!(!question.contains("device"), "the ruled-out target is not offered: {question}");
-    assert!(question.contains("subscription plan") && question.contains("faster shipping"), "{question}");
+    assert_eq!(
+        options,
+        &vec!["upgrade_plan".to_string(), "upgrade_shipping".to_string(), "upgrade_device".to_string()]
+    );
+    assert_eq!(clarify.action.as_deref(), Some("Which upgrade: plan, shipping or device?"));
+    let head = o.record.candidate("upgrade_unclear").unwrap();
+    assert_eq!(head.verdict, Verdict::Matched);
+    assert!(head.rationale.as_deref().unwrap().starts_with("ambiguous among `upgrade_plan`"), "{head:?}");
+}
+
+#[tokio::test]
+async fn a_target_that_applies_on_its_own_does_not_cancel_the_question() {
+    // The shipping check reads "upgrade" as shipping; the disambiguation, which weighs the
+    // targets against each other, finds all three plausible. The targets it offers are not
+    // followed directly.
+    let matcher = matcher(inline(UPGRADE), ambiguous_among_all(&["faster shipping"]));
+    let o = matcher.match_turn(&Session::new().customer("I want an upgrade")).await.unwrap();
+    assert!(o.matches.iter().any(|m| matches!(m.kind, MatchKind::Clarification { .. })), "{:?}", o.matches);
+    assert!(!o.matched("upgrade_shipping"));
+}
+
+#[tokio::test]
+async fn one_plausible_target_is_no_question_and_the_record_says_why() {
+    let model = Arc::new(
+        ScriptedModel::new()
+            .when(schema_is("DisambiguationAnswer"))
+            .reply_with(|req| {
+                let options = items(req, "## Options");
+                let shipping = options.iter().find(|(_, t)| t.contains("faster shipping")).unwrap().0.clone();
+                Ok(json!({"rationale": "shipping only", "ambiguous": true, "plausible_options": [shipping], "question": "Which one?"}))
+            })
+            .when(schema_is("ConditionChecks"))
+            .reply_with(|req| Ok(checks(req, "## Conditions", |c, _| c.contains("faster shipping")))),
+    );
+    let matcher = matcher(inline(UPGRADE), model);
+    let o = matcher.match_turn(&Session::new().customer("Upgrade the delivery please")).await.unwrap();
+    assert!(o.matches.iter().all(|m| !matches!(m.kind, MatchKind::Clarification { .. })));
+    assert!(o.matched("upgrade_shipping"));
+    let head = o.record.candidate("upgrade_unclear").unwrap();
+    assert_eq!(head.verdict, Verdict::NotMatched);
+    assert_eq!(
+        head.rationale.as_deref(),
+        Some("no question: found ambiguous, but named only `upgrade_shipping` as plausible (shipping only)")
+    );
 }

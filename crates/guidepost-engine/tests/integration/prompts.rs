@@ -199,3 +199,40 @@ fn static_part_comes_first_and_is_identical_across_turns() {
     assert_ne!(a.user, b.user);
     assert!(!a.system.contains("Otto"), "nothing per-agent in the static part");
 }
+
+#[test]
+fn a_check_asked_both_ways_differs_only_in_its_statement() {
+    let (agent, conversation) = fixture();
+    let (items, _) = local_items(&[agent.guideline("refund").unwrap()]);
+    let plain = single::render_single(&items[0], &conversation, single::Asked::Now).unwrap();
+    let mut negated = items[0].clone();
+    negated.condition = single::negated(&items[0].condition);
+    let other = single::render_single(&negated, &conversation, single::Asked::Now).unwrap();
+    assert_eq!(plain.system, other.system, "the instructions are shared (the model keeps the prefix)");
+    let differing: Vec<(&str, &str)> = plain.user.lines().zip(other.user.lines()).filter(|(a, b)| a != b).collect();
+    assert_eq!(differing.len(), 1, "{differing:?}");
+    insta::assert_snapshot!(differing[0].1);
+    assert_eq!(single::negated("用户想知道天气"), "并非用户想知道天气");
+    assert_eq!(single::negated("API access was granted"), "It is not true that API access was granted");
+    assert_eq!(single::negated("I am done"), "It is not true that I am done");
+}
+
+#[test]
+fn a_check_shows_the_examples_the_author_labelled() {
+    let (agent, conversation) = fixture();
+    let (mut items, _) = local_items(&[agent.guideline("refund").unwrap()]);
+    items[0].examples = vec![
+        guidepost_core::GuidelineExample { message: "Can I get my money back?".into(), applies: true },
+        guidepost_core::GuidelineExample { message: "Where is my parcel?".into(), applies: false },
+    ];
+    let prompt = single::render_single(&items[0], &conversation, single::Asked::Now).unwrap();
+    let examples =
+        prompt.user.split("Examples of this statement").nth(1).unwrap().split("The customer's latest").next().unwrap();
+    insta::assert_snapshot!(examples);
+    // Without examples, the prompt is as before.
+    items[0].examples.clear();
+    let plain = single::render_single(&items[0], &conversation, single::Asked::Now).unwrap();
+    assert!(!plain.user.contains("Examples of this statement"));
+    let (checks, _) = render_checks(Category::Actionable, &[agent.guideline("refund").unwrap()], &conversation);
+    assert!(!checks.unwrap().user.contains("e.g."));
+}

@@ -245,3 +245,40 @@ async fn an_outranked_match_still_outranks_the_ones_below_it() {
     let o = matcher.match_turn(&Session::new().customer("When do you open?")).await.unwrap();
     assert!(o.matched("faq"));
 }
+
+const TIERS: &str = r#"
+agent: { name: Otto }
+tags: [safety, sales]
+guidelines:
+  - { id: recall, condition: The customer mentions a recall, action: Explain the recall, tags: [safety] }
+  - { id: injury, condition: The customer mentions an injury, action: Offer medical help, tags: [safety] }
+  - id: discount
+    condition: The customer asks for a discount
+    action: Offer 10 % off
+    tags: [sales]
+    priority_over: [recall]
+  - { id: bundle, condition: The customer asks about bundles, action: Show the bundles, tags: [sales] }
+relationships:
+  - { kind: priority, source: "tag:safety", target: "tag:sales" }
+"#;
+
+#[tokio::test]
+async fn a_tag_priority_removes_a_member_whose_own_priority_still_holds() {
+    // Safety outranks sales as tags; the discount rule (sales) outranks the recall rule
+    // (safety) on its own. All four matched: the tags remove both sales rules, and the
+    // discount rule, though removed, still removes the recall rule, as the reference composes
+    // them.
+    let rules: &'static [(&str, &[&str])] = &[
+        ("The customer mentions a recall", &["recall"]),
+        ("The customer mentions an injury", &["hurt"]),
+        ("The customer asks for a discount", &["discount"]),
+        ("The customer asks about bundles", &["bundle"]),
+    ];
+    let matcher = matcher(inline(TIERS), keyword_model(rules));
+    let msg = "I got hurt by the recalled kettle; any discount or bundle for a new one?";
+    let o = matcher.match_turn(&Session::new().customer(msg)).await.unwrap();
+    let followed: Vec<&str> = o.matches.iter().map(|m| m.guideline_id.as_str()).collect();
+    assert_eq!(followed, ["injury"]);
+    let recall = o.record.resolutions.iter().find(|r| r.entity == Entity::Guideline("recall".into())).unwrap();
+    assert!(matches!(&recall.reason, ResolutionReason::Deprioritized { by, .. } if by == "discount"), "{recall:?}");
+}

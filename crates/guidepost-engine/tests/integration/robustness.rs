@@ -349,7 +349,9 @@ async fn several_journeys_are_active_at_once() {
     assert_eq!(o.record.waves, 1, "both selections run in the same wave");
 }
 
-#[tokio::test]
+// The clock is paused: it moves only while every task waits, so the time limit below fires
+// only if the matcher waits for the check held forever, never because the machine is busy.
+#[tokio::test(start_paused = true)]
 async fn speculative_work_of_a_journey_whose_condition_failed_is_dropped() {
     // The prediction (instant) picks `tracking`; its scoped check would never answer. The
     // first wave finds no journey condition true, so that check is dropped and the pass ends.

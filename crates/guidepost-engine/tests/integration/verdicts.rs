@@ -261,3 +261,80 @@ agent: You have $15,000 in checking."#;
         assert!(model.requests().iter().all(shown), "{style:?}");
     }
 }
+
+#[tokio::test]
+async fn a_check_asked_both_ways_weighs_the_statement_and_its_negation_together() {
+    // The model gives "asks about the cost" 0.6, short of its 0.7; asked the negation, it is
+    // sure the customer does not not ask (p(yes) 0.1): together 0.75, and the check holds. The
+    // student statement leans yes (0.65) but its negation too (0.6): 0.525, it does not.
+    fn p(statement: &str) -> f32 {
+        match statement {
+            "The customer asks how much the ride will cost" => 0.6,
+            "It is not true that the customer asks how much the ride will cost" => 0.1,
+            "The customer is a student" => 0.65,
+            "It is not true that the customer is a student" => 0.6,
+            _ => 0.1,
+        }
+    }
+    let model = |_: ()| {
+        Arc::new(
+            ScriptedModel::new()
+                .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+                .when(schema_is("Verdict"))
+                .reply_odds(|req| Ok(p(&statement(req))))
+                .when(schema_is("DirectChecks"))
+                .reply_with(|req| Ok(direct(req, &[]))),
+        )
+    };
+    let msg = "What would it cost to the harbour?";
+    let one_way = matcher(inline(TAXI), model(()));
+    let o = one_way.match_turn(&Session::new().customer(msg)).await.unwrap();
+    assert!(!o.matched("price"), "0.6 alone is short of 0.7");
+
+    let config = MatcherConfig { ask_both_ways: true, ..MatcherConfig::default() };
+    let both = model(());
+    let matcher = matcher_with(inline(TAXI), both.clone(), None, config);
+    let o = matcher.match_turn(&Session::new().customer(msg)).await.unwrap();
+    assert!(o.matched("price") && !o.matched("student"));
+    let price = o.record.candidate("price").unwrap();
+    assert_eq!(price.rationale.as_deref(), Some("yes: p(yes) 0.75 (asked 0.60, its negation 0.10), yes from 0.70"));
+    assert_eq!(price.probability, Some(0.75));
+    let asked: Vec<String> = both.requests().iter().filter(|r| schema_is("Verdict")(r)).map(statement).collect();
+    assert!(asked.contains(&"It is not true that the customer is a student".to_string()), "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_guidelines_labelled_examples_reach_its_checks_both_ways() {
+    const WITH_EXAMPLES: &str = r#"
+agent: { name: Rita }
+guidelines:
+  - id: price
+    condition: The customer asks how much the ride will cost
+    action: Explain that the fare is metered
+    examples:
+      - { message: "Is it expensive to the airport?", applies: true }
+      - { message: "How long is the ride?", applies: false }
+"#;
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|_| Ok(0.5)),
+    );
+    let config = MatcherConfig { ask_both_ways: true, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(WITH_EXAMPLES), model.clone(), None, config);
+    matcher.match_turn(&Session::new().customer("What's the fare to the harbour?")).await.unwrap();
+    let prompts: Vec<String> = model.requests().iter().map(|r| user(r).to_string()).collect();
+    assert_eq!(prompts.len(), 2);
+    assert!(
+        prompts[0].contains("- \"Is it expensive to the airport?\": yes\n- \"How long is the ride?\": no"),
+        "{}",
+        prompts[0]
+    );
+    // Asked the negation, the labels are the negation's.
+    assert!(
+        prompts[1].contains("- \"Is it expensive to the airport?\": no\n- \"How long is the ride?\": yes"),
+        "{}",
+        prompts[1]
+    );
+}

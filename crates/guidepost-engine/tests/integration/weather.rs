@@ -112,11 +112,8 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
         json!({"city": "北京", "temperature": 15, "condition": "晴朗", "humidity": 45}),
     )]);
     let second = matcher.rematch(&ctx, &first).await.unwrap();
-    // showing the result does not wait for the customer: the move runs on to the question
-    assert_eq!(
-        path_of(&second, "weather_lookup"),
-        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
-    );
+    // the result is shown in this reply, and the journey rests there
+    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
     assert_eq!(model.calls(&TaskKind::Matching), matching_calls, "no guideline is re-evaluated");
     assert_eq!(model.calls(&TaskKind::JourneySelection), 2);
     assert!(second.matched("tone"), "earlier verdicts are carried");
@@ -124,10 +121,17 @@ async fn city_given_selects_the_tool_state_then_shows_the_result() {
     assert_eq!(second.record.iteration, 2);
     session.reply(&second, "北京今天天气晴朗，温度15°C，湿度45%。");
 
-    // next turn: "好的" neither names a city nor declines, so the journey waits at the question
+    // next turn: the result was shown, so the journey goes on to its question
     let ctx = session.customer("好的");
     let third = matcher.match_turn(&ctx).await.unwrap();
     let journey = third.record.journey("weather_lookup").unwrap();
+    assert_eq!(journey.decision, JourneyDecision::Advanced { steps: states(&["ask_continue"]) });
+    assert_eq!(journey.fast_path, Some(FastPath::Unconditional));
+    session.reply(&third, "还想查询其他城市吗？");
+
+    // "好的" neither names a city nor declines, so the journey waits at the question
+    let fourth = matcher.match_turn(&session.customer("好的")).await.unwrap();
+    let journey = fourth.record.journey("weather_lookup").unwrap();
     assert_eq!(journey.decision, JourneyDecision::Stayed);
     assert_eq!(journey.fast_path, None);
     assert_eq!(model.calls(&TaskKind::JourneySelection), 3);
@@ -173,10 +177,7 @@ async fn city_asked_for_then_given() {
 
     let ctx = ctx.with_tool_results(vec![result(&tool, "上海", json!({"city": "上海", "temperature": 20}))]);
     let third = matcher.rematch(&ctx, &second).await.unwrap();
-    assert_eq!(
-        path_of(&third, "weather_lookup"),
-        Some(states(&["initial", "ask_city", "get_weather", "show_result", "ask_continue"]))
-    );
+    assert_eq!(path_of(&third, "weather_lookup"), Some(states(&["initial", "ask_city", "get_weather", "show_result"])));
 }
 
 #[tokio::test]
@@ -202,16 +203,8 @@ async fn unknown_city_then_a_supported_one() {
     assert_eq!(third.tool_enabled().count(), 1);
     let ctx = ctx.with_tool_results(vec![result(&tool, "深圳", json!({"city": "深圳", "temperature": 26}))]);
     let fourth = matcher.rematch(&ctx, &third).await.unwrap();
-    assert_eq!(
-        path_of(&fourth, "weather_lookup"),
-        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
-    );
-    let shown = fourth.matched_nodes();
-    assert_eq!(
-        shown,
-        vec![("weather_lookup", "ask_continue")],
-        "the current step; the reply also carries out the steps entered this turn"
-    );
+    assert_eq!(path_of(&fourth, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    assert_eq!(fourth.matched_nodes(), vec![("weather_lookup", "show_result")], "the result is what this reply says");
 }
 
 /// The statement a single check asks about.
@@ -265,23 +258,21 @@ async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
     let journey = first.record.journey("weather_lookup").unwrap();
     assert!(journey.rationale.contains("用户说了要查哪个城市: yes"), "{}", journey.rationale);
 
-    // The tool's result decides its exit; showing it runs on to the question after it.
+    // The tool's result decides its exit; the result is shown and rested on.
     let ctx = ctx.with_tool_results(vec![result(&tool, "北京", json!({"city": "北京", "temperature": 15}))]);
     let second = matcher.rematch(&ctx, &first).await.unwrap();
-    assert_eq!(
-        path_of(&second, "weather_lookup"),
-        Some(states(&["initial", "get_weather", "show_result", "ask_continue"]))
-    );
-    session.reply(&second, "北京今天晴朗，15°C。还想查询其他城市吗？");
+    assert_eq!(path_of(&second, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result"])));
+    session.reply(&second, "北京今天晴朗，15°C。");
 
-    // Another city goes back to the tool step; "no more" ends the journey.
+    // Another city goes on through the question and back to the tool step; "no more" ends
+    // the journey.
     let ctx = session.customer("上海呢？");
     let third = matcher.match_turn(&ctx).await.unwrap();
     assert_eq!(path_of(&third, "weather_lookup").unwrap().last().map(String::as_str), Some("get_weather"));
     let ctx = ctx.with_tool_results(vec![result(&tool, "上海", json!({"city": "上海", "temperature": 20}))]);
     let third = matcher.rematch(&ctx, &third).await.unwrap();
-    assert_eq!(path_of(&third, "weather_lookup").unwrap().last().map(String::as_str), Some("ask_continue"));
-    session.reply(&third, "上海今天多云。还想查询其他城市吗？");
+    assert_eq!(path_of(&third, "weather_lookup").unwrap().last().map(String::as_str), Some("show_result"));
+    session.reply(&third, "上海今天多云。");
     let fourth = matcher.match_turn(&session.customer("没有了，谢谢")).await.unwrap();
     assert_eq!(fourth.record.journey("weather_lookup").unwrap().decision, JourneyDecision::Completed);
 }
@@ -305,19 +296,26 @@ async fn journey_steps_follow_their_own_verdict_style_when_configured() {
 }
 
 /// A small model that reports how likely "yes" was (as local models under a grammar do),
-/// leaning towards yes: `p` gives the probability by statement.
+/// leaning towards yes: `p` gives the probability by statement. Asked which statement holds,
+/// it names the first one `p` finds likeliest.
 fn leaning_weather_model(p: fn(&str) -> f32) -> Arc<ScriptedModel> {
     let capabilities = guidepost_llm::ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7);
     Arc::new(
         ScriptedModel::new()
             .with_capabilities(capabilities)
             .when(schema_is("Verdict"))
-            .reply_odds(move |req| Ok(p(&statement(req)))),
+            .reply_odds(move |req| Ok(p(&statement(req))))
+            .when(schema_is("Choice"))
+            .reply_with(move |req| {
+                let listed = guidepost_engine::batches::single::choices_of(user(req)).expect("a numbered list");
+                let best = (0..listed.len()).max_by(|a, b| p(listed[*a]).total_cmp(&p(listed[*b]))).unwrap_or(0);
+                Ok(json!((best + 1).to_string()))
+            }),
     )
 }
 
 #[tokio::test]
-async fn a_yes_counts_from_the_models_threshold_and_a_starting_journey_takes_its_likeliest_way_in() {
+async fn a_yes_counts_from_the_models_threshold_and_a_start_short_of_it_asks_which_way_in() {
     fn p(statement: &str) -> f32 {
         match statement {
             "用户想知道天气" => 0.9,
@@ -334,13 +332,16 @@ async fn a_yes_counts_from_the_models_threshold_and_a_starting_journey_takes_its
     // "yes" was the likelier answer on the greeting (0.65), but short of the model's 0.7.
     assert!(!first.matched("greet"));
     let greet = first.record.candidate("greet").unwrap();
-    assert_eq!(greet.rationale.as_deref(), Some("p(yes) 0.65, yes from 0.70"));
-    // Neither way in reached 0.7, yet a journey that starts must go somewhere: the likelier
-    // one, with no full journey selection.
+    assert_eq!(greet.rationale.as_deref(), Some("no: p(yes) 0.65, yes from 0.70"));
+    // Neither way in reached 0.7, and a journey that starts must go somewhere: it is asked
+    // which one holds, with no full journey selection.
     assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])));
     assert!(model.requests().iter().all(|r| !schema_is("JourneySelectionAnswer")(r)));
+    assert_eq!(model.requests().iter().filter(|r| schema_is("Choice")(r)).count(), 2, "asked in both orders");
     let journey = first.record.journey("weather_lookup").unwrap();
-    assert!(journey.rationale.contains("用户还没说要查哪个城市: no (p 0.62)"), "{}", journey.rationale);
+    assert!(journey.rationale.starts_with("started at `ask_city`"), "{}", journey.rationale);
+    assert!(journey.rationale.contains("用户还没说要查哪个城市: no (p 0.62, yes from 0.70)"), "{}", journey.rationale);
+    assert!(journey.rationale.contains("which holds: 用户还没说要查哪个城市"), "{}", journey.rationale);
 
     // The configuration's threshold wins over the model's.
     let config = MatcherConfig { verdict_threshold: Some(0.6), ..MatcherConfig::default() };
@@ -349,6 +350,8 @@ async fn a_yes_counts_from_the_models_threshold_and_a_starting_journey_takes_its
     let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
     assert!(first.matched("greet"));
     assert_eq!(path_of(&first, "weather_lookup"), Some(states(&["initial", "ask_city"])), "0.62 holds from 0.6");
+    let journey = first.record.journey("weather_lookup").unwrap();
+    assert!(!journey.rationale.contains("which holds"), "{}", journey.rationale);
 }
 
 #[tokio::test]
@@ -369,9 +372,9 @@ async fn among_exits_that_hold_the_likeliest_is_taken() {
 }
 
 #[tokio::test]
-async fn where_the_journey_rests_an_answer_likelier_than_not_moves_it() {
-    // The question just asked ("another city?") is most likely what the customer answers:
-    // 0.6 is short of the model's 0.7, yet the journey moves on.
+async fn where_the_journey_rests_an_answer_short_of_the_threshold_does_not_move_it() {
+    // The question just asked ("another city?"): 0.6 is short of the model's 0.7, so the
+    // journey waits; from 0.7 it moves on.
     fn p(statement: &str) -> f32 {
         match statement {
             "用户问了某个城市的天气" => 0.6,
@@ -389,15 +392,16 @@ async fn where_the_journey_rests_an_answer_likelier_than_not_moves_it() {
     };
     let matcher = matcher(example("weather"), leaning_weather_model(p));
     let o = matcher.match_turn(&at_ask_continue().customer("那深圳呢？")).await.unwrap();
-    assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather"])));
-
-    // Unlikely (0.3): the customer said something else, and the journey waits.
-    fn unlikely(statement: &str) -> f32 {
-        if statement == "用户问了某个城市的天气" { 0.3 } else { 0.1 }
-    }
-    let matcher = matcher_with(example("weather"), leaning_weather_model(unlikely), None, MatcherConfig::default());
-    let o = matcher.match_turn(&at_ask_continue().customer("你们是怎么预报的？")).await.unwrap();
     assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result", "ask_continue"])));
+    let journey = o.record.journey("weather_lookup").unwrap();
+    assert!(journey.rationale.starts_with("stayed at `ask_continue`"), "{}", journey.rationale);
+
+    fn likely(statement: &str) -> f32 {
+        if statement == "用户问了某个城市的天气" { 0.75 } else { 0.1 }
+    }
+    let matcher = matcher_with(example("weather"), leaning_weather_model(likely), None, MatcherConfig::default());
+    let o = matcher.match_turn(&at_ask_continue().customer("那深圳呢？")).await.unwrap();
+    assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather"])));
 }
 
 #[tokio::test]

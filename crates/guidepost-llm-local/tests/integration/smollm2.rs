@@ -49,6 +49,33 @@ fn greedy_generation_is_golden_and_stops_at_im_end() {
 }
 
 #[test]
+fn a_measured_call_reports_the_prompt_read_then_each_token_written() {
+    use guidepost_llm::progress::{self, ModelProgress, ModelStep, ModelWork};
+    use std::sync::{Arc, Mutex};
+
+    let heard = Arc::new(Mutex::new(Vec::<ModelWork>::new()));
+    let sink = heard.clone();
+    let meter = Arc::new(ModelProgress::with_listener(Arc::new(move |work| sink.lock().unwrap().push(work))));
+    let response =
+        runtime().block_on(progress::measured(meter.clone(), smollm2().complete(capital_question()))).unwrap();
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard[0].step, ModelStep::Waiting);
+    let reading: Vec<&ModelWork> = heard.iter().filter(|w| w.step == ModelStep::Reading).collect();
+    let writing: Vec<&ModelWork> = heard.iter().filter(|w| w.step == ModelStep::Writing).collect();
+    let read = (response.usage.prompt_tokens - response.usage.cached_tokens) as u32;
+    assert!(reading.len() > 1, "the prompt is reported as it is read, layer by layer: {heard:?}");
+    assert!(reading.iter().all(|w| w.total == read), "{heard:?}");
+    assert!(reading.windows(2).all(|p| p[0].done <= p[1].done), "{heard:?}");
+    assert_eq!(reading.last().map(|w| w.done), Some(read), "read to the end");
+    let last_read = heard.iter().rposition(|w| w.step == ModelStep::Reading).unwrap();
+    assert!(heard[last_read..].iter().skip(1).all(|w| w.step == ModelStep::Writing), "then writing: {heard:?}");
+    let written: Vec<u32> = writing.iter().map(|w| w.done).collect();
+    let expected: Vec<u32> = (0..=response.usage.completion_tokens as u32).collect();
+    assert_eq!(written, expected, "one report per token written");
+    assert_eq!(meter.snapshot(), (0, None), "the call ended: no work shown (the stack counts calls)");
+}
+
+#[test]
 fn token_limit_and_stop_sequences_end_the_answer() {
     let short = smollm2().answer_blocking(&capital_question().max_tokens(3)).unwrap();
     assert_eq!(short.generation.token_ids, [504, 3575, 282]);
@@ -91,6 +118,24 @@ fn structured_answers_conform_to_the_schema() {
     assert!(["refund", "shipping"].contains(&object["guideline_id"].as_str().unwrap()));
     assert!(object["applies"].is_boolean());
     assert_eq!(answer.generation.finish, FinishReason::Stop);
+}
+
+#[test]
+fn a_structured_answer_takes_one_pass_per_choice_and_none_for_what_the_grammar_forces() {
+    // `{"guideline_id": "` is forced and guessed with the prompt; the model chooses the id
+    // (one pass for the rest of it), then the boolean, after which `}` is forced and the
+    // answer complete: no pass looks for the end token.
+    let answer = smollm2().answer_blocking(&refund_check()).unwrap();
+    assert_eq!(answer.generation.text, r#"{"guideline_id": "refund", "applies": false}"#);
+    assert_eq!(answer.generation.decode_passes, 1, "{:?}", answer.generation);
+    // A yes-or-no answer is decided by the prompt's own pass once the quote is guessed.
+    let verdict = ChatRequest::new(TaskKind::Matching)
+        .user("Customer: I want my money back.\nDoes the customer ask for a refund? Answer yes or no.")
+        .json_output("verdict", json!({"type": "string", "enum": ["yes", "no"]}));
+    let answer = smollm2().answer_blocking(&verdict).unwrap();
+    assert!(["\"yes\"", "\"no\""].contains(&answer.generation.text.as_str()), "{}", answer.generation.text);
+    assert!(answer.generation.decode_passes <= 1, "{:?}", answer.generation);
+    assert!(!answer.generation.decisions.is_empty(), "the choice between yes and no is reported");
 }
 
 #[test]

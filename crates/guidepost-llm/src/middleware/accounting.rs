@@ -1,5 +1,6 @@
 //! Usage accounting: every answer's usage is recorded in the request's ledger (turn, and
-//! through it the session) and in the stack's own ledger, and traced.
+//! through it the session) and in the stack's own ledger, and traced; every call that ends
+//! counts in the [progress](crate::progress) of the turn that made it.
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -61,7 +62,12 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
         let task = req.task.clone();
         let ledger = req.ledger.clone();
         let _in_flight = in_flight(&task, ledger.as_ref(), self.ledger.as_ref());
-        let response = self.inner.complete(req).await?;
+        let meter = crate::progress::current();
+        let response = self.inner.complete(req).await;
+        if let Some(meter) = meter {
+            meter.call_ended();
+        }
+        let response = response?;
         record(&task, &response.usage, ledger.as_ref(), self.ledger.as_ref());
         Ok(response)
     }
@@ -71,11 +77,19 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
         let ledger = req.ledger.clone();
         let own = self.ledger.clone();
         let mut calls = in_flight(&task, ledger.as_ref(), own.as_ref());
-        let inner = self.inner.stream(req).await?;
+        let meter = crate::progress::current();
+        let inner = self.inner.stream(req).await.inspect_err(|_| {
+            if let Some(meter) = &meter {
+                meter.call_ended();
+            }
+        })?;
         // In flight until the answer is complete (or the stream is dropped).
         Ok(Box::pin(inner.inspect(move |item| {
             if let Ok(StreamEvent::Done(response)) = item {
                 calls.clear();
+                if let Some(meter) = &meter {
+                    meter.call_ended();
+                }
                 record(&task, &response.usage, ledger.as_ref(), own.as_ref());
             }
         })))

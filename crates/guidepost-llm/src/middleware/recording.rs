@@ -83,21 +83,16 @@ pub fn recording_path(root: &Path, task: &TaskKind, key: &str) -> PathBuf {
 /// [`Limit::FileSize`](guidepost_core::limits::Limit::FileSize)) is a distinct error that
 /// says the recording is corrupt, never a miss.
 pub async fn load(path: &Path) -> Result<Option<Recording>, LlmError> {
-    let limits = guidepost_core::limits::Limits::global();
-    match tokio::fs::metadata(path).await {
-        Ok(meta) => {
-            let name = path.display().to_string();
-            limits
-                .check_count(guidepost_core::limits::Limit::FileSize, &name, meta.len())
-                .map_err(|e| LlmError::Storage(e.to_string()))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
-    }
-    match tokio::fs::read(path).await {
+    let owned = path.to_path_buf();
+    let read = tokio::task::spawn_blocking(move || {
+        guidepost_core::files::read(&owned, guidepost_core::limits::Limits::global())
+    })
+    .await
+    .map_err(|e| LlmError::Storage(format!("cannot read {}: {e}", path.display())))?;
+    match read {
         Ok(bytes) => decode(path, bytes).map(Some),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(LlmError::Storage(format!("cannot read {}: {e}", path.display()))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(LlmError::Storage(e.to_string())),
     }
 }
 

@@ -2,7 +2,9 @@
 //! that times out is retried; it also bounds streams, by their silence between two pieces
 //! ([`Limit::StreamIdle`]) and by their whole duration ([`Limit::StreamDuration`]).
 //! [`Deadline`] bounds a whole call, retries and re-asks included ([`Limit::ModelCallTime`]),
-//! so a model that hangs costs a known time, not attempts × per-attempt budget.
+//! so a model that hangs costs a known time, not attempts × per-attempt budget; and a whole
+//! stream, its opening attempts included ([`Limit::StreamDuration`]), so a server that never
+//! sends its headers costs the stream budget, not attempts × per-attempt budget.
 
 use std::time::Duration;
 
@@ -111,17 +113,25 @@ impl<M: Embedder> Embedder for Timeout<M> {
 }
 
 /// Bounds a whole call, whatever happens inside (attempts, back-off, re-asks), by
-/// [`Limit::ModelCallTime`]. Streams are bounded by [`Timeout`]'s stream budgets instead.
+/// [`Limit::ModelCallTime`]; a stream, from the request to its last piece (its opening
+/// attempts, headers included, and back-off among them), by [`Limit::StreamDuration`].
 #[derive(Debug)]
 pub struct Deadline<M> {
     inner: M,
     budget: Duration,
+    stream_total: Duration,
 }
 
 impl<M> Deadline<M> {
-    /// Wraps `inner` with a budget per call.
+    /// Wraps `inner` with a budget per call, and the stream budget of [`Limits::global`].
     pub fn new(inner: M, budget: Duration) -> Self {
-        Self { inner, budget }
+        Self { inner, budget, stream_total: Limits::global().stream_duration }
+    }
+
+    /// Sets the whole duration a stream may take, its opening included.
+    pub fn with_stream_total(mut self, total: Duration) -> Self {
+        self.stream_total = total;
+        self
     }
 }
 
@@ -146,6 +156,30 @@ impl<M: ChatModel> ChatModel for Deadline<M> {
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
-        self.inner.stream(req).await
+        let total = self.stream_total;
+        let model = self.inner.model_id().to_string();
+        let started = tokio::time::Instant::now();
+        let deadline = started.checked_add(total).unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 86_400));
+        let mut inner = match tokio::time::timeout_at(deadline, self.inner.stream(req)).await {
+            Ok(opened) => opened?,
+            Err(_) => {
+                let what = format!("no reply stream (not even its headers) after {:?}", started.elapsed());
+                return Err(exceeded(Limit::StreamDuration, &model, total, what));
+            }
+        };
+        let guarded = async_stream::stream! {
+            loop {
+                match tokio::time::timeout_at(deadline, inner.next()).await {
+                    Ok(Some(item)) => yield item,
+                    Ok(None) => break,
+                    Err(_) => {
+                        let what = format!("a stream still going after {:?}", started.elapsed());
+                        yield Err(exceeded(Limit::StreamDuration, &model, total, what));
+                        break;
+                    }
+                }
+            }
+        };
+        Ok(Box::pin(guarded))
     }
 }

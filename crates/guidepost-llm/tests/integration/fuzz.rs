@@ -1,6 +1,6 @@
 //! Fuzz targets: recording files and the OpenAI and Anthropic stream parsers. Arbitrary
 //! bytes and mutated copies of the seeds in `tests/corpus/<target>` never panic, finish in
-//! bounded time and end in a typed error or a well-formed result: a recording decodes or is
+//! bounded CPU time and end in a typed error or a well-formed result: a recording decodes or is
 //! reported corrupt with the file and where its JSON went wrong; a stream yields deltas and
 //! then exactly one end (the reply, or an error) and nothing after. `GUIDEPOST_FUZZ_CASES`
 //! sets the inputs per run (see `guidepost_fuzz`); `scripts/fuzz.sh` runs them for a
@@ -35,9 +35,8 @@ fn mutated(target: &str, index: prop::sample::Index, edits: &[Mutation]) -> Vec<
 
 fn check_recording(bytes: Vec<u8>) {
     let path = Path::new("fuzz/matching/0000.json");
-    let started = Instant::now();
-    let result = recording::decode(path, bytes);
-    assert!(started.elapsed() < fuzz::CASE_TIME, "took {:?}", started.elapsed());
+    let (result, spent) = fuzz::cpu_time_of(|| recording::decode(path, bytes));
+    assert!(spent < fuzz::CASE_TIME, "took {spent:?} of CPU time");
     if let Err(error) = result {
         let LlmError::Storage(message) = &error else { panic!("not a storage error: {error:?}") };
         assert!(message.contains("fuzz/matching/0000.json is corrupt"), "{message}");
@@ -49,12 +48,16 @@ fn check_recording(bytes: Vec<u8>) {
 fn check_stream(chunks: Vec<Vec<u8>>, decode: impl FnOnce(reqwest::Response) -> TextStream) {
     let body = reqwest::Body::wrap_stream(futures::stream::iter(chunks.into_iter().map(Ok::<_, std::io::Error>)));
     let response = reqwest::Response::from(event_stream(body));
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let started = Instant::now();
-    let items: Vec<Result<StreamEvent, LlmError>> = runtime.block_on(async {
-        tokio::time::timeout(fuzz::CASE_TIME, decode(response).collect::<Vec<_>>()).await.expect("the stream hung")
+    // Everything runs on this thread, so its CPU time is the decoder's work. The clock is
+    // paused: it moves only while every task waits, so the time limit fires for a decoder
+    // stuck on a body that has ended, never for one slowed by a busy machine.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    let (items, spent): (Vec<Result<StreamEvent, LlmError>>, _) = fuzz::cpu_time_of(|| {
+        runtime.block_on(async {
+            tokio::time::timeout(fuzz::CASE_TIME, decode(response).collect::<Vec<_>>()).await.expect("the stream hung")
+        })
     });
-    assert!(started.elapsed() < fuzz::CASE_TIME);
+    assert!(spent < fuzz::CASE_TIME, "took {spent:?} of CPU time");
     let ends = items.iter().filter(|i| !matches!(i, Ok(StreamEvent::Delta(_)))).count();
     assert_eq!(ends, 1, "one end, reply or error: {items:?}");
     assert!(!matches!(items.last(), Some(Ok(StreamEvent::Delta(_)))), "the end comes last: {items:?}");

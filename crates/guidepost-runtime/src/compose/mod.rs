@@ -152,12 +152,14 @@ impl ComposeInput<'_> {
         let mut must_ask: Vec<String> = missing.iter().chain(&invalid).map(|m| m.display_name.clone()).collect();
         must_ask
             .extend(self.state.open_questions(self.definition).into_iter().map(|q| format!("the answer to \"{q}\"")));
+        let failed_lookups = self.failed_lookups();
         let context = ReplyContext {
             history: self.history,
             grounding,
             language: self.definition.agent.language.as_deref(),
             checks: self.reply_checks,
             must_ask: &must_ask,
+            failed_lookups: &failed_lookups,
         };
         check_reply(reply, &context)
     }
@@ -171,8 +173,28 @@ impl ComposeInput<'_> {
             language: self.definition.agent.language.as_deref(),
             checks: &[],
             must_ask: &[],
+            failed_lookups: &[],
         };
         guidepost_core::reply_check::outcome_check_reply(context.expected_language().as_deref())
+    }
+
+    /// The tools whose calls this turn were lost: their service failed, timed out, could not
+    /// be reached or the call panicked (`error_kind` of a failed call's result). A tool that
+    /// answered with an error of its own (not found, invalid) is not among them.
+    fn failed_lookups(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .state
+            .tool_calls
+            .iter()
+            .filter(|c| !c.ok)
+            .filter(|c| {
+                let kind = c.result.pointer("/metadata/error_kind").and_then(Value::as_str).unwrap_or_default();
+                matches!(kind, "service_error" | "timeout" | "unavailable" | "panicked")
+            })
+            .map(|c| c.tool.name.clone())
+            .collect();
+        out.dedup();
+        out
     }
 
     /// The fallback reply, in the language the reply was due in.
@@ -183,6 +205,7 @@ impl ComposeInput<'_> {
             language: self.definition.agent.language.as_deref(),
             checks: &[],
             must_ask: &[],
+            failed_lookups: &[],
         };
         fallback_reply(&self.definition.agent, context.expected_language().as_deref())
     }

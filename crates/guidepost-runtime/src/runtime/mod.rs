@@ -13,6 +13,7 @@
 mod calls;
 mod context;
 mod preparation;
+mod pulse;
 mod reply;
 mod tools;
 mod turn;
@@ -38,6 +39,7 @@ use crate::retrieval::KnowledgeIndex;
 use crate::state::ResponseState;
 use crate::variables::{MemoryVariables, VariableStore};
 
+pub use pulse::PULSE_EVERY;
 pub use turn::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 use turn::{Ending, Seen, Turn};
 
@@ -114,6 +116,29 @@ impl AgentRuntime {
         &self.definition
     }
 
+    /// Runs `work` (the stages of a turn emitting to `sink`) with its model calls measured,
+    /// sending pulses through `sink` while a model works on it and the turn is silent.
+    async fn with_pulses<T>(
+        &self,
+        sink: &pulse::Paced<'_>,
+        trace_id: &str,
+        started: Instant,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let meter = Arc::new(guidepost_llm::progress::ModelProgress::default());
+        let stop = CancellationToken::new();
+        let working = async {
+            let result = guidepost_llm::progress::measured(meter.clone(), work).await;
+            stop.cancel();
+            result
+        };
+        let every = self.config.pulse_every.unwrap_or(PULSE_EVERY);
+        // On tokio's clock, which a test can drive.
+        let started =
+            tokio::time::Instant::now().checked_sub(started.elapsed()).unwrap_or_else(tokio::time::Instant::now);
+        futures::join!(working, pulse::pulse(sink, &meter, trace_id, started, every, &stop)).0
+    }
+
     fn max_iterations(&self) -> u32 {
         self.config.max_engine_iterations.unwrap_or(self.definition.agent.max_engine_iterations).max(1)
     }
@@ -132,10 +157,12 @@ impl AgentRuntime {
         latch: EmittingLatch,
     ) -> TurnOutcome {
         let started = Instant::now();
+        let paced = pulse::Paced::new(sink);
+        let sink: &dyn EventSink = &paced;
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "turn");
         let trace_id = input.trace_id.as_str();
         sink.emit(NewEvent::status(trace_id, Status::Acknowledged), Visibility::Live).await;
-        let result = self.run(&mut turn).await;
+        let result = self.with_pulses(&paced, trace_id, started, self.run(&mut turn)).await;
         let Turn { ledger, state, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
@@ -156,7 +183,7 @@ impl AgentRuntime {
                 let text = error.scrubbed();
                 tracing::error!(error = %text, trace_id, "turn failed");
                 self.hooks.on_error(&error, &state, sink).await;
-                sink.emit(failed(trace_id, &text), Visibility::Held).await;
+                sink.emit(failed(trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -175,7 +202,7 @@ impl AgentRuntime {
             matched_journey_states: Some(
                 state.journey_paths.iter().map(|(j, p)| id(format!("{j}.{}", p.current()))).collect(),
             ),
-            degraded: trace.is_degraded().then(|| trace.degraded_json()),
+            degraded: trace.degraded_for_customers(),
             ..StatusDetail::default()
         };
         sink.emit(completed(trace_id, ready), Visibility::Held).await;
@@ -194,6 +221,8 @@ impl AgentRuntime {
     pub async fn utter(&self, input: TurnInput, instructions: &[String], sink: &dyn EventSink) -> TurnOutcome {
         let started = Instant::now();
         let (cancel, latch) = (CancellationToken::new(), EmittingLatch::default());
+        let paced = pulse::Paced::new(sink);
+        let sink: &dyn EventSink = &paced;
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "utterance");
         turn.state = ResponseState {
             journey_paths: input.previous_state.journey_paths.clone(),
@@ -218,7 +247,8 @@ impl AgentRuntime {
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let history = self.prompt_history(&input, &conversation);
         sink.emit(NewEvent::status(&input.trace_id, Status::Typing), Visibility::Live).await;
-        let result = self.emit_reply(&mut turn, &conversation, &history).await;
+        let reply = self.emit_reply(&mut turn, &conversation, &history);
+        let result = self.with_pulses(&paced, &input.trace_id, started, reply).await;
         let Turn { ledger, mut trace, .. } = turn;
         trace.usage = ledger.totals();
         trace.duration_ms = started.elapsed().as_millis() as u64;
@@ -227,7 +257,8 @@ impl AgentRuntime {
             Ok(Ending::Cancelled) => (TurnStatus::Completed, Vec::new()),
             Err(error) => {
                 let text = error.scrubbed();
-                sink.emit(failed(&input.trace_id, &text), Visibility::Held).await;
+                tracing::error!(error = %text, trace_id = %input.trace_id, "utterance failed");
+                sink.emit(failed(&input.trace_id, &self.failure_notice(&input.events)), Visibility::Held).await;
                 trace.error = Some(text);
                 (TurnStatus::Failed, Vec::new())
             }
@@ -291,7 +322,26 @@ impl AgentRuntime {
     }
 }
 
-/// The `error` status of a failed turn.
+impl AgentRuntime {
+    /// What the customer's `error` status says: that something failed, in the agent's
+    /// language (or the customer's, for an agent that follows it). The error itself goes to
+    /// the turn's trace and the log.
+    fn failure_notice(&self, events: &[guidepost_core::Event]) -> String {
+        let language = match self.definition.agent.language.as_deref().filter(|l| *l != "customer") {
+            Some(code) => Some(code.to_string()),
+            None => events
+                .iter()
+                .rev()
+                .filter(|e| e.source == guidepost_core::EventSource::Customer)
+                .filter_map(crate::events::message_text)
+                .find_map(guidepost_core::reply_check::detect_language)
+                .map(|code| code.to_string()),
+        };
+        guidepost_core::reply_check::failure_notice(language.as_deref())
+    }
+}
+
+/// The `error` status of a failed turn; `exception` is what the customer may read.
 fn failed(trace_id: &str, exception: &str) -> NewEvent {
     NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::error(exception)))
 }

@@ -205,7 +205,7 @@ impl AgentRuntime {
             chunks.push(None);
             let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
             message.chunks = Some(chunks);
-            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            message.degraded = trace.degraded_for_customers();
             let event = NewEvent::agent(trace_id, EventPayload::Message(message));
             match stream_event {
                 Some(Some(id)) => sink.update(&id, event).await,
@@ -220,11 +220,17 @@ impl AgentRuntime {
             }
             let mut message = MessagePayload::agent(&agent.id, &agent.name, &text);
             message.canned_responses = composed.template_id.as_ref().map(|id| vec![(id.clone(), text.clone())]);
-            message.draft = composed.draft.clone();
+            // What the checks refused, and the draft the reply was corrected from, stay in the
+            // trace: the customer sees which checks refused a reply, never its text.
             if composed.fallback || !composed.reply_checks.is_empty() {
-                message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": composed.reply_checks}));
+                let problems: Vec<serde_json::Value> = composed
+                    .reply_checks
+                    .iter()
+                    .map(|reply| reply.iter().map(|p| json!({"check": p.check.name()})).collect())
+                    .collect();
+                message.reply_checks = Some(json!({"fallback": composed.fallback, "problems": problems}));
             }
-            message.degraded = trace.is_degraded().then(|| trace.degraded_json());
+            message.degraded = trace.degraded_for_customers();
             sink.emit(NewEvent::agent(trace_id, EventPayload::Message(message)), Visibility::Held).await;
         }
         self.hooks.on_messages_emitted(state, sink).await;

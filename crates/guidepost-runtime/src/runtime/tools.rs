@@ -139,10 +139,12 @@ impl AgentRuntime {
         for Made { record, source, call_id } in made {
             // The call has run with what the model inferred; from here on (the event, the
             // trace, the logs, the next prompts) its arguments and result carry no secrets.
+            // The services' own credentials too: a service may echo the ones it was called with.
+            let known = self.tools.secrets();
             let mut result = serde_json::to_value(record.outcome.to_result(&record.tool)).unwrap_or(Value::Null);
-            scrub_json(&mut result, &[]);
+            scrub_json(&mut result, known);
             let mut arguments = record.arguments;
-            arguments.values_mut().for_each(|v| scrub_json(v, &[]));
+            arguments.values_mut().for_each(|v| scrub_json(v, known));
             let call = StagedCall {
                 tool: record.tool.clone(),
                 arguments: arguments.clone(),
@@ -170,12 +172,13 @@ impl AgentRuntime {
 }
 
 /// Whether a failed tool call cost the turn its result: it timed out, panicked, could not
-/// reach its service, or its outcome was lost and is being checked. A tool that answered with a failure of its own (an error fixture, an
-/// HTTP error status) gave the reply a fact to use, and invalid arguments are the model's
-/// inference at work, not a loss.
+/// reach its service, its service failed (an HTTP 5xx, 401 or 429, a result over the size
+/// limit or one that does not decode), or its outcome was lost and is being checked. A tool
+/// that answered with a failure of its own (an error fixture, a 404) gave the reply a fact to
+/// use, and invalid arguments are the model's inference at work, not a loss.
 fn lost_call(kind: &guidepost_tools::ToolErrorKind) -> bool {
     use guidepost_tools::ToolErrorKind as K;
-    matches!(kind, K::Timeout { .. } | K::Panicked | K::Unavailable | K::Unconfirmed)
+    matches!(kind, K::Timeout { .. } | K::ServiceError | K::Panicked | K::Unavailable | K::Unconfirmed)
 }
 
 #[cfg(test)]

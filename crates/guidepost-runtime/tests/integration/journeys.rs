@@ -1,6 +1,6 @@
-//! The weather journey through a whole turn: the tool state runs its tool, the journey
-//! passes the step that shows the result and stops at the question whether to go on, and
-//! the reply is asked to do both, in that order.
+//! The weather journey through whole turns: the tool state runs its tool, the journey
+//! enters the step that shows the result and rests there (the reply tells the result), and
+//! the question whether to go on comes in the next turn.
 
 use std::sync::Arc;
 
@@ -24,7 +24,8 @@ fn step(text: &str, needle: &str) -> String {
 }
 
 /// A model that walks the weather journey: from the start or from the question whether to go
-/// on, to the lookup; after the lookup, through the result to the question.
+/// on, to the lookup; after the lookup, through the result to the question (the engine stops
+/// the move at the result, which is said first).
 fn weather_walker() -> ScriptedModel {
     let model = ScriptedModel::new()
         .when_task(TaskKind::JourneySelection)
@@ -41,7 +42,8 @@ fn weather_walker() -> ScriptedModel {
         .when_task(TaskKind::ToolInference)
         .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
     let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
-        (c.contains("想知道天气") || c.contains("提到了一个城市")) && last.contains("天气")
+        (c.contains("想知道天气") || c.contains("提到了一个城市") || c.contains("问了某个城市的天气"))
+            && last.contains("天气")
     });
     with_matching(model, oracle)
 }
@@ -59,37 +61,44 @@ fn fluid_weather() -> guidepost_core::AgentDefinition {
 }
 
 #[tokio::test]
-async fn the_reply_carries_out_every_step_the_turn_entered() {
+async fn the_reply_tells_the_result_and_the_question_after_it_waits_for_the_next_turn() {
     let model = Arc::new(with_reply(weather_walker(), |p| {
-        let shown = p.find("简洁友好地告诉用户天气情况").expect("the result step is an instruction");
-        let asked = p.find("询问用户是否还想查询其他城市").expect("the question step is an instruction");
-        assert!(shown < asked, "in the order the journey passes them");
-        assert!(p.contains("\"temperature\":20"), "the tool result is a fact");
-        assert!(!p.contains("When : "), "journey steps are not rendered as conditionless guidelines");
-        "上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？".into()
+        if p.contains("简洁友好地告诉用户天气情况") {
+            assert!(!p.contains("询问用户是否还想查询其他城市"), "the question waits for the next turn");
+            assert!(p.contains("\"temperature\":20"), "the tool result is a fact");
+            assert!(!p.contains("When : "), "journey steps are not rendered as conditionless guidelines");
+            "上海今天多云，20°C，湿度60%。".into()
+        } else {
+            assert!(p.contains("询问用户是否还想查询其他城市"), "{p}");
+            "还想查询其他城市的天气吗？".into()
+        }
     }));
     let definition = fluid_weather();
     let registry = fixtures(&definition);
     let rt = runtime(definition, model, registry);
     let session = MemorySession::new();
     let outcome = turn(&rt, &session, &Default::default(), "上海天气怎么样？").await;
-    assert_eq!(outcome.messages, ["上海今天多云，20°C，湿度60%。还想查询其他城市的天气吗？"]);
+    assert_eq!(outcome.messages, ["上海今天多云，20°C，湿度60%。"]);
     let path = outcome.state.journey_paths["weather_lookup"].states().to_vec();
-    assert_eq!(path, ["initial", "get_weather", "show_result", "ask_continue"]);
+    assert_eq!(path, ["initial", "get_weather", "show_result"]);
     assert_eq!(outcome.trace.iterations[0].tool_calls[0].arguments["location"], "上海");
 
-    // Another lookup loops back through the same states: the reply is again asked to show
-    // the result, then to ask whether to go on (the reply function asserts both).
+    let next = turn(&rt, &session, &outcome.state, "好的").await;
+    assert_eq!(next.messages, ["还想查询其他城市的天气吗？"]);
+    assert_eq!(next.state.journey_paths["weather_lookup"].current(), "ask_continue");
+
+    // Another city, asked for at once, goes through the question to a new lookup, whose result
+    // the reply tells.
     let again = turn(&rt, &session, &outcome.state, "上海明天天气还好吗？").await;
-    assert_eq!(again.messages.len(), 1, "{:?}", again.trace.error);
-    assert_eq!(again.state.journey_paths["weather_lookup"].current(), "ask_continue");
+    assert_eq!(again.messages, ["上海今天多云，20°C，湿度60%。"], "{:?}", again.trace.error);
+    assert_eq!(again.state.journey_paths["weather_lookup"].current(), "show_result");
 }
 
 #[tokio::test]
-async fn a_strict_step_passed_on_the_way_sends_its_template_filled_from_the_tool() {
-    // The example's result step is `canned_strict` with one template. The journey passes it
-    // on its way to the question whether to go on: the step still decides the mode, and its
-    // only template, filled from the tool's result, goes out without a composition call.
+async fn a_strict_step_sends_its_template_filled_from_the_tool() {
+    // The example's result step is `canned_strict` with one template: the step decides the
+    // mode, and its only template, filled from the tool's result, goes out without a
+    // composition call.
     let model = Arc::new(with_reply(weather_walker(), |p| panic!("no composition call expected:\n{p}")));
     let definition = example("weather");
     let registry = fixtures(&definition);
@@ -98,8 +107,9 @@ async fn a_strict_step_passed_on_the_way_sends_its_template_filled_from_the_tool
     let outcome = turn(&rt, &session, &Default::default(), "上海天气怎么样？").await;
     assert_eq!(outcome.messages, ["上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"]);
     assert_eq!(outcome.trace.composition.template_id.as_deref(), Some("weather_report"));
-    assert_eq!(outcome.state.journey_paths["weather_lookup"].current(), "ask_continue");
-    // The next lookup loops back and reports the new result the same way.
+    assert_eq!(outcome.state.journey_paths["weather_lookup"].current(), "show_result");
+    // The next lookup goes through the question whether to go on and reports the new result
+    // the same way.
     let again = turn(&rt, &session, &outcome.state, "上海明天天气还好吗？").await;
     assert_eq!(again.messages, ["上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"]);
 }
@@ -197,21 +207,27 @@ async fn each_task_goes_to_its_own_model() {
 
 #[tokio::test]
 async fn a_reply_that_asks_nothing_where_the_journey_waits_on_a_question_is_written_again() {
-    // The journey rests at the question whether to go on; the first reply only tells the
-    // result. Told that the step's question is due, the second asks it.
+    // The result was told; the journey goes on to the question whether to go on, and the
+    // first reply only acknowledges. Told that the step's question is due, the second asks it.
     let model = Arc::new(with_reply(weather_walker(), |p| {
         if p.contains("it asks the customer nothing, but nothing can be done before they give: the answer to \"询问用户是否还想查询其他城市\"") {
-            "上海今天多云，20°C。还想查其他城市吗？".into()
+            "好的！还想查其他城市吗？".into()
         } else {
-            "上海今天多云，20°C。".into()
+            "好的！".into()
         }
     }));
     let definition = fluid_weather();
     let registry = fixtures(&definition);
     let rt = runtime(definition, model, registry);
-    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "上海天气怎么样？").await;
+    let mut previous = guidepost_core::AgentState::default();
+    previous.journey_paths.insert(
+        "weather_lookup".into(),
+        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "get_weather".into(), "show_result".into()])
+            .unwrap(),
+    );
+    let outcome = turn(&rt, &MemorySession::new(), &previous, "好的，谢谢").await;
     assert_eq!(outcome.state.journey_paths["weather_lookup"].current(), "ask_continue");
-    assert_eq!(outcome.messages, ["上海今天多云，20°C。还想查其他城市吗？"]);
+    assert_eq!(outcome.messages, ["好的！还想查其他城市吗？"]);
     let found: Vec<_> = outcome.trace.composition.reply_checks.iter().flatten().map(|p| p.check).collect();
     assert_eq!(found, [guidepost_core::reply_check::ReplyCheck::Unasked]);
 }

@@ -127,10 +127,9 @@ tools:
     }));
     let rt = runtime(definition, model, registry);
     let session = MemorySession::new();
-    let started = std::time::Instant::now();
     let outcome = turn(&rt, &session, &Default::default(), "Can you run a status check?").await;
-    assert!(started.elapsed() < Duration::from_secs(5), "the hanging tool was cut off");
-    // The reply goes out, marked degraded: two calls were lost (timeout, panic); the tool
+    // The reply goes out, marked degraded: two calls were lost (the hanging one cut off at
+    // its 200 ms limit rather than answering "late" after 30 s, and the panic); the tool
     // that answered with a failure of its own gave the reply a fact, not a loss.
     assert_eq!(outcome.status, TurnStatus::Degraded);
     assert_eq!(outcome.trace.degraded.len(), 1, "{:?}", outcome.trace.degraded);
@@ -293,9 +292,12 @@ async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_stat
             entered.notified().await;
             cancel.cancel();
         };
-        let (outcome, ()) = tokio::time::timeout(Duration::from_secs(10), async { futures::join!(running, canceller) })
-            .await
-            .unwrap_or_else(|_| panic!("{stage}: the turn did not end when cancelled"));
+        // A hang guard only: a cancelled turn ends at once, and the wait is far longer than
+        // any busy machine needs.
+        let (outcome, ()) =
+            tokio::time::timeout(Duration::from_secs(120), async { futures::join!(running, canceller) })
+                .await
+                .unwrap_or_else(|_| panic!("{stage}: the turn did not end when cancelled"));
         assert_eq!(outcome.status, TurnStatus::Cancelled, "{stage}");
         assert!(outcome.messages.is_empty(), "{stage}");
         assert_eq!(outcome.state, previous, "{stage}: the next turn starts from the same state");

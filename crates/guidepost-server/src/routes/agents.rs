@@ -172,7 +172,9 @@ pub async fn delete(state: State, Path(agent_id): Path<String>) -> ApiResult<Res
 /// `GET /agents/{agent_id}/definition?format=yaml|json` (extension): the agent's
 /// definition as it runs now, in the authoring format `guidepost check` reads.
 pub async fn export(state: State, Path(agent_id): Path<String>, params: Params) -> ApiResult<Response> {
-    let definition = state.store.export_definition(&agent_id).await?;
+    let mut definition = state.store.export_definition(&agent_id).await?;
+    // Tool services' credentials are not shown; importing this back keeps the stored ones.
+    definition.services = definition.services.iter().map(guidepost_tools::registry::shown_service).collect();
     let format = params.string("format").unwrap_or_else(|| "yaml".into());
     let file = guidepost_core::definition::export(&definition);
     match format.as_str() {

@@ -114,19 +114,43 @@ fn wire<T: Serialize, U: serde::de::DeserializeOwned>(value: T) -> Option<U> {
     serde_json::to_value(value).ok().and_then(|v| serde_json::from_value(v).ok())
 }
 
-impl From<&Event> for EventDto {
-    fn from(e: &Event) -> Self {
+impl From<EventSource> for EventSourceDto {
+    fn from(source: EventSource) -> Self {
+        match source {
+            EventSource::Customer => Self::Customer,
+            EventSource::CustomerUi => Self::CustomerUi,
+            EventSource::HumanAgent => Self::HumanAgent,
+            EventSource::HumanAgentOnBehalfOfAiAgent => Self::HumanAgentOnBehalfOfAiAgent,
+            EventSource::AiAgent => Self::AiAgent,
+            EventSource::System => Self::System,
+        }
+    }
+}
+
+impl From<EventKind> for EventKindDto {
+    fn from(kind: EventKind) -> Self {
+        match kind {
+            EventKind::Message => Self::Message,
+            EventKind::Tool => Self::Tool,
+            EventKind::Status => Self::Status,
+            EventKind::Custom => Self::Custom,
+        }
+    }
+}
+
+impl From<Event> for EventDto {
+    fn from(e: Event) -> Self {
         Self {
-            id: e.id.clone(),
-            source: wire(e.source).unwrap_or(EventSourceDto::System),
-            kind: wire(e.kind).unwrap_or(EventKindDto::Custom),
+            source: e.source.into(),
+            kind: e.kind.into(),
             offset: e.offset,
             creation_utc: e.creation_utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
-            trace_id: e.trace_id.clone(),
             correlation_id: e.trace_id.clone(),
-            data: e.data.clone(),
-            metadata: e.metadata.clone(),
+            trace_id: e.trace_id,
+            data: e.data,
+            metadata: e.metadata,
             deleted: e.deleted,
+            id: e.id,
         }
     }
 }
@@ -213,12 +237,7 @@ pub async fn create(
             ));
         }
     }
-    if (body.kind, body.source) == (EventKindDto::Message, EventSourceDto::Customer)
-        && let Some(limit) = state.access.messages_per_session_per_minute
-        && let Err(wait) = state.limiter.take(&format!("session:{session_id}"), limit)
-    {
-        return Err(ApiError::TooManyRequests(wait));
-    }
+    check_customer_event(&state, &session_id, &body).await?;
     params.choice::<String>("moderation", &["auto", "paranoid", "none"])?.map_or(Ok(()), |m| {
         if ["auto", "paranoid", "none"].contains(&m.as_str()) {
             Ok(())
@@ -229,10 +248,28 @@ pub async fn create(
             ))
         }
     })?;
-    state.store.require_session(&session_id).await?;
+    // The service reads the session (404 when there is none).
     let post = post_of(body)?;
     let event = state.conversations.post(&session_id, post).await?;
-    Ok(created(EventDto::from(&event)))
+    Ok(created(EventDto::from(event)))
+}
+
+/// Bounds on what a customer or their client posts (`customer` and `customer_ui` sources, any
+/// kind): its size (413 beyond `--max-event-bytes`), and its share of the session's event rate
+/// (`--session-message-limit`, 429), so `customer_ui` and `custom` events cannot be posted
+/// past the limit messages have.
+async fn check_customer_event(state: &State, session_id: &str, body: &EventCreationParams) -> ApiResult<()> {
+    if !matches!(body.source, EventSourceDto::Customer | EventSourceDto::CustomerUi) {
+        return Ok(());
+    }
+    let max = state.bounds.max_customer_event_bytes;
+    crate::bounds::check_customer_event(body.message.as_deref(), body.data.as_ref(), body.metadata.as_ref(), max)?;
+    if let Some(limit) = state.access.messages_per_session_per_minute
+        && let Err(wait) = state.limiter.take(&format!("session:{session_id}"), limit).await
+    {
+        return Err(ApiError::TooManyRequests(wait));
+    }
+    Ok(())
 }
 
 /// What the body asks to post, checked for the fields its kind and source need.
@@ -329,7 +366,7 @@ fn event_filter(params: &Params) -> ApiResult<EventFilter> {
     }
     let trace_id = params.string("trace_id").or_else(|| params.string("correlation_id")).filter(|t| !t.is_empty());
     let min_offset = u64::try_from(params.number::<i64>("min_offset")?.unwrap_or(0)).unwrap_or(0);
-    Ok(EventFilter { min_offset, source, kinds, trace_id, include_deleted: false })
+    Ok(EventFilter { min_offset, source, kinds, trace_id, include_deleted: false, limit: None })
 }
 
 /// `GET /sessions/{session_id}/events?min_offset=&source=&kinds=&trace_id=&correlation_id=&wait_for_data=&sse=`
@@ -342,13 +379,70 @@ pub async fn list(state: State, Path(session_id): Path<String>, params: Params) 
         let events = state.conversations.follow_events(&session_id, filter, Duration::from_secs(wait));
         return Ok(Sse::new(events.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
-    let events = state.conversations.wait_for_events(&session_id, &filter, Duration::from_secs(wait)).await?;
-    Ok(Json(events.iter().map(EventDto::from).collect::<Vec<_>>()).into_response())
+    // Waits for the first event (if asked to), then sends the listing page by page.
+    let first = EventFilter { limit: Some(1), ..filter.clone() };
+    state.conversations.wait_for_events(&session_id, &first, Duration::from_secs(wait)).await?;
+    listing(&state, &session_id, filter).await
+}
+
+/// Events the listing sends per page, and the bytes of data after which a page ends early.
+const PAGE_EVENTS: usize = 100;
+const PAGE_BYTES: usize = 1 << 20;
+
+/// The events `filter` keeps, as one JSON array written page by page: however many and large
+/// a session's events are, what the listing holds at a time is one page. A store failure
+/// after the first page cuts the response short (the first one is a proper error).
+async fn listing(state: &State, session_id: &str, filter: EventFilter) -> ApiResult<Response> {
+    let store = state.store.clone();
+    let first = store.events_page(session_id, &filter, PAGE_EVENTS, PAGE_BYTES).await?;
+    let start = Listing { store, session_id: session_id.to_string(), filter, page: Some(first), written: 0 };
+    let body = futures::stream::unfold(Some(start), |listing| async move {
+        let mut listing = listing?;
+        let Some(page) = listing.page.take() else {
+            let end = if listing.written == 0 { "[]" } else { "]" };
+            return Some((Ok(axum::body::Bytes::from_static(end.as_bytes())), None));
+        };
+        let mut chunk = Vec::new();
+        for event in page.events {
+            chunk.push(if listing.written == 0 { b'[' } else { b',' });
+            listing.written += 1;
+            if serde_json::to_writer(&mut chunk, &EventDto::from(event)).is_err() {
+                chunk.extend_from_slice(b"null");
+            }
+        }
+        if let Some(next) = page.next_offset {
+            listing.filter.min_offset = next;
+            match listing.store.events_page(&listing.session_id, &listing.filter, PAGE_EVENTS, PAGE_BYTES).await {
+                Ok(next) => listing.page = Some(next),
+                Err(error) => {
+                    tracing::error!(%error, session_id = listing.session_id, "listing events failed after its first page");
+                    return Some((Err(std::io::Error::other(error.to_string())), None));
+                }
+            }
+        }
+        Some((Ok(axum::body::Bytes::from(chunk)), Some(listing)))
+    });
+    let mut response = axum::body::Body::from_stream(body).into_response();
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+/// Where a listing written page by page stands.
+struct Listing {
+    store: guidepost_store::Store,
+    session_id: String,
+    filter: EventFilter,
+    /// The page to write next; `None` once the last was written.
+    page: Option<guidepost_store::EventPage>,
+    /// Events written so far.
+    written: usize,
 }
 
 /// An event as a `data:` line of a stream.
 fn sse_event(event: Event) -> Result<SseEvent, Infallible> {
-    Ok(SseEvent::default().data(serde_json::to_string(&EventDto::from(&event)).unwrap_or_default()))
+    Ok(SseEvent::default().data(serde_json::to_string(&EventDto::from(event)).unwrap_or_default()))
 }
 
 /// `DELETE /sessions/{session_id}/events?min_offset=`: soft-deletes from that offset on.
@@ -379,10 +473,10 @@ pub async fn read(
         return Ok(Sse::new(updates.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
     if !wait_for_completion || is_whole(&event) {
-        return Ok(Json(EventDto::from(&event)).into_response());
+        return Ok(Json(EventDto::from(event)).into_response());
     }
     let whole = state.conversations.wait_until_whole(&session_id, &event_id, wait).await?;
-    Ok(Json(EventDto::from(&whole)).into_response())
+    Ok(Json(EventDto::from(whole)).into_response())
 }
 
 /// `PATCH /sessions/{session_id}/events/{event_id}`
@@ -400,5 +494,5 @@ pub async fn update(
             }
         })
         .await?;
-    Ok(Json(EventDto::from(&event)))
+    Ok(Json(EventDto::from(event)))
 }

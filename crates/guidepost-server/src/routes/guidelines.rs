@@ -160,6 +160,7 @@ pub async fn create(state: State, Body(params): Body<GuidelineCreationParams>) -
         composition_mode: params.composition_mode.map(Into::into),
         journey: None,
         canned_responses: Vec::new(),
+        examples: Vec::new(),
     };
     let record = Record::new(id, g);
     state.store.apply(vec![Write::insert(&record)?]).await?;

@@ -10,13 +10,14 @@ use serde_json::json;
 use crate::state::State;
 
 /// `GET /healthz`: the event loop's responsiveness and the database's, in the reference's
-/// vocabulary (`healthy`/`unhealthy`); 503 when the database does not answer.
+/// vocabulary (`healthy`/`unhealthy`); 503 when the database does not answer or cannot be
+/// written (a SQLite file removed, replaced or made read-only while the server runs).
 pub async fn healthz(state: State) -> Response {
     let started = Instant::now();
     tokio::task::yield_now().await;
     let loop_ms = started.elapsed().as_secs_f64() * 1000.0;
     let db_started = Instant::now();
-    let db = state.store.ping().await;
+    let db = state.store.health().await;
     let db_ms = db_started.elapsed().as_secs_f64() * 1000.0;
     let healthy = db.is_ok();
     let body = json!({

@@ -89,7 +89,9 @@ fn kind_dto(kind: ServiceKind) -> Option<ServiceKindDto> {
 }
 
 fn dto(s: &ToolService, tools: Option<Vec<ToolDto>>) -> Option<ServiceDto> {
-    Some(ServiceDto { name: s.name.clone(), kind: kind_dto(s.kind)?, url: s.url.clone().unwrap_or_default(), tools })
+    // The URL as it may be shown: its password or token redacted.
+    let url = guidepost_tools::registry::shown_service(s).url.unwrap_or_default();
+    Some(ServiceDto { name: s.name.clone(), kind: kind_dto(s.kind)?, url, tools })
 }
 
 async fn tools_of(service: &ToolService) -> ApiResult<Vec<ToolDto>> {

@@ -125,6 +125,15 @@ pub async fn create(
     if caller.is_anonymous() && body.customer_id.as_deref().is_some_and(|c| c != GUEST_CUSTOMER) {
         return Err(ApiError::Unauthorized("without an API key only guest sessions can be created".into()));
     }
+    if !caller.is_admin() {
+        let max = state.bounds.max_customer_event_bytes;
+        crate::bounds::check_customer_session(
+            body.title.as_deref(),
+            body.metadata.as_ref(),
+            body.labels.as_ref(),
+            max,
+        )?;
+    }
     state.store.require::<Agent>(&body.agent_id).await?;
     let customer_id = body.customer_id.clone().unwrap_or_else(|| GUEST_CUSTOMER.to_string());
     // As on the reference server, a customer id the store does not know is kept as given

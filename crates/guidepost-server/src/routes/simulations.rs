@@ -48,7 +48,8 @@ pub struct SimulationDto {
 }
 
 fn read_json(path: &Path) -> Option<Value> {
-    let text = std::fs::read_to_string(path).ok()?;
+    // The folder is the user's: a FIFO or device there must not hang or fill the server.
+    let text = guidepost_core::files::read_text(path, guidepost_core::limits::Limits::global()).ok()?;
     serde_json::from_str(&text).ok()
 }
 

@@ -329,6 +329,9 @@ async fn every_reference_operation_answers_in_the_reference_shape() {
     c.call("list_events", &format!("/sessions/{session}/events?min_offset=5&wait_for_data=1&kinds=custom"), None, 200)
         .await;
     c.call("list_events", &format!("/sessions/{session}/events?min_offset=1000&wait_for_data=1"), None, 504).await;
+    // Offset 1 is the turn's second event (the customer's message, at 0, opens it): refused,
+    // as the reference refuses to delete half a turn.
+    c.call("delete_events", &format!("/sessions/{session}/events?min_offset=1"), None, 422).await;
     c.call("delete_events", &format!("/sessions/{session}/events?min_offset=7"), None, 204).await;
 
     // Error bodies in the reference's shapes.

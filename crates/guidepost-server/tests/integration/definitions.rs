@@ -106,3 +106,46 @@ async fn a_journey_built_over_rest_is_walked_in_the_next_conversation() {
     assert_eq!(after.as_array().unwrap().len(), 1, "the state's transitions went with it: {after}");
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_service_credentials_are_never_shown_and_survive_an_export_round_trip() {
+    let store = guidepost_store::Store::ephemeral().await.unwrap();
+    let server = TestServer::start_with(store.clone(), std::time::Duration::ZERO).await;
+    let password = "s3cr3t-pass-0123";
+    let token = "tok_0123456789abcdefghij";
+    let yaml = format!(
+        "agent: {{id: shop, name: Shop}}\nservices:\n  - name: orders\n    kind: openapi\n    spec: http://127.0.0.1:9/openapi.json?api_key={token}\n    url: http://me:{password}@127.0.0.1:9/api\n  - name: files\n    kind: mcp\n    command: [mcp-files]\n    env: {{FILES_TOKEN: {token}, FILES_ROOT: /srv}}\n"
+    );
+    let put = |body: String| {
+        server.http.put(server.url("/agents/shop/definition")).header("content-type", "application/yaml").body(body)
+    };
+    assert!(put(yaml).send().await.unwrap().status().is_success());
+    server
+        .ok(
+            "put",
+            "/services/billing",
+            Some(json!({"kind": "sdk", "sdk": {"url": format!("http://bill:{password}@127.0.0.1:9")}})),
+        )
+        .await;
+
+    let services = server.ok("get", "/services", None).await.to_string();
+    let exported = server.http.get(server.url("/agents/shop/definition")).send().await.unwrap().text().await.unwrap();
+    let exported_json = server.ok("get", "/agents/shop/definition?format=json", None).await.to_string();
+    for (what, text) in [("GET /services", &services), ("YAML export", &exported), ("JSON export", &exported_json)] {
+        assert!(!text.contains(password) && !text.contains(token), "{what} shows a credential: {text}");
+    }
+    assert!(exported.contains("me:[redacted]@127.0.0.1:9/api"), "{exported}");
+    assert!(exported.contains("FILES_ROOT: /srv"), "other settings stay: {exported}");
+
+    // The exported definition put back keeps the stored credentials.
+    assert!(put(exported).send().await.unwrap().status().is_success());
+    let stored = |id: &'static str| {
+        let store = store.clone();
+        async move { store.require::<guidepost_core::ToolService>(id).await.unwrap().entity }
+    };
+    let orders = stored("shop.orders").await;
+    assert_eq!(orders.url.as_deref(), Some(format!("http://me:{password}@127.0.0.1:9/api").as_str()));
+    assert_eq!(orders.spec.as_deref(), Some(format!("http://127.0.0.1:9/openapi.json?api_key={token}").as_str()));
+    assert_eq!(stored("shop.files").await.env["FILES_TOKEN"], token);
+    server.stop().await;
+}

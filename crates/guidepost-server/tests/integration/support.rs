@@ -58,11 +58,26 @@ impl TestServer {
     }
 
     pub async fn start_with_options(store: Store, latency: Duration, options: guidepost_server::ServerOptions) -> Self {
+        Self::start_wrapped(store, latency, options, |m| m).await
+    }
+
+    /// A server on an in-memory store whose models are the fake's, wrapped by `wrap`.
+    pub async fn start_with_models(wrap: impl FnOnce(RuntimeModels) -> RuntimeModels) -> Self {
+        let store = Store::ephemeral().await.unwrap();
+        Self::start_wrapped(store, Duration::ZERO, guidepost_server::ServerOptions::default(), wrap).await
+    }
+
+    async fn start_wrapped(
+        store: Store,
+        latency: Duration,
+        options: guidepost_server::ServerOptions,
+        wrap: impl FnOnce(RuntimeModels) -> RuntimeModels,
+    ) -> Self {
         let fake = fake_model(latency).await;
         for name in ["weather", "taxi"] {
             store.import_definition(&example(name)).await.unwrap();
         }
-        let server = Server::with_options(store.clone(), models(&fake), RuntimeConfig::default(), options);
+        let server = Server::with_options(store.clone(), wrap(models(&fake)), RuntimeConfig::default(), options);
         server.start().await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -136,7 +151,9 @@ impl TestServer {
     }
 
     pub async fn wait_ready(&self, session: &str, trace: &str) -> Vec<Value> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        // A hang guard, not a measure: a turn on the fake model takes a fraction of a second,
+        // and ten minutes is beyond any busy machine.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
         loop {
             let (status, events) =
                 self.call("get", &format!("/sessions/{session}/events?trace_id={trace}&wait_for_data=5"), None).await;

@@ -128,3 +128,26 @@ store_test!(ids_shared_across_kinds_export_as_they_were_written, |store: Store| 
     store.import_definition(&a).await.unwrap();
     assert_eq!(store.export_definition("a").await.unwrap(), a);
 });
+
+store_test!(an_import_reads_only_its_own_agents_documents, |store: Store| async move {
+    // A restart imports every agent again; each import must cost its own documents, not the
+    // whole collection (10,000 agents read 10,000 times over took minutes). Shown here by a
+    // damaged document of another agent, which an import that reads only its own never sees.
+    let weather = example("weather");
+    store.import_definition(&weather).await.unwrap();
+    let other = load_yaml(
+        "other.yaml",
+        "agent: { id: other, name: O }\nguidelines:\n  - { id: greet, condition: The customer greets, action: Say hi }\n",
+    );
+    store.import_definition(&other).await.unwrap();
+    sqlx::query("UPDATE documents SET data = 'not json' WHERE collection = 'guidelines' AND id = 'other.greet'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let again = store.import_definition(&weather).await.unwrap();
+    assert_eq!((again.created, again.updated, again.removed), (0, 0, 0), "{again:?}");
+    assert!(again.unchanged > 5, "{again:?}");
+    let mut smaller = weather.clone();
+    smaller.guidelines.retain(|g| g.id != "tone");
+    assert_eq!(store.import_definition(&smaller).await.unwrap().removed, 1);
+});

@@ -57,7 +57,7 @@ async fn server() -> std::net::SocketAddr {
             "/api/pets/{id}",
             get(|Path(id): Path<u64>| async move {
                 if id == 99 {
-                    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
                 }
                 if id == 0 {
                     (StatusCode::NOT_FOUND, Json(json!({"error": "no pet 0"})))
@@ -147,9 +147,10 @@ async fn calls_build_requests_and_map_statuses() {
     let missing = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 0})), &ctx(), None).await;
     let text = missing.result().data.as_str().unwrap().to_string();
     assert!(text.contains("HTTP 404 Not Found from GET /pets/0") && text.contains("no pet 0"), "{text}");
+    assert_eq!(missing.outcome.error_kind(), Some(&ToolErrorKind::Failed), "a 404 is the tool's answer");
 
     let boom = registry.call(&ToolId::new("pets", "boom"), args(json!({})), &ctx(), None).await;
-    assert_eq!(boom.outcome.error_kind(), Some(&ToolErrorKind::Failed));
+    assert_eq!(boom.outcome.error_kind(), Some(&ToolErrorKind::ServiceError), "a 500 is the service's failure");
     let text = boom.result().data.as_str().unwrap().to_string();
     assert!(text.contains("HTTP 500") && text.contains("database on fire"), "{text}");
 }
@@ -178,13 +179,14 @@ async fn reads_a_yaml_document_from_a_file_and_honours_the_service_timeout() {
     std::fs::write(&path, yaml_serde::to_string(&doc).unwrap()).unwrap();
     let mut service = service(path.display().to_string());
     service.url = Some(format!("http://{addr}/api/"));
-    service.timeout_ms = Some(150);
+    // Long enough for the answer of a busy machine, short of the hour pet 99 takes.
+    service.timeout_ms = Some(5_000);
     let mut definition = super::common::example_agent("banking");
     definition.services.push(service);
     let mut registry = ToolRegistry::from_definition(&definition).unwrap();
     registry.resolve_tools().await.unwrap();
     let timed_out = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 99})), &ctx(), None).await;
-    assert_eq!(timed_out.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 150 }));
+    assert_eq!(timed_out.outcome.error_kind(), Some(&ToolErrorKind::Timeout { after_ms: 5_000 }));
     let pet = registry.call(&ToolId::new("pets", "get_pet"), args(json!({"petId": 1})), &ctx(), None).await;
     assert_eq!(pet.result().data, json!({"id": 1, "name": "Rex"}));
 
@@ -193,4 +195,61 @@ async fn reads_a_yaml_document_from_a_file_and_honours_the_service_timeout() {
     let mut registry = ToolRegistry::from_definition(&broken).unwrap();
     let err = registry.resolve_tools().await.unwrap_err().to_string();
     assert!(err.contains("misconfigured") && err.contains("missing.json"), "{err}");
+}
+
+/// A service whose one operation answers with the status it is asked for, or a body over the
+/// result size limit.
+async fn failing_service() -> std::net::SocketAddr {
+    let doc = json!({
+        "openapi": "3.0.3",
+        "info": {"title": "Flaky", "version": "1"},
+        "paths": {
+            "/status/{code}": {"get": {"operationId": "status", "parameters": [
+                {"name": "code", "in": "path", "required": true, "schema": {"type": "integer"}}]}},
+            "/huge": {"get": {"operationId": "huge"}}
+        }
+    });
+    serve(
+        Router::new()
+            .route("/openapi.json", get(move || std::future::ready(Json(doc.clone()))))
+            .route(
+                "/status/{code}",
+                get(|Path(code): Path<u16>| async move {
+                    (StatusCode::from_u16(code).unwrap(), Json(json!({"error": format!("answered {code}")})))
+                }),
+            )
+            .route("/huge", get(|| async { Json(json!({"rows": "x".repeat(2 << 20)})) })),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_service_that_fails_is_told_from_a_tool_that_answers_with_an_error() {
+    let addr = failing_service().await;
+    let mut flaky = service(format!("http://{addr}/openapi.json"));
+    flaky.url = Some(format!("http://{addr}"));
+    let mut registry = ToolRegistry::for_services(&[flaky]).unwrap();
+    registry.resolve_tools().await.unwrap();
+    let status = |code: u16| {
+        let registry = &registry;
+        async move { registry.call(&ToolId::new("pets", "status"), args(json!({"code": code})), &ctx(), None).await.outcome }
+    };
+    for code in [500, 502, 503, 401, 403, 429] {
+        assert_eq!(status(code).await.error_kind(), Some(&ToolErrorKind::ServiceError), "HTTP {code}");
+    }
+    for code in [400, 404, 409, 422] {
+        assert_eq!(status(code).await.error_kind(), Some(&ToolErrorKind::Failed), "HTTP {code} is the tool's answer");
+    }
+    let huge = registry.call(&ToolId::new("pets", "huge"), args(json!({})), &ctx(), None).await;
+    assert_eq!(huge.outcome.error_kind(), Some(&ToolErrorKind::ServiceError), "{:?}", huge.outcome);
+    assert!(huge.result().data.as_str().unwrap().contains("GUIDEPOST_MAX_TOOL_RESULT_BYTES"));
+
+    // The same service, gone: unreachable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut gone = service(format!("http://{addr}/openapi.json"));
+    gone.url = Some(format!("http://127.0.0.1:{port}"));
+    let mut registry = ToolRegistry::for_services(&[gone]).unwrap();
+    registry.resolve_tools().await.unwrap();
+    let call = registry.call(&ToolId::new("pets", "status"), args(json!({"code": 200})), &ctx(), None).await;
+    assert_eq!(call.outcome.error_kind(), Some(&ToolErrorKind::Unavailable));
 }

@@ -212,7 +212,8 @@ async fn failures_become_error_results() {
     let text = sync.result().data.as_str().unwrap().to_string();
     assert!(text.contains("HTTP 500") && text.ends_with("ValueError: sync kaboom"), "{text}");
     let garbled = registry.call(&ToolId::new("toys", "garbled"), args(json!({})), &ctx(), None).await;
-    assert_eq!(garbled.outcome.error_kind(), Some(&ToolErrorKind::Failed));
+    assert_eq!(garbled.outcome.error_kind(), Some(&ToolErrorKind::ServiceError));
+    assert_eq!(sync.outcome.error_kind(), Some(&ToolErrorKind::ServiceError), "an HTTP 500 is the service's failure");
     assert!(garbled.result().data.as_str().unwrap().contains("ended early"));
     let missing = registry.call(&ToolId::new("toys", "track_order"), args(json!({})), &ctx(), None).await;
     assert!(matches!(missing.outcome.error_kind(), Some(ToolErrorKind::InvalidArguments { .. })));

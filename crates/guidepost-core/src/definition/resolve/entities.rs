@@ -324,6 +324,10 @@ impl<'a> Resolver<'a> {
                 .filter_map(|(t, text)| self.tool_ref(text, &Loc { file, path: format!("{base}.tools[{t}]") }))
                 .collect();
             let canned_responses = self.canned_refs(&decl.canned_responses, file, &format!("{base}.canned_responses"));
+            for (e, example) in decl.examples.iter().enumerate() {
+                let loc = Loc { file, path: format!("{base}.examples[{e}].message") };
+                self.non_empty(&example.message, &loc, "example message");
+            }
             out.push(Guideline {
                 id,
                 condition: decl.condition.clone(),
@@ -340,6 +344,7 @@ impl<'a> Resolver<'a> {
                 composition_mode: decl.composition_mode,
                 journey: journey.clone(),
                 canned_responses,
+                examples: decl.examples.clone(),
             });
         }
         out

@@ -1,6 +1,7 @@
 //! Resolution of journeys: states, transitions and the checks on the graph.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
 
 use indexmap::IndexMap;
 
@@ -50,7 +51,9 @@ impl<'a> Resolver<'a> {
                 condition: text.clone(),
             });
         }
-        if decl.conditions.is_empty() {
+        // A misspelt `conditions:` is already an error of its own (unknown field, with "did you
+        // mean"); the journey having none follows from it.
+        if decl.conditions.is_empty() && !self.misspelt(file, base, "JourneyDecl", "conditions") {
             self.warning(
                 "no-conditions",
                 &Loc { file, path: format!("{base}.title") },
@@ -86,8 +89,8 @@ impl<'a> Resolver<'a> {
                 self.error(
                     "invalid-id",
                     &id_loc,
-                    format!("`{}` is not a valid state id", state.id),
-                    Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                    format!("`{}` is not a valid state id", state.id.escape_debug()),
+                    Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
                 );
                 continue;
             }
@@ -118,7 +121,7 @@ impl<'a> Resolver<'a> {
                 metadata: state.metadata.clone(),
             });
         }
-        if decl.states.is_empty() {
+        if decl.states.is_empty() && !self.misspelt(file, base, "JourneyDecl", "states") {
             self.error(
                 "empty-journey",
                 &Loc { file, path: format!("{base}.title") },
@@ -138,7 +141,7 @@ impl<'a> Resolver<'a> {
         let mut raw: Vec<RawTransition> = Vec::new();
         match &decl.start {
             Some(start) => collect(&mut raw, START_STATE, start, file, &format!("{base}.start")),
-            None if !decl.states.is_empty() => {
+            None if !decl.states.is_empty() && !self.misspelt(file, base, "JourneyDecl", "start") => {
                 self.error(
                     "missing-start",
                     &Loc { file, path: format!("{base}.title") },
@@ -160,20 +163,13 @@ impl<'a> Resolver<'a> {
         }
         let mut transitions: Vec<Transition> = Vec::new();
         let mut seen_ids: HashSet<String> = HashSet::new();
-        let mut broken_targets = false;
+        // Transitions to states that do not exist, with the state each most likely meant.
+        let mut broken: Vec<Broken> = Vec::new();
         for (n, t) in raw.iter().enumerate() {
             if t.to != END_STATE && !state_index.contains_key(&t.to) {
-                broken_targets = true;
-                let known: Vec<&str> = decl.states.iter().map(|s| s.id.as_str()).chain([END_STATE]).collect();
-                let hint = match did_you_mean(&t.to, known.iter().copied()) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None if t.to == START_STATE => format!("to finish the journey go to `{END_STATE}`"),
-                    None => format!(
-                        "states of `{id}`: {}",
-                        known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
-                    ),
-                };
-                self.error("unknown-reference", &t.loc, format!("transition to unknown state `{}`", t.to), Some(hint));
+                let known = decl.states.iter().map(|s| s.id.as_str()).filter(|s| state_index.contains_key(*s));
+                let meant = did_you_mean(&t.to, known.chain([END_STATE]));
+                broken.push(Broken { transition: n, meant });
                 continue;
             }
             if let Some(when) = &t.when {
@@ -189,8 +185,8 @@ impl<'a> Resolver<'a> {
                 self.error(
                     "invalid-id",
                     &t.loc,
-                    format!("`{given}` is not a valid transition id"),
-                    Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                    format!("`{}` is not a valid transition id", given.escape_debug()),
+                    Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
                 );
             }
             let edge_id = t.id.clone().unwrap_or_else(|| format!("edge_{:03}", n + 1));
@@ -249,10 +245,69 @@ impl<'a> Resolver<'a> {
             states,
             transitions,
         };
+        let folded = self.broken_transitions(&journey, decl, &raw, &broken);
         if decl.start.is_some() {
-            self.graph_checks(&journey, decl, file, base, !broken_targets);
+            self.graph_checks(&journey, decl, file, base, &raw, &broken, &folded);
         }
         Some(journey)
+    }
+
+    /// Reports each transition to a state that does not exist as one error, with the state
+    /// it most likely meant and the states that only it would reach (those are not reported
+    /// again as unreachable). Returns the states folded into these errors.
+    fn broken_transitions(
+        &mut self,
+        journey: &Journey,
+        decl: &JourneyDecl,
+        raw: &[RawTransition],
+        broken: &[Broken],
+    ) -> HashSet<String> {
+        let mut folded = HashSet::new();
+        if broken.is_empty() {
+            return folded;
+        }
+        let reached = bfs(START_STATE, &edges(journey, raw, &[]));
+        // States nothing reaches even with every meant state put right: a transition whose
+        // target was not recognized may have meant any of them.
+        let repaired = bfs(START_STATE, &edges(journey, raw, broken));
+        let stranded: Vec<&str> =
+            journey.states.iter().map(|s| s.id.as_str()).filter(|s| !repaired.contains(*s)).collect();
+        for b in broken {
+            let Some(t) = raw.get(b.transition) else { continue };
+            let (hint, cut_off): (String, Vec<&str>) = match &b.meant {
+                Some(meant) => {
+                    let with = bfs(START_STATE, &edges(journey, raw, std::slice::from_ref(b)));
+                    let cut_off: Vec<&str> = journey
+                        .states
+                        .iter()
+                        .map(|s| s.id.as_str())
+                        .filter(|s| with.contains(*s) && !reached.contains(*s))
+                        .collect();
+                    (format!("did you mean `{meant}`?"), cut_off)
+                }
+                None if t.to == START_STATE => (format!("to finish the journey go to `{END_STATE}`"), Vec::new()),
+                None => {
+                    let known: Vec<String> =
+                        decl.states.iter().map(|s| format!("`{}`", s.id)).chain([format!("`{END_STATE}`")]).collect();
+                    let mut hint = format!("states of `{}`: {}", journey.id, known.join(", "));
+                    if !stranded.is_empty() {
+                        let _ = write!(hint, "; no transition reaches {}: was it one of them?", listed(&stranded));
+                    }
+                    (hint, Vec::new())
+                }
+            };
+            let message = if cut_off.is_empty() {
+                format!("transition to unknown state `{}`", t.to)
+            } else {
+                format!("transition to unknown state `{}`, so nothing reaches {}", t.to, listed(&cut_off))
+            };
+            if b.meant.is_none() {
+                folded.extend(stranded.iter().map(|s| s.to_string()));
+            }
+            folded.extend(cut_off.iter().map(|s| s.to_string()));
+            self.error("unknown-reference", &t.loc, message, Some(hint));
+        }
+        folded
     }
 
     fn state_kind(&mut self, state: &StateDecl, journey: &str, file: usize, sbase: &str) -> Option<StateKind> {
@@ -329,19 +384,38 @@ impl<'a> Resolver<'a> {
         Some(StateKind::Fork)
     }
 
-    /// Unreachable states, and states from which `end` cannot be reached.
-    fn graph_checks(&mut self, journey: &Journey, decl: &JourneyDecl, file: usize, base: &str, check_exits: bool) {
-        let mut forward: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    /// Unreachable states, and states from which `end` cannot be reached, on the graph as it
+    /// was most likely meant: transitions to misspelt states lead to the states they meant,
+    /// and states `folded` into the errors of broken transitions are not reported again.
+    /// Without a likely meaning for every broken transition, ways to `end` are not checked
+    /// (any state might lose its way out through one).
+    #[allow(clippy::too_many_arguments)]
+    fn graph_checks(
+        &mut self,
+        journey: &Journey,
+        decl: &JourneyDecl,
+        file: usize,
+        base: &str,
+        raw: &[RawTransition],
+        broken: &[Broken],
+        folded: &HashSet<String>,
+    ) {
+        let forward = edges(journey, raw, broken);
         let mut backward: IndexMap<&str, Vec<&str>> = IndexMap::new();
-        for t in &journey.transitions {
-            forward.entry(t.from.as_str()).or_default().push(t.to.as_str());
-            backward.entry(t.to.as_str()).or_default().push(t.from.as_str());
+        for (from, tos) in &forward {
+            for to in tos {
+                backward.entry(to).or_default().push(from);
+            }
         }
+        let check_exits = broken.iter().all(|b| b.meant.is_some());
         let reachable = bfs(START_STATE, &forward);
         let finishing = bfs(END_STATE, &backward);
         for state in &journey.states {
             let Some(s) = decl.states.iter().position(|x| x.id == state.id) else { continue };
             let loc = Loc { file, path: format!("{base}.states[{s}].id") };
+            if folded.contains(&state.id) {
+                continue;
+            }
             if !reachable.contains(state.id.as_str()) {
                 self.error(
                     "unreachable-state",
@@ -379,6 +453,41 @@ impl<'a> Resolver<'a> {
             );
         }
     }
+}
+
+/// `a`, `b` and `c`, quoted.
+fn listed(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => quoted.concat(),
+    }
+}
+
+/// A transition to a state the journey does not have.
+struct Broken {
+    /// Its index among the raw transitions.
+    transition: usize,
+    /// The state it most likely meant (a close spelling), if any.
+    meant: Option<String>,
+}
+
+/// The journey's transitions as edges, with each of `repaired` leading to the state it meant.
+fn edges<'j>(
+    journey: &'j Journey,
+    raw: &'j [RawTransition],
+    repaired: &'j [Broken],
+) -> IndexMap<&'j str, Vec<&'j str>> {
+    let mut forward: IndexMap<&str, Vec<&str>> = IndexMap::new();
+    for t in &journey.transitions {
+        forward.entry(t.from.as_str()).or_default().push(t.to.as_str());
+    }
+    for b in repaired {
+        if let (Some(t), Some(meant)) = (raw.get(b.transition), &b.meant) {
+            forward.entry(t.from.as_str()).or_default().push(meant.as_str());
+        }
+    }
+    forward
 }
 
 fn collect(out: &mut Vec<RawTransition>, from: &str, decl: &TransitionsDecl, file: usize, path: &str) {

@@ -133,6 +133,22 @@ impl<'a> Resolver<'a> {
         self.diagnostics.push(d);
     }
 
+    /// Whether the mapping at `path` of `file` has a key that is not a field of `def` (a
+    /// definition of the format's JSON Schema) but a misspelling of `field`: the unknown-field
+    /// error already names the cause of `field` being absent, so its absence is not reported
+    /// again.
+    fn misspelt(&self, file: usize, path: &str, def: &str, field: &str) -> bool {
+        let Some(parsed) = self.files.get(file) else { return false };
+        let fields: Vec<&str> = crate::definition::json_schema()["$defs"][def]["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        parsed.spans.keys_of(path).any(|key| {
+            !fields.contains(&key)
+                && crate::definition::check::did_you_mean(key, fields.iter().copied()).as_deref() == Some(field)
+        })
+    }
+
     fn describe_loc(&self, loc: &Loc) -> String {
         let span = self.span(loc);
         format!("{}:{}:{}", self.file_name(loc.file), span.line, span.col)
@@ -156,8 +172,8 @@ impl<'a> Resolver<'a> {
             self.error(
                 "invalid-id",
                 loc,
-                format!("`{id}` is not a valid {what} id"),
-                Some("ids may not be empty or contain whitespace, `:` or `/`".into()),
+                format!("`{}` is not a valid {what} id", id.escape_debug()),
+                Some("ids may not be empty or contain whitespace, control characters, `:` or `/`".into()),
             );
         }
     }

@@ -11,7 +11,7 @@ import { ParlantClient, Parlant, ParlantError, ParlantTimeoutError } from 'parla
 const BASE = process.env.GUIDEPOST_URL;
 const TURN_TIMEOUT_S = Number(process.env.TURN_TIMEOUT_S || 120);
 const POLL_WAIT_S = Number(process.env.POLL_WAIT_S || 30);
-const REQUEST_TIMEOUT_S = 20; // for every non-polling call
+const REQUEST_TIMEOUT_S = 120; // for every non-polling call: a hang guard, not a measure
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;

@@ -19,7 +19,9 @@ const BASE = (process.env.GUIDEPOST_URL || '').replace(/\/$/, '');
 const SIMULATION = process.env.SIMULATION || 'taxi-happy-path-trial0';
 const SHOTS = process.env.SCREENSHOTS || './web-screenshots';
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
-const TIMEOUT = 60_000;
+// How long a step may wait for the page: a hang guard, not a measure (a busy machine can take
+// tens of seconds for what takes one on a quiet one).
+const TIMEOUT = 300_000;
 
 let step = 0;
 const say = (m) => console.log(`ok ${++step} ${m}`);

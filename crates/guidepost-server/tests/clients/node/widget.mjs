@@ -8,7 +8,8 @@
 //   GUIDEPOST_URL     API server base URL (required)
 //   SCREENSHOT        where to save the screenshot (default ./widget.png)
 //   WIDGET_MODE       "float" (default: popup button, as embedded on sites) or "inline"
-//   WIDGET_TIMEOUT_S  bound on waiting for each agent reply bubble (default 60)
+//   WIDGET_TIMEOUT_S  bound on waiting for each agent reply bubble (default 300: a hang guard,
+//                     not a measure; a busy machine takes far longer than a quiet one)
 //   OBSERVE_S         after the reply, keep watching the wire this many seconds (default 0)
 //   WIRE_LOG          if set, write every request/response seen to this JSON file
 //   CHROMIUM          browser binary (default /usr/bin/chromium)
@@ -30,7 +31,10 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const BASE = (process.env.GUIDEPOST_URL || '').replace(/\/+$/, '');
 const SCREENSHOT = path.resolve(process.env.SCREENSHOT || './widget.png');
 const MODE = process.env.WIDGET_MODE || 'float';
-const TIMEOUT_S = Number(process.env.WIDGET_TIMEOUT_S || 60);
+const TIMEOUT_S = Number(process.env.WIDGET_TIMEOUT_S || 300);
+// How long the page, the browser and the API may take to answer before a step is given up:
+// hang guards, generous enough for a busy machine.
+const GUARD_MS = 120_000;
 const OBSERVE_S = Number(process.env.OBSERVE_S || 0);
 const WIRE_LOG = process.env.WIRE_LOG;
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -113,8 +117,8 @@ async function cleanup() {
   } catch {}
   if (staticServer) staticServer.close();
   if (client) {
-    if (createdSession) await client.sessions.delete(createdSession, { maxRetries: 0, timeoutInSeconds: 10 }).catch(() => {});
-    if (agentId) await client.agents.delete(agentId, { maxRetries: 0, timeoutInSeconds: 10 }).catch(() => {});
+    if (createdSession) await client.sessions.delete(createdSession, { maxRetries: 0, timeoutInSeconds: GUARD_MS / 1000 }).catch(() => {});
+    if (agentId) await client.agents.delete(agentId, { maxRetries: 0, timeoutInSeconds: GUARD_MS / 1000 }).catch(() => {});
   }
 }
 
@@ -134,7 +138,7 @@ async function main() {
   try {
     const agent = await client.agents.create(
       { name: `Widget Agent ${Date.now().toString(36)}`, description: 'widget conformance test' },
-      { maxRetries: 0, timeoutInSeconds: 20 },
+      { maxRetries: 0, timeoutInSeconds: GUARD_MS / 1000 },
     );
     agentId = agent.id;
   } catch (e) {
@@ -250,9 +254,9 @@ async function main() {
   page.on('pageerror', (e) => pageErrors.push(`[${secs()}s] pageerror: ${e.message}`));
 
   // 4. load the page
-  const resp = await page.goto(pageUrl, { waitUntil: 'load', timeout: 20000 });
+  const resp = await page.goto(pageUrl, { waitUntil: 'load', timeout: GUARD_MS });
   if (!resp || resp.status() !== 200) throw new CheckFailed(`page load answered ${resp && resp.status()}`);
-  await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: 10000 }).catch(() => {
+  await page.waitForFunction(() => document.body.dataset.ready === '1', null, { timeout: GUARD_MS }).catch(() => {
     throw new CheckFailed('the widget bundle did not run (document.body.dataset.ready never set)');
   });
   say(`page loaded: ${pageUrl}`);
@@ -260,13 +264,13 @@ async function main() {
   const textarea = page.locator('textarea[aria-label="Type your message"]');
   if (MODE === 'float') {
     const button = page.locator('#root button').first();
-    await button.waitFor({ state: 'visible', timeout: 10000 }).catch(() => {
+    await button.waitFor({ state: 'visible', timeout: GUARD_MS }).catch(() => {
       throw new CheckFailed('the floating chat button never appeared');
     });
     await button.click();
     say('clicked the floating chat button');
   }
-  await textarea.waitFor({ state: 'visible', timeout: 10000 }).catch(() => {
+  await textarea.waitFor({ state: 'visible', timeout: GUARD_MS }).catch(() => {
     throw new CheckFailed('the chat input never appeared');
   });
   say('chat is open');
@@ -352,7 +356,7 @@ function writeWireLog() {
 }
 
 // Hard bound on the whole run, whatever hangs.
-const hardLimitS = MESSAGES.length * TIMEOUT_S + OBSERVE_S + 90;
+const hardLimitS = MESSAGES.length * TIMEOUT_S + OBSERVE_S + (4 * GUARD_MS) / 1000;
 const killer = setTimeout(() => {
   console.error(`FAIL widget.mjs: still running after ${hardLimitS}s`);
   dumpDiagnostics();

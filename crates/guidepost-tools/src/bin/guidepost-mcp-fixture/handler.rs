@@ -3,10 +3,14 @@
 //!
 //! Written from the MCP specification with plain JSON-RPC rather than with the SDK the client
 //! uses, so the tests show the client talking to a server it shares no code with. Tools:
-//! `echo`, `add` (structured content), `weather` (an enum parameter and an error result) and
-//! `sleep`.
+//! `echo`, `add` (structured content), `weather` (an enum parameter and an error result),
+//! `sleep` and `gather` (answers once `n` calls of it are in flight at once: concurrency shown
+//! by overlap, not by a stopwatch).
 
+use std::sync::LazyLock;
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use serde_json::{Value, json};
 
@@ -24,8 +28,31 @@ fn tools() -> Value {
             "city": {"type": "string"},
             "unit": {"type": "string", "enum": ["celsius", "fahrenheit"], "default": "celsius"}}, "required": ["city"]}},
         {"name": "sleep", "description": "Sleep for a while",
-         "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}}
+         "inputSchema": {"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}},
+        {"name": "gather", "description": "Wait until n calls of gather are in flight at once",
+         "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}
     ])
+}
+
+/// Calls of `gather` in flight now, and the most that were at once.
+static GATHERING: LazyLock<watch::Sender<(u64, u64)>> = LazyLock::new(|| watch::Sender::new((0, 0)));
+
+/// How long a `gather` call waits for the others before it gives up. It matters only when
+/// calls arrive one after the other (the client does not run them concurrently): then they
+/// never meet, and each answers with an error instead of hanging.
+const GATHER_GUARD: Duration = Duration::from_secs(20);
+
+/// Waits until `n` calls are in flight at once (or the guard passes); the most seen at once.
+async fn gather(n: u64) -> u64 {
+    GATHERING.send_modify(|(now, most)| {
+        *now += 1;
+        *most = (*most).max(*now);
+    });
+    let mut seen = GATHERING.subscribe();
+    let _ = tokio::time::timeout(GATHER_GUARD, seen.wait_for(|(_, most)| *most >= n)).await;
+    let most = GATHERING.borrow().1;
+    GATHERING.send_modify(|(now, _)| *now = now.saturating_sub(1));
+    most
 }
 
 async fn call_tool(params: &Value) -> Result<Value, (i64, String)> {
@@ -53,6 +80,15 @@ async fn call_tool(params: &Value) -> Result<Value, (i64, String)> {
             let ms = args.get("ms").and_then(Value::as_u64).unwrap_or_default();
             tokio::time::sleep(Duration::from_millis(ms)).await;
             Ok(text("slept".into()))
+        }
+        "gather" => {
+            let n = args.get("n").and_then(Value::as_u64).unwrap_or(1);
+            let most = gather(n).await;
+            let mut result = text(json!({"together": most}).to_string());
+            if most < n {
+                result["isError"] = json!(true);
+            }
+            Ok(result)
         }
         other => Err((-32602, format!("unknown tool {other}"))),
     }

@@ -1,0 +1,72 @@
+//! `guidepost eval` as a user runs it: a report written as the run goes, and resumed.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::guidepost;
+
+const CASES: &str = "agent: ../examples/eval/agents/bakery.yaml
+cases:
+  - id: tags-and-members
+    conversation: [{customer: \"I'm allergic to nuts. What's new?\"}]
+    matched: [allergy, cake_of_the_week]
+    expect: {relationships: {allergy: false, cake_of_the_week: false}}
+";
+
+const MORE: &str = "  - id: tag-alone
+    conversation: [{customer: \"I'm allergic to nuts. Any discount?\"}]
+    matched: [allergy, loyalty_card]
+    expect: {relationships: {allergy: true, loyalty_card: false}}
+";
+
+#[test]
+fn the_report_is_written_as_the_run_goes_and_a_run_resumes_from_it() {
+    let dir = tempfile::tempdir_in(crate::repo_root().join("target")).unwrap();
+    let cases = dir.path().join("cases.yaml");
+    let agent = crate::repo_root().join("examples/eval/agents/bakery.yaml");
+    std::fs::write(&cases, CASES.replace("../examples/eval/agents/bakery.yaml", agent.to_str().unwrap())).unwrap();
+    let report = dir.path().join("out/report.json");
+    let run = |extra: &[&str]| {
+        guidepost()
+            .arg("eval")
+            .arg(&cases)
+            .arg("--json")
+            .arg(&report)
+            .args(extra)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    // Relational resolution alone decides these cases: no model is loaded or asked.
+    let first = run(&[]);
+    let stderr = String::from_utf8_lossy(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    assert!(!stderr.contains("loading"), "no model is loaded: {stderr}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["report"]["accuracy"], 1.0);
+    assert_eq!(json["done"].as_array().map(Vec::len), Some(1));
+    assert!(json["decisions"][0]["rationale"].as_str().unwrap().contains("deprioritized"), "{json}");
+
+    // One more case: a resumed run keeps the first and runs only the new one.
+    let more = std::fs::read_to_string(&cases).unwrap() + MORE;
+    std::fs::write(&cases, more).unwrap();
+    let second = run(&["--resume"]);
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    assert!(stderr.contains("[2/2] tag-alone") && !stderr.contains("tags-and-members"), "{stderr}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["done"].as_array().map(Vec::len), Some(2));
+    assert_eq!(json["decisions"].as_array().map(Vec::len), Some(4));
+
+    // A report made with other models is not resumed.
+    let mut other = json.clone();
+    other["models"] = serde_json::json!([["matching", "openai:gpt-4.1"]]);
+    std::fs::write(&report, other.to_string()).unwrap();
+    let refused = run(&["--resume"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && stderr.contains("made with other models"), "{stderr}");
+    // Nor without a report to resume.
+    let alone = guidepost().arg("eval").arg(&cases).arg("--resume").timeout(Duration::from_secs(60)).output().unwrap();
+    assert!(String::from_utf8_lossy(&alone.stderr).contains("give --json too"));
+}

@@ -1,0 +1,206 @@
+//! Journey rules that hold whatever the model answers: a step that only tells something is
+//! said and rested on; a move never rests on a fork; a journey waiting at a tool step still
+//! reads the customer's message; a transition is taken only from the model's threshold; and
+//! the record says which move was made and why.
+
+use std::sync::Arc;
+
+use guidepost_core::{JourneyPath, ToolId};
+use guidepost_engine::StagedToolResult;
+use guidepost_engine::batches::single::{choices_of, statement_of};
+use guidepost_engine::record::JourneyDecision;
+use guidepost_llm::ModelCapabilities;
+use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use serde_json::json;
+
+use crate::support::*;
+
+const SHOP: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: order
+    title: Place an order
+    conditions: [The customer wants to order something]
+    start: item
+    states:
+      - { id: item, chat: Ask which item they want, next: [{ to: fee, when: The customer named an item }] }
+      - { id: fee, chat: Explain the delivery fee of 5 euros, next: address }
+      - { id: address, chat: Ask for the delivery address, next: [{ to: place, when: The customer gave an address }] }
+      - { id: place, tool: place_order, next: route }
+      - id: route
+        fork: true
+        next:
+          - { to: stock, when: The order was placed }
+          - { to: failed, when: The order failed }
+      - id: stock
+        fork: true
+        next:
+          - { to: today, when: The item ships today }
+          - { to: later, when: The item ships later }
+      - { id: today, chat: Confirm the order is placed and ships today, next: end }
+      - { id: later, chat: Confirm the order is placed and say when it ships, next: end }
+      - { id: failed, chat: Apologize that the order failed, next: end }
+tools:
+  - name: place_order
+    description: Places an order
+    parameters: { address: { type: string } }
+"#;
+
+/// A small model reporting how likely "yes" was, holding yes from 0.7: `p` gives p(yes) from
+/// the statement and the customer's latest message. A choice names the statement `pick`
+/// prefers; a journey-wide selection exits.
+fn small_model(p: fn(&str, &str) -> f32, pick: fn(&str) -> bool) -> Arc<ScriptedModel> {
+    Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(move |req| Ok(p(statement_of(user(req)).unwrap_or_default(), &last_customer(req))))
+            .when(schema_is("Choice"))
+            .reply_with(move |req| {
+                let listed = choices_of(user(req)).expect("a numbered list");
+                Ok(json!((listed.iter().position(|s| pick(s)).unwrap_or(0) + 1).to_string()))
+            })
+            .when(schema_is("JourneySelectionAnswer"))
+            .reply_with(|_| Ok(json!({"rationale": "the customer gave up", "exits": {}, "decision": "exit", "steps": [], "backtrack_to": null}))),
+    )
+}
+
+fn at(states_: &[&str]) -> Session {
+    let mut session = Session::new();
+    session.state.journey_paths.insert("order".into(), JourneyPath::from_states(states(states_)).unwrap());
+    session
+}
+
+fn place_order() -> ToolId {
+    inline(SHOP).tools[0].id.clone()
+}
+
+fn placed(ships: &str) -> StagedToolResult {
+    StagedToolResult {
+        tool: place_order(),
+        arguments: json!({"address": "12 Main Street"}),
+        result: json!({"placed": true, "ships": ships}),
+    }
+}
+
+#[tokio::test]
+async fn a_step_that_only_tells_something_is_rested_on() {
+    // "Explain the fee" has a single unconditional way on, to the address question. The fee
+    // is said in this reply and the journey rests there; the address is asked next turn.
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement == "The customer named an item" { 0.9 } else { 0.1 }
+    }
+    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    let mut session = at(&["initial", "item"]);
+    let o = matcher.match_turn(&session.customer("A blue kettle, please.")).await.unwrap();
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item", "fee"])));
+    let nodes = o.matched_nodes();
+    assert_eq!(nodes, [("order", "fee")], "only the fee is said in this reply");
+    session.reply(&o, "The delivery fee is 5 euros.");
+    let next = matcher.match_turn(&session.customer("Fine.")).await.unwrap();
+    assert_eq!(path_of(&next, "order").unwrap().last().map(String::as_str), Some("address"));
+}
+
+#[tokio::test]
+async fn forks_in_a_row_are_decided_after_the_tool_ran() {
+    // The order is placed (the tool ran in this turn's first pass): the tool step's one way on
+    // leads to a fork, whose chosen exit leads to another fork. Neither is a place to rest.
+    fn p(statement: &str, _: &str) -> f32 {
+        match statement {
+            "The customer gave an address" | "The order was placed" | "The item ships today" => 0.9,
+            _ => 0.1,
+        }
+    }
+    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    let mut session = at(&["initial", "item", "fee", "address"]);
+    let ctx = session.customer("12 Main Street");
+    let first = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&first, "order").unwrap().last().map(String::as_str), Some("place"));
+    let ctx = ctx.with_tool_results(vec![placed("today")]);
+    let second = matcher.rematch(&ctx, &first).await.unwrap();
+    assert_eq!(
+        path_of(&second, "order"),
+        Some(states(&["initial", "item", "fee", "address", "place", "route", "stock", "today"]))
+    );
+    let record = second.record.journey("order").unwrap();
+    assert!(record.rationale.contains("The item ships today: yes (p 0.90"), "{}", record.rationale);
+}
+
+#[tokio::test]
+async fn a_fork_whose_exits_all_fall_short_is_decided_by_choice() {
+    // At the second fork the model is unsure of both exits (0.55 and 0.3): a fork cannot be
+    // rested on, so it is asked which one holds, and names "ships later".
+    fn p(statement: &str, _: &str) -> f32 {
+        match statement {
+            "The order was placed" => 0.9,
+            "The item ships today" => 0.55,
+            "The item ships later" => 0.3,
+            _ => 0.1,
+        }
+    }
+    let matcher = matcher(inline(SHOP), small_model(p, |s| s.contains("later")));
+    let mut session = at(&["initial", "item", "fee", "address", "place"]);
+    let ctx = session.customer("Ok, go ahead.").with_tool_results(vec![placed("next week")]);
+    let o = matcher.match_turn(&ctx).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("later"));
+    let rationale = &o.record.journey("order").unwrap().rationale;
+    assert!(rationale.contains("which holds: The item ships later"), "{rationale}");
+}
+
+#[tokio::test]
+async fn a_journey_waiting_at_a_tool_step_reads_a_changed_request() {
+    // The order could not be placed last turn (no address); the journey waits at the tool
+    // step. The customer now takes the request back: the correction question is asked beside
+    // the checks, and the journey-wide selection lets the journey go.
+    fn p(statement: &str, message: &str) -> f32 {
+        if statement.contains("changes or corrects") && message.contains("rather not") { 0.8 } else { 0.1 }
+    }
+    let model = small_model(p, |_| true);
+    let matcher = matcher(inline(SHOP), model.clone());
+    let mut session = at(&["initial", "item", "fee", "address", "place"]);
+    let o = matcher.match_turn(&session.customer("Hm, I'd rather not order it after all.")).await.unwrap();
+    assert_eq!(o.record.journey("order").unwrap().decision, JourneyDecision::Exited);
+    assert!(o.journey_paths.is_empty());
+    // A message that changes nothing leaves it waiting for its tool.
+    let mut session = at(&["initial", "item", "fee", "address", "place"]);
+    let o = matcher.match_turn(&session.customer("It's 12 Main Street.")).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("place"));
+    assert_eq!(o.tool_enabled().count(), 1, "the tool is called");
+}
+
+#[tokio::test]
+async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so() {
+    // At the address question, the model leans towards "an address was given" (0.62) but not
+    // up to its 0.7: the journey stays, and the record says it stayed and why.
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement == "The customer gave an address" { 0.62 } else { 0.1 }
+    }
+    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    let o =
+        matcher.match_turn(&at(&["initial", "item", "fee", "address"]).customer("Near the station.")).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("address"));
+    let record = o.record.journey("order").unwrap();
+    assert_eq!(record.decision, JourneyDecision::Stayed);
+    assert!(record.rationale.starts_with("stayed at `address`"), "{}", record.rationale);
+    assert!(
+        record.rationale.contains("The customer gave an address: no (p 0.62, yes from 0.70)"),
+        "{}",
+        record.rationale
+    );
+}
+
+#[tokio::test]
+async fn a_move_states_where_it_went() {
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement == "The customer gave an address" { 0.85 } else { 0.1 }
+    }
+    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    let o = matcher.match_turn(&at(&["initial", "item", "fee", "address"]).customer("12 Main Street")).await.unwrap();
+    let record = o.record.journey("order").unwrap();
+    assert!(record.rationale.starts_with("moved to `place`"), "{}", record.rationale);
+    assert!(
+        record.rationale.contains("The customer gave an address: yes (p 0.85, yes from 0.70)"),
+        "{}",
+        record.rationale
+    );
+}

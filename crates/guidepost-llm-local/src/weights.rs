@@ -1,0 +1,216 @@
+//! Quantized matrix weights that candle may keep twice, and how Guidepost keeps them once.
+//!
+//! On x86 CPUs with AVX2 or AVX-512, candle's quantized matrix product repacks a weight's
+//! blocks into tiles of its own the first time the weight is used, keeps the tiles beside the
+//! blocks, and from then on reads only the tiles (for Q4_K and, on AVX-512 VNNI, Q8_0 at
+//! every batch size; Q6_K only for more than one row at a time). Qwen2.5-1.5B in Q4_K_M kept
+//! about 1.1 GB of tiles beside its 1.1 GB of blocks after its first answer.
+//!
+//! [`StoredBlocks`] holds a weight's blocks for candle and counts how often candle reads
+//! them directly. After a warm-up that runs every weight both one row and many rows at a time
+//! ([`Decoder::load`](crate::decoder::Decoder::load)), the blocks of the weights candle never
+//! read directly are released ([`BlockHandle::release`]): only the tiles stay. A weight that
+//! is read directly (Q6_K one row at a time, or every weight on a CPU without the tiled
+//! kernels) keeps its blocks. Should candle ever ask for released blocks, the product fails
+//! with an error that says so instead of reading freed memory.
+
+use std::borrow::Cow;
+use std::io::{Read, Seek, SeekFrom};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use candle_core::quantized::gguf_file::Content;
+use candle_core::quantized::{GgmlDType, QStorage, QTensor, QuantizedType};
+use candle_core::{CpuStorage, Device};
+use half::f16;
+
+use crate::error::LocalError;
+
+/// The blocks of one weight, shared between candle's tensor and the decoder's handle.
+struct Shared {
+    dtype: GgmlDType,
+    blocks: RwLock<Option<Box<dyn QuantizedType>>>,
+    /// Products candle computed from the blocks themselves (not from its tiles).
+    direct_reads: AtomicUsize,
+}
+
+/// A weight's blocks as candle's quantized tensor sees them.
+pub(crate) struct StoredBlocks(Arc<Shared>);
+
+/// The decoder's handle on a weight's blocks.
+#[derive(Clone)]
+pub(crate) struct BlockHandle(Arc<Shared>);
+
+impl BlockHandle {
+    /// Whether candle computed a product from the blocks themselves since they were loaded.
+    pub(crate) fn read_directly(&self) -> bool {
+        self.0.direct_reads.load(Ordering::Relaxed) > 0
+    }
+
+    /// Frees the blocks and returns how many bytes they held. Call it only while no product
+    /// runs, and only for a weight candle reads through its tiles.
+    pub(crate) fn release(&self) -> usize {
+        let mut blocks = self.0.blocks.write().unwrap_or_else(PoisonError::into_inner);
+        blocks.take().map_or(0, |b| b.storage_size_in_bytes())
+    }
+}
+
+fn released() -> candle_core::Error {
+    candle_core::Error::Msg(
+        "the weight's quantized blocks were released after candle repacked them, and candle asked for them again"
+            .into(),
+    )
+}
+
+impl StoredBlocks {
+    fn read<T>(&self, f: impl FnOnce(&dyn QuantizedType) -> T) -> Option<T> {
+        let blocks = self.0.blocks.read().unwrap_or_else(PoisonError::into_inner);
+        blocks.as_deref().map(f)
+    }
+}
+
+impl QuantizedType for StoredBlocks {
+    fn dtype(&self) -> GgmlDType {
+        self.0.dtype
+    }
+
+    fn matmul_t(&self, mkn: (usize, usize, usize), lhs: &[f32], dst: &mut [f32]) -> candle_core::Result<()> {
+        self.0.direct_reads.fetch_add(1, Ordering::Relaxed);
+        self.read(|b| b.matmul_t(mkn, lhs, dst)).unwrap_or_else(|| Err(released()))
+    }
+
+    fn matmul_t_f16(&self, mkn: (usize, usize, usize), lhs: &[f16], dst: &mut [f16]) -> candle_core::Result<()> {
+        self.0.direct_reads.fetch_add(1, Ordering::Relaxed);
+        self.read(|b| b.matmul_t_f16(mkn, lhs, dst)).unwrap_or_else(|| Err(released()))
+    }
+
+    fn embedding(&self, ids: &[u32], rows: usize, hidden: usize) -> candle_core::Result<CpuStorage> {
+        self.0.direct_reads.fetch_add(1, Ordering::Relaxed);
+        self.read(|b| b.embedding(ids, rows, hidden)).unwrap_or_else(|| Err(released()))
+    }
+
+    fn dequantize(&self, elem_count: usize) -> candle_core::Result<CpuStorage> {
+        self.0.direct_reads.fetch_add(1, Ordering::Relaxed);
+        self.read(|b| b.dequantize(elem_count)).unwrap_or_else(|| Err(released()))
+    }
+
+    fn storage_size_in_bytes(&self) -> usize {
+        self.read(|b| b.storage_size_in_bytes()).unwrap_or(0)
+    }
+
+    /// Where candle repacks the blocks from: only on a weight's first use, before the blocks
+    /// could be released.
+    fn as_ptr(&self) -> *const u8 {
+        self.read(|b| b.as_ptr()).unwrap_or(std::ptr::null())
+    }
+
+    fn block_size(&self) -> usize {
+        self.0.dtype.block_size()
+    }
+
+    fn from_float(&mut self, xs: &[f32]) {
+        let mut blocks = self.0.blocks.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = blocks.as_mut() {
+            b.from_float(xs);
+        }
+    }
+
+    fn from_float_imatrix(&mut self, xs: &[f32], imatrix_weights: &[f32], n_per_row: usize) {
+        let mut blocks = self.0.blocks.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = blocks.as_mut() {
+            b.from_float_imatrix(xs, imatrix_weights, n_per_row);
+        }
+    }
+
+    fn size(&self) -> usize {
+        self.read(|b| b.size()).unwrap_or(0)
+    }
+}
+
+/// `blocks` (of `dtype`, shaped `shape`) as a tensor candle multiplies by, and the handle that
+/// can release them.
+fn wrap(
+    blocks: Box<dyn QuantizedType>,
+    dtype: GgmlDType,
+    shape: candle_core::Shape,
+) -> Result<(QTensor, BlockHandle), LocalError> {
+    let shared = Arc::new(Shared { dtype, blocks: RwLock::new(Some(blocks)), direct_reads: AtomicUsize::new(0) });
+    let tensor = QTensor::new(QStorage::Cpu(Box::new(StoredBlocks(Arc::clone(&shared)))), shape)?;
+    Ok((tensor, BlockHandle(shared)))
+}
+
+/// Reads tensor `name` of the GGUF `content` from `reader` into releasable blocks.
+pub(crate) fn read<R: Read + Seek>(
+    content: &Content,
+    reader: &mut R,
+    name: &str,
+) -> Result<(QTensor, BlockHandle), LocalError> {
+    let info =
+        content.tensor_infos.get(name).ok_or_else(|| LocalError::Gguf(format!("the model has no tensor `{name}`")))?;
+    let dtype = info.ggml_dtype;
+    let elements = info.shape.elem_count();
+    if !elements.is_multiple_of(dtype.block_size()) {
+        return Err(LocalError::Gguf(format!(
+            "tensor `{name}`: {elements} values do not fill blocks of {}",
+            dtype.block_size()
+        )));
+    }
+    let bytes = elements / dtype.block_size() * dtype.type_size();
+    let start = content.tensor_data_offset.saturating_add(info.offset);
+    let mut raw = vec![0u8; bytes];
+    reader
+        .seek(SeekFrom::Start(start))
+        .and_then(|_| reader.read_exact(&mut raw))
+        .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {bytes} bytes at offset {start}: {e}")))?;
+    wrap(dtype.from_data(Cow::Borrowed(&raw)), dtype, info.shape.clone())
+}
+
+/// `tensor`'s blocks copied into releasable blocks (for a tensor converted at load).
+pub(crate) fn rewrap(tensor: &QTensor, device: &Device) -> Result<(QTensor, BlockHandle), LocalError> {
+    let dtype = tensor.dtype();
+    let data = tensor.data()?;
+    let QStorage::Cpu(blocks) = QStorage::from_data(data, device, dtype)? else {
+        return Err(LocalError::Gguf("quantized weights live on the CPU only".into()));
+    };
+    wrap(blocks, dtype, tensor.shape().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::quantized::QMatMul;
+    use candle_core::{Module, Tensor};
+
+    fn weight(dtype: GgmlDType) -> Result<(QTensor, Tensor), LocalError> {
+        let device = Device::Cpu;
+        let values = Tensor::arange(0f32, 32.0 * 512.0, &device)?.reshape((32, 512))?;
+        let values = ((values / 1000.0)?.sin()? * 0.5)?;
+        Ok((QTensor::quantize(&values, dtype)?, values))
+    }
+
+    #[test]
+    fn wrapped_blocks_multiply_as_the_originals_do() -> Result<(), LocalError> {
+        let device = Device::Cpu;
+        let (original, _) = weight(GgmlDType::Q6K)?;
+        let x = Tensor::arange(0f32, 3.0 * 512.0, &device)?.reshape((3, 512))?.cos()?;
+        let expected = QMatMul::from_qtensor(weight(GgmlDType::Q6K)?.0)?.forward(&x)?;
+        let (wrapped, handle) = rewrap(&original, &device)?;
+        let got = QMatMul::from_qtensor(wrapped)?.forward(&x)?;
+        let diff = (expected - got)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff < 1e-4, "{diff}");
+        assert!(handle.release() > 0, "the blocks were held");
+        Ok(())
+    }
+
+    #[test]
+    fn released_blocks_fail_a_direct_read_with_a_clear_error() -> Result<(), LocalError> {
+        let device = Device::Cpu;
+        let (original, _) = weight(GgmlDType::Q8_0)?;
+        let (wrapped, handle) = rewrap(&original, &device)?;
+        assert!(handle.release() > 0);
+        assert_eq!(handle.release(), 0, "released once");
+        let err = wrapped.dequantize(&device).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("released"), "{err}");
+        Ok(())
+    }
+}

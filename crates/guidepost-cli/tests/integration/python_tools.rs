@@ -110,6 +110,7 @@ async fn python_tools_reach_the_engine_with_their_types_choices_errors_and_timeo
         command: Vec::new(),
         env: Default::default(),
         timeout_ms: None,
+        idempotency_keys: false,
     };
     let mut registry = ToolRegistry::for_services(&[service]).unwrap();
     assert!(registry.discover_tools().await.is_empty());

@@ -213,6 +213,10 @@ enum Command {
         /// died is taken up again this long after its last renewal.
         #[arg(long, default_value_t = 30, env = "GUIDEPOST_TURN_LEASE_SECS")]
         turn_lease_secs: u64,
+        /// Seconds a stopping server (Ctrl-C, SIGTERM) waits for tool calls its turns are
+        /// making before it hands those turns back to be finished by the next process.
+        #[arg(long, default_value_t = 10, env = "GUIDEPOST_SHUTDOWN_GRACE_SECS")]
+        shutdown_grace_secs: u64,
         /// Turns running at once in this process; more wait (back-pressure).
         #[arg(long, default_value_t = 256, env = "GUIDEPOST_MAX_TURNS_IN_FLIGHT")]
         max_turns_in_flight: usize,
@@ -584,6 +588,7 @@ fn main() -> ExitCode {
             turn_lease_secs,
             max_turns_in_flight,
             turn_timeout_secs,
+            shutdown_grace_secs,
             production,
             api_keys_file,
             rate_limit,
@@ -609,6 +614,7 @@ fn main() -> ExitCode {
                     lease: std::time::Duration::from_secs(turn_lease_secs.max(1)),
                     max_in_flight: max_turns_in_flight.max(1),
                     turn_timeout: std::time::Duration::from_secs(turn_timeout_secs.max(1)),
+                    shutdown_grace: std::time::Duration::from_secs(shutdown_grace_secs),
                 },
                 production,
                 api_keys_file,

@@ -101,6 +101,8 @@ pub struct ServerOptions {
 pub struct Server {
     state: Arc<AppState>,
     cors: Cors,
+    /// How long stopping waits for the turns' running tool calls.
+    shutdown_grace: Duration,
 }
 
 impl Server {
@@ -118,6 +120,7 @@ impl Server {
     /// A server with these options.
     pub fn with_options(store: Store, models: RuntimeModels, config: RuntimeConfig, options: ServerOptions) -> Self {
         let metrics = Arc::new(Metrics::default());
+        let shutdown_grace = options.turns.shutdown_grace;
         let settings =
             ConversationSettings { turns: options.turns, secrets: options.secrets, observer: metrics.clone() };
         let conversations = Arc::new(Conversations::new(store.clone(), models, config, settings));
@@ -133,7 +136,7 @@ impl Server {
             bounds: options.bounds,
             proxies: options.trusted_proxies,
         });
-        Self { state, cors: options.cors }
+        Self { state, cors: options.cors, shutdown_grace }
     }
 
     /// The shared state.
@@ -163,11 +166,12 @@ impl Server {
         // Turns are handed back or finished while the HTTP side drains: long polls and
         // streams end at once when the service stops.
         let conversations = self.state.conversations.clone();
+        let grace = self.shutdown_grace;
         let stopping = {
             let token = token.clone();
             tokio::spawn(async move {
                 token.cancelled().await;
-                conversations.shutdown(Duration::from_secs(10)).await;
+                conversations.shutdown(grace).await;
             })
         };
         let signal = {

@@ -104,6 +104,8 @@ services:
         cmd.arg("serve")
             .arg(self.agents.path())
             .args(["--port", "0", "--turn-lease-secs", "2"])
+            // A hang guard: the SIGTERM test lets the booking answer once the server waits for it.
+            .args(["--shutdown-grace-secs", "600"])
             .args(&self.storage)
             .env("GUIDEPOST_MODEL", format!("openai-compatible:{}/v1#gpt-4.1", self.fake.url))
             .env("GUIDEPOST_EMBEDDER", format!("openai-compatible:{}/v1#fake-embed", self.fake.url))

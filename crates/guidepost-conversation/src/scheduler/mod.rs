@@ -45,11 +45,19 @@ pub struct TurnSettings {
     pub max_in_flight: usize,
     /// A turn still preparing after this long is stopped and fails.
     pub turn_timeout: Duration,
+    /// How long a stopping server waits for its turns' running tool calls before it hands
+    /// the turns back.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for TurnSettings {
     fn default() -> Self {
-        Self { lease: Duration::from_secs(30), max_in_flight: 256, turn_timeout: Duration::from_secs(900) }
+        Self {
+            lease: Duration::from_secs(30),
+            max_in_flight: 256,
+            turn_timeout: Duration::from_secs(900),
+            shutdown_grace: Duration::from_secs(10),
+        }
     }
 }
 

@@ -225,6 +225,28 @@ fn generic_responses(op: &Operation) -> Vec<(u16, &'static str)> {
     out
 }
 
+/// The bodies of the operations whose answer is not one of the API's types: text, YAML, the
+/// health report (the same on 200 and 503).
+fn other_content(id: &str) -> Option<Value> {
+    let text = json!({"schema": {"type": "string"}});
+    match id {
+        "journey_mermaid" | "metrics" => Some(json!({"text/plain": text})),
+        "export_agent_definition" => {
+            Some(json!({"application/yaml": text, "application/json": {"schema": {"type": "object"}}}))
+        }
+        "openapi" => Some(json!({"application/json": {"schema": {"type": "object"}}})),
+        "health_check_healthz_get" => {
+            let status = json!({"type": "string", "enum": ["healthy", "unhealthy"]});
+            Some(json!({"application/json": {"schema": {
+                "type": "object",
+                "properties": {"status": status, "checks": {"type": "object"}},
+                "required": ["status", "checks"]
+            }}}))
+        }
+        _ => None,
+    }
+}
+
 /// The document.
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -276,6 +298,13 @@ fn build() -> Value {
                 code.to_string(),
                 json!({"description": description, "content": {"application/json": {"schema": error_body()}}}),
             );
+        }
+        if let Some(content) = other_content(op.id) {
+            for (code, response) in responses.iter_mut() {
+                if code == &op.status.to_string() || (op.id == "health_check_healthz_get" && code == "503") {
+                    response["content"] = content.clone();
+                }
+            }
         }
         let mut operation = json!({
             "operationId": op.id,

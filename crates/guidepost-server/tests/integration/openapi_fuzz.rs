@@ -568,13 +568,23 @@ fn operations(doc: &Value) -> Vec<(String, String, Value)> {
 }
 
 #[test]
-fn fuzz_openapi_conformance() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    // On a database file, as a server in production runs.
+fn fuzz_openapi_conformance_on_a_database_file() {
     let folder = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", folder.path().join("guidepost.db").display());
+    fuzz_against(&format!("sqlite://{}", folder.path().join("guidepost.db").display()));
+}
+
+#[test]
+fn fuzz_openapi_conformance_in_memory() {
+    fuzz_against("sqlite::memory:");
+}
+
+fn fuzz_against(url: &str) {
+    if let Ok(mut seen) = STATUSES.lock() {
+        seen.clear();
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (server, doc, ids) = runtime.block_on(async {
-        let store = guidepost_store::Store::open(&url).await.unwrap();
+        let store = guidepost_store::Store::open(url).await.unwrap();
         let server = TestServer::start_with(store, std::time::Duration::ZERO).await;
         let doc = server.ok("get", "/openapi.json", None).await;
         let ids = fixtures(&server, 0).await;

@@ -312,6 +312,16 @@ fn build() -> Value {
             "parameters": parameters,
             "responses": responses,
         });
+        if op.id == "import_agent_definition" {
+            // 201 when the definition created the agent, 200 when it changed or kept one.
+            if let Some(ok) = operation["responses"].get("200").cloned() {
+                operation["responses"]["201"] = ok;
+            }
+            operation["requestBody"] = json!({"required": true, "content": {
+                "application/yaml": {"schema": {"type": "string", "description": "An agent definition file"}},
+                "application/json": {"schema": {"type": "object", "description": "An agent definition in JSON"}}
+            }});
+        }
         if let Some(body) = op.body {
             operation["requestBody"] =
                 json!({"required": true, "content": {"application/json": {"schema": body(&mut generator)}}});

@@ -475,6 +475,18 @@ fn request_for(doc: &Value, path: &str, method: &str, op: &Value, ids: &Ids, rng
         };
         query.push((name, value));
     }
+    if op["operationId"] == "import_agent_definition" && !mutated {
+        // A definition in the authoring format (JSON), new or the same again.
+        let n = rng.below(3);
+        let body = json!({"agent": {"id": format!("fuzz-{n}"), "name": format!("Fuzz {n}")}});
+        return Request {
+            method: method.to_string(),
+            path: format!("/agents/fuzz-{n}/definition"),
+            query,
+            body: Some(body),
+            body_valid: true,
+        };
+    }
     let (body, body_valid) = match op.pointer("/requestBody/content/application~1json/schema") {
         Some(schema) => {
             let mut body = generate(doc, schema, ids, rng, 0);

@@ -9,6 +9,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
+use guidepost_server::access::{AccessPolicy, Role};
+
 use super::support::TestServer;
 
 /// A small deterministic generator (SplitMix64) driven by proptest's seed, so that a failing
@@ -434,6 +436,8 @@ struct Request {
     body: Option<Value>,
     /// Whether the body is one the declared request schema accepts.
     body_valid: bool,
+    /// The API key sent, if any.
+    key: Option<&'static str>,
 }
 
 fn request_for(doc: &Value, path: &str, method: &str, op: &Value, ids: &Ids, rng: &mut Rng, mutated: bool) -> Request {
@@ -485,6 +489,7 @@ fn request_for(doc: &Value, path: &str, method: &str, op: &Value, ids: &Ids, rng
             query,
             body: Some(body),
             body_valid: true,
+            key: None,
         };
     }
     let (body, body_valid) = match op.pointer("/requestBody/content/application~1json/schema") {
@@ -499,7 +504,7 @@ fn request_for(doc: &Value, path: &str, method: &str, op: &Value, ids: &Ids, rng
         }
         None => (None, true),
     };
-    Request { method: method.to_string(), path: concrete, query, body, body_valid }
+    Request { method: method.to_string(), path: concrete, query, body, body_valid, key: None }
 }
 
 /// How often each status answered (with whether the body was valid), printed at the end.
@@ -514,6 +519,9 @@ async fn check(server: &TestServer, doc: &Value, op: &Value, req: &Request) -> R
     let mut builder = server.http.request(method, url);
     if let Some(body) = &req.body {
         builder = builder.json(body);
+    }
+    if let Some(key) = req.key {
+        builder = builder.bearer_auth(key);
     }
     let resp = builder.send().await.map_err(|e| format!("no answer: {e}"))?;
     let status = resp.status().as_u16();
@@ -582,22 +590,43 @@ fn operations(doc: &Value) -> Vec<(String, String, Value)> {
 #[test]
 fn fuzz_openapi_conformance_on_a_database_file() {
     let folder = tempfile::tempdir().unwrap();
-    fuzz_against(&format!("sqlite://{}", folder.path().join("guidepost.db").display()));
+    fuzz_against(&format!("sqlite://{}", folder.path().join("guidepost.db").display()), false);
 }
 
 #[test]
 fn fuzz_openapi_conformance_in_memory() {
-    fuzz_against("sqlite::memory:");
+    fuzz_against("sqlite::memory:", false);
 }
 
-fn fuzz_against(url: &str) {
+/// In production with API keys: requests without a key, with a client's, an admin's or one
+/// that matches none.
+#[test]
+fn fuzz_openapi_conformance_in_production() {
+    fuzz_against("sqlite::memory:", true);
+}
+
+const ADMIN: &str = "admin-key-0123456789abcdef";
+const KEYS: [Option<&str>; 4] = [None, Some("client-key-0123456789abcdef"), Some(ADMIN), Some("no-such-key")];
+
+fn fuzz_against(url: &str, production: bool) {
     if let Ok(mut seen) = STATUSES.lock() {
         seen.clear();
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (server, doc, ids) = runtime.block_on(async {
         let store = guidepost_store::Store::open(url).await.unwrap();
-        let server = TestServer::start_with(store, std::time::Duration::ZERO).await;
+        let mut options = guidepost_server::ServerOptions::default();
+        if production {
+            let keys = KEYS.iter().flatten().take(2).map(|k| k.to_string()).zip([Role::Client, Role::Admin]);
+            options.access = AccessPolicy::with_keys(keys, true);
+            // Budgets refill with the clock: without them every answer depends on the
+            // request alone (429 is declared everywhere and checked by the access tests).
+            options.access.requests_per_minute = None;
+            options.access.failed_authentications_per_minute = None;
+            options.access.messages_per_session_per_minute = None;
+        }
+        let mut server = TestServer::start_with_options(store, std::time::Duration::ZERO, options).await;
+        server.key = production.then(|| ADMIN.to_string());
         let doc = server.ok("get", "/openapi.json", None).await;
         let ids = fixtures(&server, 0).await;
         (server, doc, ids)
@@ -614,7 +643,10 @@ fn fuzz_against(url: &str) {
         let (path, method, op) = &ops[index % ops.len()];
         let mut rng = Rng(seed);
         let mutated = rng.one_in(2);
-        let req = request_for(&doc, path, method, op, &ids.borrow(), &mut rng, mutated);
+        let mut req = request_for(&doc, path, method, op, &ids.borrow(), &mut rng, mutated);
+        if production {
+            req.key = rng.pick(&KEYS).copied().flatten();
+        }
         runtime.block_on(check(&server, &doc, op, &req)).map_err(|problem| {
             TestCaseError::fail(format!(
                 "{} {path} ({}): {problem}\nrequest: {req:?}",
@@ -626,7 +658,8 @@ fn fuzz_against(url: &str) {
     // Every operation once with a valid request, then random operations, valid and mutated.
     for (index, (path, method, op)) in ops.iter().enumerate() {
         let mut rng = Rng(index as u64);
-        let req = request_for(&doc, path, method, op, &ids.borrow(), &mut rng, false);
+        let mut req = request_for(&doc, path, method, op, &ids.borrow(), &mut rng, false);
+        req.key = production.then_some(ADMIN);
         if let Err(problem) = runtime.block_on(check(&server, &doc, op, &req)) {
             panic!("{} {path}: {problem}\nrequest: {req:?}", method.to_uppercase());
         }

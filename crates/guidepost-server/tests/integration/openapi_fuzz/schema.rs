@@ -188,6 +188,10 @@ pub(super) fn generate(doc: &Value, schema: &Value, ids: &Ids, rng: &mut Rng, de
             let n = rng.pick(&candidates).copied().unwrap_or(0).clamp(min, max);
             if kind == "number" && rng.one_in(3) { json!(n as f64 + 0.5) } else { json!(n) }
         }
+        // Now and then a long text, for the size limits.
+        "string" if rng.one_in(40) => {
+            json!("long text ".repeat(rng.pick(&[40, 800, 12_000, 120_000]).copied().unwrap_or(1)))
+        }
         "string" => json!(ids.string(rng)),
         "array" => {
             let n = if depth > 4 { 0 } else { rng.below(3) };

@@ -28,6 +28,7 @@ targets=(
   "anthropic_sse guidepost-llm fuzz_anthropic_sse"
   "tool_results guidepost-tools fuzz_parlant_call_stream"
   "mcp_results guidepost-tools fuzz_mcp_result"
+  "openapi_conformance guidepost-server fuzz_openapi_conformance"
 )
 
 selected=()

@@ -16,7 +16,7 @@ use crate::error::{ApiError, ApiResult, FieldError};
 #[derive(Debug, Clone)]
 pub struct Body<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+impl<S: Send + Sync, T: DeserializeOwned + schemars::JsonSchema + 'static> FromRequest<S> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
@@ -67,7 +67,7 @@ impl RawBody {
 pub const MAX_JSON_DEPTH: usize = 32;
 
 /// Parses a JSON body, locating every problem in FastAPI's terms.
-pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+pub fn parse_body<T: DeserializeOwned + schemars::JsonSchema + 'static>(bytes: &[u8]) -> ApiResult<T> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid(FieldError::new(vec![json!("body")], "missing", "Field required")));
     }
@@ -89,6 +89,20 @@ pub fn parse_body<T: DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
             vec![json!("body"), json!(e.column())],
             "json_invalid",
             format!("JSON decode error: {e}"),
+        )));
+    }
+    // A struct also deserializes from an array of its fields: refuse one where the type
+    // (and the document) has an object.
+    if bytes.contains(&b'[')
+        && let Ok(raw) = serde_json::from_slice::<Value>(bytes)
+        && let Some(at) = crate::body_shape::misplaced_list::<T>(&raw)
+    {
+        let mut loc = vec![json!("body")];
+        loc.extend(at);
+        return Err(ApiError::invalid(FieldError::new(
+            loc,
+            "model_attributes_type",
+            "Input should be a valid dictionary or object to extract fields from",
         )));
     }
     Ok(value)
@@ -272,7 +286,7 @@ mod tests {
     use super::*;
     use serde::Deserialize;
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
     #[allow(dead_code)]
     struct Thing {
         name: String,
@@ -281,13 +295,13 @@ mod tests {
         items: Option<Vec<Item>>,
     }
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
     #[serde(rename_all = "snake_case")]
     enum Mode {
         Fluid,
     }
 
-    #[derive(Debug, Deserialize)]
+    #[derive(Debug, Deserialize, schemars::JsonSchema)]
     #[allow(dead_code)]
     struct Item {
         value: String,

@@ -27,6 +27,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod access;
+mod body_shape;
 pub mod bounds;
 pub mod client;
 pub mod dto;

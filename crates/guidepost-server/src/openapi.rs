@@ -34,6 +34,18 @@ use crate::routes::variables::{
 
 type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 
+/// What the listings that page on request answer, as the reference declares it: a page
+/// when `limit` is given, else every item in a plain array.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+#[allow(dead_code)]
+enum PageOrList<T> {
+    /// With `limit`.
+    Page(PageDto<T>),
+    /// Without `limit`.
+    All(Vec<T>),
+}
+
 fn s<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
     g.subschema_for::<T>()
 }
@@ -90,7 +102,7 @@ pub fn operations() -> Vec<Operation> {
         op!("get" "/agents/{agent_id}/definition" "export_agent_definition", "The agent's definition in the authoring format (YAML, or JSON with format=json)", q: [("format", "string", "yaml (default) or json")], body: None, 200 => None, ext true),
         op!("put" "/agents/{agent_id}/definition" "import_agent_definition", "Replaces what the agent's definition defines with the YAML or JSON body", q: [], body: None, 200 => Some(s::<ImportResultDto>), ext true),
         op!("post" "/sessions" "create_session", "Creates a session (the agent speaks first with allow_greeting=true)", q: [("allow_greeting", "boolean", "Let the agent start the conversation")], body: Some(s::<SessionCreationParams>), 201 => Some(s::<SessionDto>)),
-        op!("get" "/sessions" "list_sessions", "Lists sessions: a plain array, or a page with limit", q: [("agent_id", "string", "Only this agent's"), ("customer_id", "string", "Only this customer's"), ("labels", "string", "Only sessions with every given label (repeatable)"), ("limit", "integer", "Page size, 1 to 100"), ("cursor", "string", "The next_cursor of the previous page"), ("sort", "string", "asc or desc")], body: None, 200 => Some(s::<PageDto<SessionDto>>)),
+        op!("get" "/sessions" "list_sessions", "Lists sessions: a plain array, or a page with limit", q: [("agent_id", "string", "Only this agent's"), ("customer_id", "string", "Only this customer's"), ("labels", "string", "Only sessions with every given label (repeatable)"), ("limit", "integer", "Page size, 1 to 100"), ("cursor", "string", "The next_cursor of the previous page"), ("sort", "string", "asc or desc")], body: None, 200 => Some(s::<PageOrList<SessionDto>>)),
         op!("delete" "/sessions" "delete_sessions", "Deletes the sessions of an agent or customer", q: [("agent_id", "string", "Only this agent's"), ("customer_id", "string", "Only this customer's")], body: None, 204 => None),
         op!("get" "/sessions/{session_id}" "read_session", "Reads a session", q: [], body: None, 200 => Some(s::<SessionDto>)),
         op!("delete" "/sessions/{session_id}" "delete_session", "Deletes a session with its events", q: [], body: None, 204 => None),
@@ -120,7 +132,7 @@ pub fn operations() -> Vec<Operation> {
         op!("patch" "/terms/{term_id}" "update_term", "Changes a term", q: [], body: Some(s::<TermUpdateParams>), 200 => Some(s::<TermDto>)),
         op!("delete" "/terms/{term_id}" "delete_term", "Deletes a term", q: [], body: None, 204 => None),
         op!("post" "/customers" "create_customer", "Creates a customer", q: [], body: Some(s::<CustomerCreationParams>), 201 => Some(s::<CustomerDto>)),
-        op!("get" "/customers" "list_customers", "Lists customers: a plain array, or a page with limit", q: [("limit", "integer", "Page size, 1 to 100"), ("cursor", "string", "The next_cursor of the previous page"), ("sort", "string", "asc or desc")], body: None, 200 => Some(s::<PageDto<CustomerDto>>)),
+        op!("get" "/customers" "list_customers", "Lists customers: a plain array, or a page with limit", q: [("limit", "integer", "Page size, 1 to 100"), ("cursor", "string", "The next_cursor of the previous page"), ("sort", "string", "asc or desc")], body: None, 200 => Some(s::<PageOrList<CustomerDto>>)),
         op!("get" "/customers/{customer_id}" "read_customer", "Reads a customer", q: [], body: None, 200 => Some(s::<CustomerDto>)),
         op!("patch" "/customers/{customer_id}" "update_customer", "Changes a customer", q: [], body: Some(s::<CustomerUpdateParams>), 200 => Some(s::<CustomerDto>)),
         op!("delete" "/customers/{customer_id}" "delete_customer", "Deletes a customer", q: [], body: None, 204 => None),
@@ -192,6 +204,49 @@ fn validation_body() -> Value {
     })
 }
 
+/// The answers any operation of its kind may give besides its own: refused keys and roles,
+/// rate limits, writes that collide with what is stored, bodies over the size limit, and an
+/// unavailable dependency.
+fn generic_responses(op: &Operation) -> Vec<(u16, &'static str)> {
+    let mut out = vec![
+        (401, "No API key where one is needed, or a key that matches none"),
+        (403, "The API key's role does not allow this operation"),
+        (429, "Too many requests or failed authentications: retry after the Retry-After header's seconds"),
+    ];
+    if op.method != "get" {
+        out.push((409, "Conflicts with what is stored (an id already taken, a change that would break a journey)"));
+    }
+    if op.body.is_some() || matches!(op.method, "put" | "post") {
+        out.push((413, "The body, or an event's data, is over the size limit"));
+    }
+    if matches!(op.id, "read_service" | "health_check_healthz_get") {
+        out.push((503, "A tool service or the database does not answer"));
+    }
+    out
+}
+
+/// The bodies of the operations whose answer is not one of the API's types: text, YAML, the
+/// health report (the same on 200 and 503).
+fn other_content(id: &str) -> Option<Value> {
+    let text = json!({"schema": {"type": "string"}});
+    match id {
+        "journey_mermaid" | "metrics" => Some(json!({"text/plain": text})),
+        "export_agent_definition" => {
+            Some(json!({"application/yaml": text, "application/json": {"schema": {"type": "object"}}}))
+        }
+        "openapi" => Some(json!({"application/json": {"schema": {"type": "object"}}})),
+        "health_check_healthz_get" => {
+            let status = json!({"type": "string", "enum": ["healthy", "unhealthy"]});
+            Some(json!({"application/json": {"schema": {
+                "type": "object",
+                "properties": {"status": status, "checks": {"type": "object"}},
+                "required": ["status", "checks"]
+            }}}))
+        }
+        _ => None,
+    }
+}
+
 /// The document.
 pub fn document() -> &'static Value {
     static DOC: OnceLock<Value> = OnceLock::new();
@@ -221,10 +276,10 @@ fn build() -> Value {
             None => json!({"description": "Success"}),
         };
         responses.insert(op.status.to_string(), ok);
-        if op.path.contains('{') {
+        if op.path.contains('{') || op.body.is_some() || op.query.iter().any(|(n, _, _)| n.ends_with("_id")) {
             responses.insert(
                 "404".into(),
-                json!({"description": "Not found", "content": {"application/json": {"schema": error_body()}}}),
+                json!({"description": "Not found: the path's item, or one the request refers to (a tag, an agent, a customer)", "content": {"application/json": {"schema": error_body()}}}),
             );
         }
         if op.body.is_some() || !op.query.is_empty() || op.path.contains('{') {
@@ -233,12 +288,40 @@ fn build() -> Value {
         if op.query.iter().any(|(n, _, _)| n.starts_with("wait_for")) {
             responses.insert("504".into(), json!({"description": "Nothing arrived in time", "content": {"application/json": {"schema": error_body()}}}));
         }
+        if op.query.iter().any(|(n, _, _)| *n == "sse")
+            && let Some(content) = responses.get_mut(&op.status.to_string()).and_then(|r| r.get_mut("content"))
+        {
+            content["text/event-stream"] = json!({"schema": {"type": "string", "description": "Server-sent events, one `data:` line of JSON each"}});
+        }
+        for (code, description) in generic_responses(&op) {
+            responses.insert(
+                code.to_string(),
+                json!({"description": description, "content": {"application/json": {"schema": error_body()}}}),
+            );
+        }
+        if let Some(content) = other_content(op.id) {
+            for (code, response) in responses.iter_mut() {
+                if code == &op.status.to_string() || (op.id == "health_check_healthz_get" && code == "503") {
+                    response["content"] = content.clone();
+                }
+            }
+        }
         let mut operation = json!({
             "operationId": op.id,
             "summary": op.summary,
             "parameters": parameters,
             "responses": responses,
         });
+        if op.id == "import_agent_definition" {
+            // 201 when the definition created the agent, 200 when it changed or kept one.
+            if let Some(ok) = operation["responses"].get("200").cloned() {
+                operation["responses"]["201"] = ok;
+            }
+            operation["requestBody"] = json!({"required": true, "content": {
+                "application/yaml": {"schema": {"type": "string", "description": "An agent definition file"}},
+                "application/json": {"schema": {"type": "object", "description": "An agent definition in JSON"}}
+            }});
+        }
         if let Some(body) = op.body {
             operation["requestBody"] =
                 json!({"required": true, "content": {"application/json": {"schema": body(&mut generator)}}});

@@ -12,6 +12,7 @@ mod integration {
     mod conformance;
     mod definitions;
     mod openapi;
+    mod openapi_fuzz;
     mod session_access;
     mod turns;
 }

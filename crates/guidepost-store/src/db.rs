@@ -109,6 +109,36 @@ pub(crate) async fn connect(url: &str, max_connections: u32) -> Result<(AnyPool,
     Ok((pool, reader, backend))
 }
 
+/// `sqlite::memory:` as a named in-memory database (`sqlite:file:NAME?mode=memory&cache=shared`),
+/// other URLs as they are. Each connection to `sqlite::memory:` opens a database of its own,
+/// so when the writer's connection is replaced (a request cancelled in the middle of a query
+/// closes it) the replacement would open an empty one; every connection to a named database
+/// reaches the same one, kept alive by [`memory_keeper`].
+pub(crate) fn name_memory_database(url: &str) -> String {
+    if url == "sqlite::memory:" || url == "sqlite://:memory:" {
+        format!("sqlite:file:guidepost-memory-{}?mode=memory&cache=shared", uuid::Uuid::new_v4().simple())
+    } else {
+        url.to_string()
+    }
+}
+
+/// For a named in-memory database, a connection held for the store's life (never used for
+/// queries): the database lives while one connection to it is open.
+pub(crate) async fn memory_keeper(url: &str) -> Result<Option<AnyPool>> {
+    if !(url.starts_with("sqlite:") && url.contains("mode=memory")) {
+        return Ok(None);
+    }
+    let options = AnyConnectOptions::from_str(url).map_err(|_| StoreError::UnsupportedUrl(redact(url)))?;
+    let pool = AnyPoolOptions::new()
+        .max_connections(1)
+        .min_connections(1)
+        .max_lifetime(None)
+        .idle_timeout(None)
+        .connect_with(options)
+        .await?;
+    Ok(Some(pool))
+}
+
 /// Read-only connections to a SQLite file (opened after the writer made sure it exists and is
 /// in WAL mode).
 async fn connect_sqlite_readers(url: &str) -> Result<AnyPool> {

@@ -63,6 +63,9 @@ pub struct Store {
     vector_search: bool,
     /// A SQLite store's file, looked at again before each write.
     file: Option<Arc<health::DatabaseFile>>,
+    /// In memory: the connection that keeps the database alive while the writer's
+    /// connection is replaced.
+    _memory: Option<AnyPool>,
 }
 
 impl std::fmt::Debug for Store {
@@ -80,7 +83,7 @@ impl Store {
 
     /// As [`Store::open`], with at most `max_connections` PostgreSQL connections.
     pub async fn open_with(url: &str, max_connections: u32) -> Result<Self> {
-        let url = normalize_sqlite_url(url);
+        let url = db::name_memory_database(&normalize_sqlite_url(url));
         let path = health::sqlite_file(&url);
         // A file that exists but may not be written is refused before SQLite opens it
         // (read-only, it would serve reads and fail every write).
@@ -88,6 +91,7 @@ impl Store {
             health::DatabaseFile::opened(path)?;
         }
         let (pool, reader, backend) = db::connect(&url, max_connections).await?;
+        let memory = db::memory_keeper(&url).await?;
         db::migrate(&pool, backend).await?;
         rates::prepare(&pool).await?;
         let file = match &path {
@@ -102,7 +106,7 @@ impl Store {
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, reader, backend, hub, vector_search, file })
+        Ok(Self { pool, reader, backend, hub, vector_search, file, _memory: memory })
     }
 
     /// The pool to write through, once the store's file is known to be the one it opened and
@@ -165,6 +169,9 @@ impl Store {
     pub async fn close(&self) {
         self.reader.close().await;
         self.pool.close().await;
+        if let Some(memory) = &self._memory {
+            memory.close().await;
+        }
     }
 
     /// Whether the database answers.

@@ -70,3 +70,27 @@ async fn browsers_from_another_origin_may_call_the_api() {
     assert_eq!(resp.headers()["access-control-allow-origin"], "http://localhost:3000");
     server.stop().await;
 }
+
+/// A list where the document declares an object (a struct would also take the list of its
+/// fields) is a 422 naming the field, and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_where_the_document_declares_objects_are_refused() {
+    let server = TestServer::start().await;
+    let session = server.session("taxi").await;
+    let customer = server.ok("post", "/customers", Some(serde_json::json!({"name": "Alice"}))).await;
+    let customer = customer["id"].as_str().unwrap().to_string();
+    for (path, body, field) in [
+        (format!("/sessions/{session}"), serde_json::json!({"labels": [null, null]}), "labels"),
+        (format!("/customers/{customer}"), serde_json::json!({"tags": [null, null]}), "tags"),
+        (format!("/customers/{customer}"), serde_json::json!({"metadata": [null, null]}), "metadata"),
+    ] {
+        let (status, answer) = server.call("patch", &path, Some(body.clone())).await;
+        assert_eq!(status, 422, "{path} {body}: {answer}");
+        assert_eq!(answer["detail"][0]["loc"], serde_json::json!(["body", field]), "{answer}");
+    }
+    let (status, answer) = server.call("patch", &format!("/sessions/{session}"), Some(serde_json::json!([null]))).await;
+    assert_eq!((status, answer["detail"][0]["loc"].clone()), (422, serde_json::json!(["body"])), "{answer}");
+    let read = server.ok("get", &format!("/sessions/{session}"), None).await;
+    assert_eq!(read["labels"], serde_json::json!([]));
+    server.stop().await;
+}

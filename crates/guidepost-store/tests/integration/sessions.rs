@@ -72,3 +72,16 @@ store_test!(sessions_are_filtered_paged_updated_and_deleted, |store: Store| asyn
     assert_eq!(removed, 4);
     assert_eq!(store.list_sessions(&SessionFilter::default()).await.unwrap().len(), 2);
 });
+
+#[tokio::test]
+async fn an_in_memory_store_keeps_its_data_when_its_connection_is_replaced() {
+    let store = Store::ephemeral().await.unwrap();
+    store.create_session(&session("kept", "a", "guest")).await.unwrap();
+    // A request cancelled in the middle of a query closes the writer's connection; the pool
+    // opens another, which must reach the same database.
+    let connection = store.pool().acquire().await.unwrap();
+    connection.close().await.unwrap();
+    assert!(store.get_session("kept").await.unwrap().is_some(), "the session is gone with the connection");
+    let other = Store::ephemeral().await.unwrap();
+    assert!(other.get_session("kept").await.unwrap().is_none(), "two in-memory stores share a database");
+}

@@ -105,6 +105,7 @@ function summarizeWire() {
 }
 
 let browser;
+let userDataDir;
 let staticServer;
 let page;
 let agentId;
@@ -115,6 +116,8 @@ async function cleanup() {
   try {
     if (browser) await browser.close();
   } catch {}
+  // The browser's profile is this run's own: nothing of it stays behind.
+  if (userDataDir) fs.rmSync(userDataDir, { recursive: true, force: true });
   if (staticServer) staticServer.close();
   if (client) {
     if (createdSession) await client.sessions.delete(createdSession, { maxRetries: 0, timeoutInSeconds: GUARD_MS / 1000 }).catch(() => {});
@@ -156,7 +159,7 @@ async function main() {
   say(`serving widget page at ${pageOrigin} (API origin ${apiOrigin})`);
 
   // 3. browser
-  const userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guidepost-widget-'));
+  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'guidepost-widget-'));
   const context = await chromium.launchPersistentContext(userDataDir, {
     executablePath: CHROMIUM,
     headless: true,

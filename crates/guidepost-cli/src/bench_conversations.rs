@@ -216,16 +216,7 @@ async fn turn(
 ) -> Result<TurnFigures> {
     let base = &server.base;
     let started = Instant::now();
-    let posted: Value = http
-        .post(format!("{base}/sessions/{sid}/events"))
-        .json(&json!({"kind": "message", "source": "customer", "message": message}))
-        .send()
-        .await?
-        .error_for_status()?
-        .json()
-        .await?;
-    let trace = posted["trace_id"].as_str().context("the posted message has no trace id")?.to_string();
-    let mut next = posted["offset"].as_u64().unwrap_or(0) + 1;
+    let (trace, mut next) = crate::load::post_customer_message(http, base, sid, message).await?;
     let (mut last_seen, mut stage) = (Duration::ZERO, "posted".to_string());
     let (mut longest_gap, mut gap_after) = (Duration::ZERO, String::new());
     let mut reply = Vec::new();

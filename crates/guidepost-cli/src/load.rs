@@ -87,16 +87,7 @@ pub(crate) async fn observed_conversation(
     let mut turns = Vec::new();
     for message in messages {
         let started = Instant::now();
-        let posted: Value = http
-            .post(format!("{base}/sessions/{sid}/events"))
-            .json(&json!({"kind": "message", "source": "customer", "message": message}))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        let trace = posted["trace_id"].as_str().context("no trace id")?.to_string();
-        let mut next = posted["offset"].as_u64().unwrap_or(0) + 1;
+        let (trace, mut next) = post_customer_message(http, base, &sid, message).await?;
         loop {
             if started.elapsed() > limit {
                 bail!("no reply within {} s to {message:?}", limit.as_secs());
@@ -142,6 +133,26 @@ impl Drop for Served {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Posts a customer message to session `sid` of the server at `base`: the turn's trace id
+/// and the offset of the first event after the message.
+pub(crate) async fn post_customer_message(
+    http: &reqwest::Client,
+    base: &str,
+    sid: &str,
+    message: &str,
+) -> Result<(String, u64)> {
+    let posted: Value = http
+        .post(format!("{base}/sessions/{sid}/events"))
+        .json(&json!({"kind": "message", "source": "customer", "message": message}))
+        .send()
+        .await?
+        .error_for_status()?
+        .json()
+        .await?;
+    let trace = posted["trace_id"].as_str().context("the posted message has no trace id")?.to_string();
+    Ok((trace, posted["offset"].as_u64().unwrap_or(0) + 1))
 }
 
 /// Starts the fake model and the server (on a fresh SQLite file, or on `database_url`).

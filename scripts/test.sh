@@ -202,6 +202,10 @@ step "taxi journey coverage (replayed)" "$bin" simulate examples/scenarios/taxi-
 # not required.
 step "decision cases (replayed)" "$bin" eval examples/eval --cache replay-or-fail \
     --recordings examples/recordings --json target/eval/report.json --junit target/eval/junit.xml
+# The held-out decisions (examples/eval/held-out, never tuned on) the same way: a change that
+# alters a prompt must record them again too, and the README reports both figures.
+step "held-out decision cases (replayed)" "$bin" eval examples/eval/held-out --cache replay-or-fail \
+    --recordings examples/recordings --json target/eval/held-out.json --junit target/eval/held-out.xml
 
 echo
 echo "== summary ($((SECONDS - started)) s$( ((busy > 0)) && echo ", $busy CPU-bound processes beside it"))"

@@ -105,6 +105,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         None,
         Some(ledger.clone()),
         None,
+        true,
     )?;
     // Local weights load now, where a wait is expected, not inside the first turn.
     let to_load = stack.models_to_warm_up();

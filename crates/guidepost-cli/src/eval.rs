@@ -84,6 +84,7 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
         None,
         None,
         cache,
+        suite.needs_models(),
     )?;
     // Cases decided by relational resolution alone ask no model: none is loaded for them.
     let to_load = if suite.needs_models() { stack.models_to_warm_up() } else { Vec::new() };

@@ -34,11 +34,12 @@ pub fn stack_with(
     threads: Option<usize>,
     default_concurrency: Option<usize>,
 ) -> Result<ModelStack> {
-    stack_observed(model, embedder, threads, default_concurrency, None, None)
+    stack_observed(model, embedder, threads, default_concurrency, None, None, true)
 }
 
 /// As [`stack_with`], with every call of the stack also counted in `ledger` (progress
-/// displays read its calls in flight).
+/// displays read its calls in flight). Without `asks_models` (work that no model decides,
+/// such as relationship cases given what matched) local weights need not be installed.
 pub fn stack_observed(
     model: Option<&str>,
     embedder: Option<&str>,
@@ -46,6 +47,7 @@ pub fn stack_observed(
     default_concurrency: Option<usize>,
     ledger: Option<guidepost_llm::UsageLedger>,
     cache: Option<(guidepost_llm::CacheMode, std::path::PathBuf)>,
+    asks_models: bool,
 ) -> Result<ModelStack> {
     let mut builder = crate::config_file::stack_builder().context("reading the model settings")?;
     if let Some(spec) = model {
@@ -69,7 +71,11 @@ pub fn stack_observed(
     }
     // Every chat answer replayed: local weights need not be installed.
     let replay_only = config.cache_mode == guidepost_llm::CacheMode::ReplayOrFail && config.recordings.is_some();
-    builder.config(config).registry(registry(threads, replay_only)).build().context("building the model stack")
+    builder
+        .config(config)
+        .registry(registry(threads, replay_only || !asks_models))
+        .build()
+        .context("building the model stack")
 }
 
 /// A local model on a busy CPU can take minutes for one long prompt: the per-call timeout

@@ -7,13 +7,13 @@ use async_trait::async_trait;
 use candle_core::Device;
 use guidepost_llm::progress::CallProgress;
 use guidepost_llm::{
-    ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TextStream, TokenDecision,
-    TokenOption, Usage,
+    ChatModel, ChatRequest, ChatResponse, LlmError, Output, OutputFormat, Role, StreamEvent, TaskKind, TextStream,
+    TokenDecision, TokenOption, Usage,
 };
 use tokio::sync::mpsc;
 
 use crate::chat_template::{ChatTemplate, TemplateMessage};
-use crate::constrained::GrammarCompiler;
+use crate::constrained::{DECISION_TEXT_CHARS, GrammarCompiler, with_bounded_free_text};
 use crate::decoder::Decoder;
 use crate::error::LocalError;
 use crate::generate::{DecodeParams, FinishReason, Generation, Generator};
@@ -251,14 +251,19 @@ impl Inner {
                 let Some(grammar) = &session.grammar else {
                     return Err(LocalError::Grammar("grammar compiler unavailable".into()));
                 };
-                let mut matcher = grammar.matcher(schema)?;
+                let mut matcher = match req.task {
+                    // A reply or a simulated customer's message is as long as it needs to be.
+                    TaskKind::Generation | TaskKind::Simulation | TaskKind::Other(_) => grammar.matcher(schema)?,
+                    _ => grammar.matcher(&with_bounded_free_text(schema, DECISION_TEXT_CHARS))?,
+                };
                 let generation =
                     session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text, progress)?;
                 self.after_answer(req, &generation, session);
                 if generation.finish == FinishReason::Length {
                     return Err(LocalError::Grammar(format!(
-                        "the answer reached the limit of {} tokens before the JSON was complete",
-                        params.max_tokens
+                        "the answer reached the limit of {} tokens before the JSON was complete; it ended: {}",
+                        params.max_tokens,
+                        guidepost_llm::tail_excerpt(&generation.text, 240)
                     )));
                 }
                 let value = serde_json::from_str(&generation.text)

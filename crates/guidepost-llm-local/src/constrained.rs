@@ -94,6 +94,46 @@ pub(crate) fn with_guidance_options(schema: &Value) -> Value {
     schema
 }
 
+/// The longest free-text string (a rationale, a question, a free argument) a decision answer
+/// may hold, in characters. Every such string recorded on the example and held-out suites is
+/// shorter (the longest is 361); a small model that starts repeating a sentence is made to close
+/// the string here instead of running to the answer's token limit with the JSON unfinished.
+pub(crate) const DECISION_TEXT_CHARS: u64 = 480;
+
+/// `schema` with every free-text string bounded to `max_chars` characters: strings with no
+/// `enum`, `const`, `pattern`, `format` or `maxLength` of their own, wherever they sit
+/// (properties, array items, alternatives, definitions). Values inside `enum`, `const`,
+/// `default` and `examples` are data, not schemas, and are left alone.
+pub(crate) fn with_bounded_free_text(schema: &Value, max_chars: u64) -> Value {
+    let mut schema = schema.clone();
+    bound_free_text(&mut schema, max_chars);
+    schema
+}
+
+fn bound_free_text(node: &mut Value, max_chars: u64) {
+    match node {
+        Value::Object(object) => {
+            let is_string = match object.get("type") {
+                Some(Value::String(kind)) => kind == "string",
+                Some(Value::Array(kinds)) => kinds.iter().any(|k| k == "string"),
+                _ => false,
+            };
+            let constrained =
+                ["enum", "const", "pattern", "format", "maxLength"].iter().any(|k| object.contains_key(*k));
+            if is_string && !constrained {
+                object.insert("maxLength".into(), json!(max_chars));
+            }
+            for (key, value) in object.iter_mut() {
+                if !matches!(key.as_str(), "enum" | "const" | "default" | "examples") {
+                    bound_free_text(value, max_chars);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| bound_free_text(item, max_chars)),
+        _ => {}
+    }
+}
+
 /// The allowed token with the highest logit.
 pub(crate) fn masked_argmax(logits: &[f32], mask: &SimpleVob) -> Option<u32> {
     let mut best: Option<(u32, f32)> = None;
@@ -118,6 +158,36 @@ mod tests {
         assert_eq!(with["x-guidance"]["whitespace_flexible"], json!(false));
         let custom = json!({"type": "object", "x-guidance": {"whitespace_flexible": true}});
         assert_eq!(with_guidance_options(&custom)["x-guidance"]["whitespace_flexible"], json!(true));
+    }
+
+    #[test]
+    fn free_text_is_bounded_and_constrained_strings_are_not() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "rationale": {"type": "string"},
+                "decision": {"type": "string", "enum": ["yes", "no"]},
+                "code": {"type": "string", "pattern": "^[A-Z]{3}$"},
+                "short": {"type": "string", "maxLength": 10},
+                "maybe": {"type": ["string", "null"]},
+                "options": {"type": "array", "items": {"type": "string"}},
+                "choice": {"anyOf": [{"$ref": "#/$defs/Note"}, {"type": "null"}]},
+                "type": {"type": "string", "const": "x"}
+            },
+            "$defs": {"Note": {"type": "object", "properties": {"text": {"type": "string"}}}},
+            "examples": [{"rationale": {"type": "string"}}]
+        });
+        let bounded = with_bounded_free_text(&schema, 480);
+        let props = &bounded["properties"];
+        assert_eq!(props["rationale"]["maxLength"], json!(480));
+        assert_eq!(props["maybe"]["maxLength"], json!(480));
+        assert_eq!(props["options"]["items"]["maxLength"], json!(480));
+        assert_eq!(bounded["$defs"]["Note"]["properties"]["text"]["maxLength"], json!(480));
+        assert_eq!(props["short"]["maxLength"], json!(10));
+        for fixed in ["decision", "code", "type"] {
+            assert!(props[fixed].get("maxLength").is_none(), "{fixed} was bounded");
+        }
+        assert!(bounded["examples"][0]["rationale"].get("maxLength").is_none());
     }
 
     #[test]

@@ -150,7 +150,7 @@ pub fn excerpt(text: &str, max: usize) -> String {
 }
 
 /// The last `max` characters of `text`, with a leading ellipsis when cut.
-pub(crate) fn tail_excerpt(text: &str, max: usize) -> String {
+pub fn tail_excerpt(text: &str, max: usize) -> String {
     let count = text.chars().count();
     if count <= max {
         text.to_string()

@@ -77,7 +77,7 @@ pub mod validate;
 pub use config::{
     ACCEPTED_SPECS, ModelSettings, ModelSpec, ProviderFactory, ProviderKeys, ProviderRegistry, is_local_model,
 };
-pub use error::{LlmError, excerpt};
+pub use error::{LlmError, excerpt, tail_excerpt};
 pub use middleware::cache::CacheMode;
 pub use middleware::limits::LimitsConfig;
 pub use middleware::retry::RetryPolicy;

@@ -82,18 +82,10 @@ pub enum Access {
     Admin,
 }
 
-/// The access an operation needs, by method and route.
+/// The access an operation needs, by method and route, as its declaration says (see
+/// [`crate::routes::access_of`]).
 pub fn access_of(method: &Method, route: &str) -> Access {
-    match (method.as_str(), route) {
-        (_, "/healthz" | "/openapi.json" | "/" | "/assets/{name}") => Access::Public,
-        ("GET", "/agents/{agent_id}")
-        | ("POST", "/sessions")
-        | ("GET", "/sessions/{session_id}")
-        | ("POST", "/sessions/{session_id}/events")
-        | ("GET", "/sessions/{session_id}/events")
-        | ("GET", "/sessions/{session_id}/events/{event_id}") => Access::Customer,
-        _ => Access::Admin,
-    }
+    crate::routes::access_of(method, route)
 }
 
 /// Whether `caller`, already allowed the operation, may touch a session of `customer_id`:
@@ -277,6 +269,18 @@ mod tests {
         assert_eq!(AccessPolicy::open().caller(None), Ok(Caller::Open));
         assert!(AccessPolicy::parse_keys("root:aaaaaaaaaaaaaaaa").unwrap_err().contains("entry 1"));
         assert!(!AccessPolicy::parse_keys("admin:short").unwrap_err().contains("short"), "errors never show keys");
+    }
+
+    #[test]
+    fn methods_a_path_does_not_declare_need_nothing_on_public_paths_and_admin_elsewhere() {
+        assert_eq!(access_of(&Method::GET, "/agents/{agent_id}"), Access::Customer);
+        assert_eq!(access_of(&Method::HEAD, "/agents/{agent_id}"), Access::Admin);
+        assert_eq!(access_of(&Method::DELETE, "/healthz"), Access::Public);
+        assert_eq!(access_of(&Method::HEAD, "/assets/{name}"), Access::Public);
+        assert_eq!(access_of(&Method::PUT, "/sessions"), Access::Admin);
+        assert_eq!(access_of(&Method::GET, "/metrics"), Access::Admin);
+        assert_eq!(access_of(&Method::GET, ""), Access::Admin, "an unmatched request");
+        assert_eq!(access_of(&Method::GET, "/no/such/route"), Access::Admin);
     }
 
     #[test]

@@ -278,3 +278,15 @@ pub struct PageDto<T> {
     /// The cursor of the next page.
     pub next_cursor: Option<String>,
 }
+
+/// What the listings that page on request answer, as the reference declares it: a page
+/// when `limit` is given, else every item in a plain array.
+#[derive(JsonSchema)]
+#[schemars(untagged)]
+#[allow(dead_code)]
+pub enum PageOrList<T> {
+    /// With `limit`.
+    Page(PageDto<T>),
+    /// Without `limit`.
+    All(Vec<T>),
+}

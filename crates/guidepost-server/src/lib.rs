@@ -50,7 +50,6 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
 use guidepost_conversation::{ConversationSettings, Conversations, RuntimeConfig, RuntimeModels, TurnSettings};
 use guidepost_store::Store;
 use tokio_util::sync::CancellationToken;
@@ -59,7 +58,7 @@ use tower_http::cors::{AllowHeaders, AllowMethods, AllowOrigin, CorsLayer};
 use crate::access::{AccessPolicy, Caller};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::routes::*;
+use crate::routes::{customers, evaluations};
 use crate::state::AppState;
 
 pub use error::{ApiError as Error, FieldError};
@@ -210,7 +209,7 @@ impl Server {
         .allow_methods(AllowMethods::mirror_request())
         .max_age(Duration::from_secs(600));
         let metrics = self.state.metrics.clone();
-        api_routes()
+        routes::router()
             .route_layer(axum::middleware::from_fn_with_state(self.state.clone(), authorize))
             .route_layer(axum::middleware::from_fn(move |req: Request, next: Next| {
                 let metrics = metrics.clone();
@@ -222,70 +221,6 @@ impl Server {
             .layer(cors)
             .with_state(self.state.clone())
     }
-}
-
-fn api_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/", get(web::index))
-        .route("/assets/{name}", get(web::asset))
-        .route("/simulations", get(simulations::list))
-        .route("/simulations/{conversation_id}", get(simulations::read))
-        .route("/healthz", get(health::healthz))
-        .route("/metrics", get(health::metrics))
-        .route("/openapi.json", get(openapi::serve))
-        .route("/agents", post(agents::create).get(agents::list))
-        .route("/agents/{agent_id}", get(agents::read).patch(agents::update).delete(agents::delete))
-        .route("/agents/{agent_id}/definition", get(agents::export).put(agents::import))
-        .route("/sessions", post(sessions::create).get(sessions::list).delete(sessions::delete_many))
-        .route("/sessions/{session_id}", get(sessions::read).patch(sessions::update).delete(sessions::delete))
-        .route("/sessions/{session_id}/events", post(events::create).get(events::list).delete(events::delete_many))
-        .route("/sessions/{session_id}/events/{event_id}", get(events::read).patch(events::update))
-        .route("/sessions/{session_id}/turns", get(sessions::turns))
-        .route("/sessions/{session_id}/turns/{trace_id}", get(sessions::turn))
-        .route("/sessions/{session_id}/usage", get(sessions::usage))
-        .route("/services", get(services::list))
-        .route("/services/{name}", put(services::put).get(services::read).delete(services::delete))
-        .route("/tags", post(tags::create).get(tags::list))
-        .route("/tags/{tag_id}", get(tags::read).patch(tags::update).delete(tags::delete))
-        .route("/terms", post(terms::create).get(terms::list))
-        .route("/terms/{term_id}", get(terms::read).patch(terms::update).delete(terms::delete))
-        .route("/customers", post(customers::create).get(customers::list))
-        .route("/customers/{customer_id}", get(customers::read).patch(customers::update).delete(customers::delete))
-        .route("/canned_responses", post(canned_responses::create).get(canned_responses::list))
-        .route(
-            "/canned_responses/{canned_response_id}",
-            get(canned_responses::read).patch(canned_responses::update).delete(canned_responses::delete),
-        )
-        .route("/context-variables", post(variables::create).get(variables::list).delete(variables::delete_many))
-        .route(
-            "/context-variables/{variable_id}",
-            get(variables::read).patch(variables::update).delete(variables::delete),
-        )
-        .route(
-            "/context-variables/{variable_id}/{key}",
-            get(variables::read_value).put(variables::set_value).delete(variables::delete_value),
-        )
-        .route("/guidelines", post(guidelines::create).get(guidelines::list))
-        .route("/guidelines/{guideline_id}", get(guidelines::read).patch(guidelines::update).delete(guidelines::delete))
-        .route("/relationships", post(relationships::create).get(relationships::list))
-        .route("/relationships/{relationship_id}", get(relationships::read).delete(relationships::delete))
-        .route("/journeys", post(journeys::create).get(journeys::list))
-        .route("/journeys/{journey_id}", get(journeys::read).patch(journeys::update).delete(journeys::delete))
-        .route("/journeys/{journey_id}/mermaid", get(journeys::mermaid))
-        .route("/journeys/{journey_id}/states", get(journeys::list_states).post(journeys::create_state))
-        .route(
-            "/journeys/{journey_id}/states/{state_id}",
-            get(journeys::read_state).put(journeys::replace_state).delete(journeys::delete_state),
-        )
-        .route("/journeys/{journey_id}/transitions", get(journeys::list_transitions).post(journeys::create_transition))
-        .route("/journeys/{journey_id}/transitions/{transition_id}", axum::routing::delete(journeys::delete_transition))
-        .route("/evaluations", post(evaluations::create))
-        .route("/evaluations/{evaluation_id}", get(evaluations::read))
-        .route("/capabilities", post(capabilities::create).get(capabilities::list))
-        .route(
-            "/capabilities/{capability_id}",
-            get(capabilities::read).patch(capabilities::update).delete(capabilities::delete),
-        )
 }
 
 /// Who the caller is, whether they may do this, and whether they are within their rate.

@@ -8,6 +8,18 @@ use axum::extract::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::routes::Operation;
+
+/// The page and its files: open to anyone, and not part of the API's document.
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::get("/", index, "web_page", "The web page").public().undocumented(),
+        Operation::get("/assets/{name}", asset, "web_asset", "The web page's scripts, styles and icon")
+            .public()
+            .undocumented(),
+    ]
+}
+
 const INDEX: &str = include_str!("../web/index.html");
 
 /// The page's files: name, content type, content.

@@ -15,8 +15,62 @@ use serde_json::json;
 use crate::dto::{CompositionModeDto, OutputModeDto, TagsUpdate, non_empty};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params, RawBody};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/agents", create, "create_agent", "Creates an agent")
+            .body::<AgentCreationParams>()
+            .creates::<AgentDto>(),
+        Operation::get("/agents", list, "list_agents", "Lists the agents").answers::<Vec<AgentDto>>(),
+        Operation::get("/agents/{agent_id}", read, "read_agent", "Reads an agent").customer().answers::<AgentDto>(),
+        Operation::patch("/agents/{agent_id}", update, "update_agent", "Changes an agent")
+            .body::<AgentUpdateParams>()
+            .answers::<AgentDto>(),
+        Operation::delete(
+            "/agents/{agent_id}",
+            delete,
+            "delete_agent",
+            "Deletes an agent and what its definition files defined",
+        )
+        .no_content(),
+        Operation::get(
+            "/agents/{agent_id}/definition",
+            export,
+            "export_agent_definition",
+            "The agent's definition in the authoring format (YAML, or JSON with format=json)",
+        )
+        .query([Param::new("format", "string", "yaml (default) or json")])
+        .content(definition_content)
+        .extension(),
+        Operation::put(
+            "/agents/{agent_id}/definition",
+            import,
+            "import_agent_definition",
+            "Replaces what the agent's definition defines with the YAML or JSON body",
+        )
+        .answers::<ImportResultDto>()
+        .request_content(definition_body)
+        .may_create()
+        .extension(),
+    ]
+}
+
+/// What the definition export answers: YAML, or JSON with `format=json`.
+fn definition_content() -> serde_json::Value {
+    json!({"application/yaml": {"schema": {"type": "string"}}, "application/json": {"schema": {"type": "object"}}})
+}
+
+/// What the definition import takes: a definition file in YAML, or the same in JSON.
+fn definition_body() -> serde_json::Value {
+    json!({
+        "application/yaml": {"schema": {"type": "string", "description": "An agent definition file"}},
+        "application/json": {"schema": {"type": "object", "description": "An agent definition in JSON"}}
+    })
+}
 
 /// An agent.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -14,8 +14,43 @@ use serde_json::Value;
 use crate::dto::{MetadataUpdate, TagsUpdate, non_empty};
 use crate::error::ApiResult;
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/canned_responses", create, "create_canned_response", "Adds an approved reply template")
+            .body::<CannedResponseCreationParams>()
+            .creates::<CannedResponseDto>(),
+        Operation::get("/canned_responses", list, "list_canned_responses", "Lists canned responses")
+            .query([Param::new("tags", "string", "Only those with every given tag (repeatable)")])
+            .answers::<Vec<CannedResponseDto>>(),
+        Operation::get(
+            "/canned_responses/{canned_response_id}",
+            read,
+            "read_canned_response",
+            "Reads a canned response",
+        )
+        .answers::<CannedResponseDto>(),
+        Operation::patch(
+            "/canned_responses/{canned_response_id}",
+            update,
+            "update_canned_response",
+            "Changes a canned response",
+        )
+        .body::<CannedResponseUpdateParams>()
+        .answers::<CannedResponseDto>(),
+        Operation::delete(
+            "/canned_responses/{canned_response_id}",
+            delete,
+            "delete_canned_response",
+            "Deletes a canned response",
+        )
+        .no_content(),
+    ]
+}
 
 /// A field a template fills.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

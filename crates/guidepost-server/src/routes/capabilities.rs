@@ -11,8 +11,28 @@ use serde::{Deserialize, Serialize};
 use crate::dto::{TagsUpdate, non_empty};
 use crate::error::ApiResult;
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/capabilities", create, "create_capability", "Adds a capability")
+            .body::<CapabilityCreationParams>()
+            .creates::<CapabilityDto>(),
+        Operation::get("/capabilities", list, "list_capabilities", "Lists capabilities")
+            .query([Param::new("tag_id", "string", "Only those with this tag")])
+            .answers::<Vec<CapabilityDto>>(),
+        Operation::get("/capabilities/{capability_id}", read, "read_capability", "Reads a capability")
+            .answers::<CapabilityDto>(),
+        Operation::patch("/capabilities/{capability_id}", update, "update_capability", "Changes a capability")
+            .body::<CapabilityUpdateParams>()
+            .answers::<CapabilityDto>(),
+        Operation::delete("/capabilities/{capability_id}", delete, "delete_capability", "Deletes a capability")
+            .no_content(),
+    ]
+}
 
 /// A capability.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

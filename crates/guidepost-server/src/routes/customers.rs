@@ -13,11 +13,33 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::dto::{MetadataUpdate, PageDto, TagsUpdate};
+use crate::dto::{MetadataUpdate, PageDto, PageOrList, TagsUpdate};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/customers", create, "create_customer", "Creates a customer")
+            .body::<CustomerCreationParams>()
+            .creates::<CustomerDto>(),
+        Operation::get("/customers", list, "list_customers", "Lists customers: a plain array, or a page with limit")
+            .query([
+                Param::new("limit", "integer", "Page size, 1 to 100"),
+                Param::new("cursor", "string", "The next_cursor of the previous page"),
+                Param::new("sort", "string", "asc or desc"),
+            ])
+            .answers::<PageOrList<CustomerDto>>(),
+        Operation::get("/customers/{customer_id}", read, "read_customer", "Reads a customer").answers::<CustomerDto>(),
+        Operation::patch("/customers/{customer_id}", update, "update_customer", "Changes a customer")
+            .body::<CustomerUpdateParams>()
+            .answers::<CustomerDto>(),
+        Operation::delete("/customers/{customer_id}", delete, "delete_customer", "Deletes a customer").no_content(),
+    ]
+}
 
 /// A customer.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

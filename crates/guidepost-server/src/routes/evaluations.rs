@@ -25,7 +25,25 @@ use crate::dto::ToolIdDto;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
 use crate::routes::created;
+use crate::routes::operation::{Operation, Param};
 use crate::state::{AppState, State};
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/evaluations", create, "create_evaluation", "Evaluates guidelines before they go live")
+            .body::<EvaluationCreationParams>()
+            .creates::<EvaluationDto>(),
+        Operation::get(
+            "/evaluations/{evaluation_id}",
+            read,
+            "read_evaluation",
+            "Reads an evaluation, waiting for it to complete",
+        )
+        .query([Param::new("wait_for_completion", "integer", "Seconds to wait (default 60)")])
+        .answers::<EvaluationDto>(),
+    ]
+}
 
 const PROMPT: &str = include_str!("../prompts/evaluate_guideline.j2");
 

@@ -29,8 +29,71 @@ use serde_json::{Map, Value, json};
 use crate::dto::MetadataUpdate;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post(
+            "/sessions/{session_id}/events",
+            create,
+            "create_event",
+            "Adds an event; a customer message starts a turn",
+        )
+        .customer()
+        .query([Param::new("moderation", "string", "auto, paranoid or none")])
+        .body::<EventCreationParams>()
+        .creates::<EventDto>(),
+        Operation::get(
+            "/sessions/{session_id}/events",
+            list,
+            "list_events",
+            "Lists events; waits up to wait_for_data seconds for one (504 when none came); sse=true streams them",
+        )
+        .customer()
+        .query([
+            Param::new("min_offset", "integer", "From this offset on"),
+            Param::new("source", "string", "Only from this source"),
+            Param::new("correlation_id", "string", "Only of this trace"),
+            Param::new("trace_id", "string", "Only of this trace"),
+            Param::new("kinds", "string", "Comma-separated kinds"),
+            Param::new("wait_for_data", "integer", "Seconds to wait for a matching event (default 60)"),
+            Param::new("sse", "boolean", "Stream as server-sent events"),
+        ])
+        .answers::<Vec<EventDto>>(),
+        Operation::delete(
+            "/sessions/{session_id}/events",
+            delete_many,
+            "delete_events",
+            "Soft-deletes events from min_offset on",
+        )
+        .query([Param::new("min_offset", "integer", "First offset to delete (required)").required()])
+        .no_content(),
+        Operation::get(
+            "/sessions/{session_id}/events/{event_id}",
+            read,
+            "read_event",
+            "Reads an event; waits for a streamed message to complete, or streams its chunks",
+        )
+        .customer()
+        .query([
+            Param::new("wait_for_completion", "boolean", "Wait until the message is complete"),
+            Param::new("wait_for_data", "integer", "Seconds to wait (default 60)"),
+            Param::new("sse", "boolean", "Stream its updates"),
+        ])
+        .answers::<EventDto>(),
+        Operation::patch(
+            "/sessions/{session_id}/events/{event_id}",
+            update,
+            "update_event",
+            "Changes an event's metadata",
+        )
+        .body::<EventUpdateParams>()
+        .answers::<EventDto>(),
+    ]
+}
 
 /// Longest accepted `wait_for_data`, in seconds.
 pub const MAX_WAIT_SECS: u64 = 3600;

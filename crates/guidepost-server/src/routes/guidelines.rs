@@ -16,9 +16,39 @@ use crate::dto::{
 };
 use crate::error::ApiResult;
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::relationships::{RelationshipDto, relationship_dto, touches};
 use crate::routes::{created, no_content};
 use crate::state::{AppState, State};
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/guidelines", create, "create_guideline", "Creates a guideline")
+            .body::<GuidelineCreationParams>()
+            .creates::<GuidelineDto>(),
+        Operation::get("/guidelines", list, "list_guidelines", "Lists guidelines")
+            .query([Param::new("tag_id", "string", "Only those with this tag")])
+            .answers::<Vec<GuidelineDto>>(),
+        Operation::get(
+            "/guidelines/{guideline_id}",
+            read,
+            "read_guideline",
+            "Reads a guideline with its relationships and tools",
+        )
+        .answers::<GuidelineWithRelationshipsDto>(),
+        Operation::patch("/guidelines/{guideline_id}", update, "update_guideline", "Changes a guideline")
+            .body::<GuidelineUpdateParams>()
+            .answers::<GuidelineWithRelationshipsDto>(),
+        Operation::delete(
+            "/guidelines/{guideline_id}",
+            delete,
+            "delete_guideline",
+            "Deletes a guideline with its relationships",
+        )
+        .no_content(),
+    ]
+}
 
 /// A new guideline.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -1,13 +1,39 @@
-//! `/healthz` and `/metrics`.
+//! `/healthz`, `/metrics` and the operation that serves `/openapi.json`.
 
 use std::time::Instant;
 
 use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde_json::{Value, json};
 
+use crate::routes::operation::{self, Operation, Unavailable};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::get("/healthz", healthz, "health_check_healthz_get", "Whether the server and its database answer")
+            .public()
+            .content(report)
+            .unavailable(Unavailable::SameBody),
+        Operation::get("/metrics", metrics, "metrics", "Prometheus metrics").content(operation::text).extension(),
+        Operation::get("/openapi.json", crate::openapi::serve, "openapi", "This document")
+            .public()
+            .content(operation::any_object)
+            .extension(),
+    ]
+}
+
+/// The health report's content, the same on 200 and 503.
+fn report() -> Value {
+    let status = json!({"type": "string", "enum": ["healthy", "unhealthy"]});
+    json!({"application/json": {"schema": {
+        "type": "object",
+        "properties": {"status": status, "checks": {"type": "object"}},
+        "required": ["status", "checks"]
+    }}})
+}
 
 /// `GET /healthz`: the event loop's responsiveness and the database's, in the reference's
 /// vocabulary (`healthy`/`unhealthy`); 503 when the database does not answer or cannot be

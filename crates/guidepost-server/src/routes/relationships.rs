@@ -19,8 +19,31 @@ use serde_json::{Value, json};
 use crate::dto::{GuidelineDto, TagDto, ToolIdDto};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::{AppState, State};
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/relationships", create, "create_relationship", "Creates a relationship")
+            .body::<RelationshipCreationParams>()
+            .creates::<RelationshipDto>(),
+        Operation::get("/relationships", list, "list_relationships", "Lists relationships")
+            .query([
+                Param::new("kind", "string", "Only of this kind"),
+                Param::new("indirect", "boolean", "Include those through tags (default true)"),
+                Param::new("guideline_id", "string", "Involving this guideline"),
+                Param::new("tag_id", "string", "Involving this tag"),
+                Param::new("tool_id", "string", "Involving this tool (service:name)"),
+            ])
+            .answers::<Vec<RelationshipDto>>(),
+        Operation::get("/relationships/{relationship_id}", read, "read_relationship", "Reads a relationship")
+            .answers::<RelationshipDto>(),
+        Operation::delete("/relationships/{relationship_id}", delete, "delete_relationship", "Deletes a relationship")
+            .no_content(),
+    ]
+}
 
 /// What a relationship means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -15,8 +15,28 @@ use serde_json::json;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::Body;
 use crate::routes::no_content;
+use crate::routes::operation::{Operation, Unavailable};
 use crate::routes::relationships::ToolDto;
 use crate::state::{AppState, State};
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::put("/services/{name}", put, "update_service", "Creates or replaces a tool service")
+            .body::<ServiceUpdateParams>()
+            .answers::<ServiceDto>(),
+        Operation::delete("/services/{name}", delete, "delete_service", "Deletes a tool service").no_content(),
+        Operation::get(
+            "/services/{name}",
+            read,
+            "read_service",
+            "Reads a tool service with its tools, listed live (503 when it does not answer)",
+        )
+        .answers::<ServiceDto>()
+        .unavailable(Unavailable::Error),
+        Operation::get("/services", list, "list_services", "Lists the tool services").answers::<Vec<ServiceDto>>(),
+    ]
+}
 
 /// How a service is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

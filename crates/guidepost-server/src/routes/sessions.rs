@@ -12,12 +12,67 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::dto::{LabelsUpdate, MetadataUpdate, PageDto};
+use crate::dto::{LabelsUpdate, MetadataUpdate, PageDto, PageOrList};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{Body, Params};
 use crate::routes::customers::{ensure_guest, page_request};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post(
+            "/sessions",
+            create,
+            "create_session",
+            "Creates a session (the agent speaks first with allow_greeting=true)",
+        )
+        .customer()
+        .query([Param::new("allow_greeting", "boolean", "Let the agent start the conversation")])
+        .body::<SessionCreationParams>()
+        .creates::<SessionDto>(),
+        Operation::get("/sessions", list, "list_sessions", "Lists sessions: a plain array, or a page with limit")
+            .query([
+                Param::new("agent_id", "string", "Only this agent's"),
+                Param::new("customer_id", "string", "Only this customer's"),
+                Param::new("labels", "string", "Only sessions with every given label (repeatable)"),
+                Param::new("limit", "integer", "Page size, 1 to 100"),
+                Param::new("cursor", "string", "The next_cursor of the previous page"),
+                Param::new("sort", "string", "asc or desc"),
+            ])
+            .answers::<PageOrList<SessionDto>>(),
+        Operation::delete("/sessions", delete_many, "delete_sessions", "Deletes the sessions of an agent or customer")
+            .query([
+                Param::new("agent_id", "string", "Only this agent's"),
+                Param::new("customer_id", "string", "Only this customer's"),
+            ])
+            .no_content(),
+        Operation::get("/sessions/{session_id}", read, "read_session", "Reads a session")
+            .customer()
+            .answers::<SessionDto>(),
+        Operation::delete("/sessions/{session_id}", delete, "delete_session", "Deletes a session with its events")
+            .no_content(),
+        Operation::patch("/sessions/{session_id}", update, "update_session", "Changes a session")
+            .body::<SessionUpdateParams>()
+            .answers::<SessionDto>(),
+        Operation::get(
+            "/sessions/{session_id}/turns",
+            turns,
+            "list_turns",
+            "The session's turns with their traces (what matched and why, journey moves, tool calls, model usage)",
+        )
+        .answers::<Vec<TurnDto>>()
+        .extension(),
+        Operation::get("/sessions/{session_id}/turns/{trace_id}", turn, "read_turn", "One turn with its trace")
+            .answers::<TurnDto>()
+            .extension(),
+        Operation::get("/sessions/{session_id}/usage", usage, "read_session_usage", "The session's model usage")
+            .answers::<UsageDto>()
+            .extension(),
+    ]
+}
 
 /// Auto: the agent answers; manual: a human does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -13,7 +13,30 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
+use crate::routes::operation::Operation;
 use crate::state::{AppState, State};
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::get(
+            "/simulations",
+            list,
+            "list_simulations",
+            "The simulator's runs in the server's --simulations folder, newest first",
+        )
+        .answers::<Vec<SimulationRunDto>>()
+        .extension(),
+        Operation::get(
+            "/simulations/{conversation_id}",
+            read,
+            "read_simulation",
+            "A simulated conversation with its steps and its suite's journey coverage",
+        )
+        .answers::<SimulationDto>()
+        .extension(),
+    ]
+}
 
 /// One simulated conversation.
 #[derive(Debug, Clone, Serialize, JsonSchema)]

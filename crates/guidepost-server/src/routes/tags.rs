@@ -11,8 +11,24 @@ use serde::Deserialize;
 use crate::dto::TagDto;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/tags", create, "create_tag", "Creates a tag").body::<TagParams>().creates::<TagDto>(),
+        Operation::get("/tags", list, "list_tags", "Lists tags")
+            .query([Param::new("name", "string", "Only tags with this name")])
+            .answers::<Vec<TagDto>>(),
+        Operation::get("/tags/{tag_id}", read, "read_tag", "Reads a tag").answers::<TagDto>(),
+        Operation::patch("/tags/{tag_id}", update, "update_tag", "Renames a tag")
+            .body::<TagParams>()
+            .answers::<TagDto>(),
+        Operation::delete("/tags/{tag_id}", delete, "delete_tag", "Deletes a tag").no_content(),
+    ]
+}
 
 /// A new tag, or a tag's new name.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -12,8 +12,26 @@ use serde::{Deserialize, Serialize};
 use crate::dto::{TagsUpdate, non_empty};
 use crate::error::ApiResult;
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/terms", create, "create_term", "Adds a glossary term")
+            .body::<TermCreationParams>()
+            .creates::<TermDto>(),
+        Operation::get("/terms", list, "list_terms", "Lists glossary terms")
+            .query([Param::new("tag_id", "string", "Only terms with this tag")])
+            .answers::<Vec<TermDto>>(),
+        Operation::get("/terms/{term_id}", read, "read_term", "Reads a term").answers::<TermDto>(),
+        Operation::patch("/terms/{term_id}", update, "update_term", "Changes a term")
+            .body::<TermUpdateParams>()
+            .answers::<TermDto>(),
+        Operation::delete("/terms/{term_id}", delete, "delete_term", "Deletes a term").no_content(),
+    ]
+}
 
 /// A glossary term.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -16,8 +16,59 @@ use serde_json::{Value, json};
 use crate::dto::{TagsUpdate, ToolIdDto, non_empty};
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::extract::{Body, Params};
+use crate::routes::operation::{Operation, Param};
 use crate::routes::{created, no_content};
 use crate::state::State;
+
+/// What this resource serves, each operation declared once (see [`crate::routes::operation`]).
+pub fn operations() -> Vec<Operation> {
+    vec![
+        Operation::post("/context-variables", create, "create_variable", "Creates a context variable")
+            .body::<ContextVariableCreationParams>()
+            .creates::<ContextVariableDto>(),
+        Operation::get("/context-variables", list, "list_variables", "Lists context variables")
+            .query([Param::new("tag_id", "string", "Only those with this tag")])
+            .answers::<Vec<ContextVariableDto>>(),
+        Operation::delete(
+            "/context-variables",
+            delete_many,
+            "delete_variables",
+            "Deletes the context variables with a tag (all without one)",
+        )
+        .query([Param::new("tag_id", "string", "Only those with this tag")])
+        .no_content(),
+        Operation::patch("/context-variables/{variable_id}", update, "update_variable", "Changes a context variable")
+            .body::<ContextVariableUpdateParams>()
+            .answers::<ContextVariableDto>(),
+        Operation::get(
+            "/context-variables/{variable_id}",
+            read,
+            "read_variable",
+            "Reads a context variable with its values",
+        )
+        .query([Param::new("include_values", "boolean", "Include the values (default true)")])
+        .answers::<ContextVariableReadResult>(),
+        Operation::delete(
+            "/context-variables/{variable_id}",
+            delete,
+            "delete_variable",
+            "Deletes a context variable and its values",
+        )
+        .no_content(),
+        Operation::get(
+            "/context-variables/{variable_id}/{key}",
+            read_value,
+            "read_variable_value",
+            "Reads a value (key: a customer id, tag:<id> or DEFAULT)",
+        )
+        .answers::<ContextVariableValueDto>(),
+        Operation::put("/context-variables/{variable_id}/{key}", set_value, "update_variable_value", "Sets a value")
+            .body::<ContextVariableValueParams>()
+            .answers::<ContextVariableValueDto>(),
+        Operation::delete("/context-variables/{variable_id}/{key}", delete_value, "delete_value", "Deletes a value")
+            .no_content(),
+    ]
+}
 
 /// A context variable.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

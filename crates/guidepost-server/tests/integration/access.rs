@@ -28,13 +28,13 @@ async fn walk(mut server: TestServer, production: bool) {
     let ops = guidepost_server::openapi::operations();
     let mut checked = 0;
     for op in &ops {
-        let path = format!("{}?wait_for_data=0&wait_for_completion=0", op.path.replace('{', "x").replace('}', ""));
-        let method = Method::from_bytes(op.method.to_uppercase().as_bytes()).unwrap();
-        let access = access_of(&method, op.path);
+        let path = format!("{}?wait_for_data=0&wait_for_completion=0", op.path().replace('{', "x").replace('}', ""));
+        let method = Method::from_bytes(op.method().to_uppercase().as_bytes()).unwrap();
+        let access = access_of(&method, op.path());
         for (key, who) in [(None, "no key"), (Some(CLIENT), "client"), (Some(ADMIN), "admin")] {
             server.key = key.map(str::to_string);
-            let body = (op.method != "get" && op.method != "delete").then(|| json!({}));
-            let (status, value) = server.call(op.method, &path, body).await;
+            let body = (op.method() != "get" && op.method() != "delete").then(|| json!({}));
+            let (status, value) = server.call(op.method(), &path, body).await;
             let allowed = match (access, who) {
                 (Access::Public, _) | (_, "admin") => true,
                 (Access::Customer, "client") => true,
@@ -42,10 +42,10 @@ async fn walk(mut server: TestServer, production: bool) {
                 _ => false,
             };
             if allowed {
-                assert!(status != 401 && status != 403, "{who}: {} {} -> {status} {value}", op.method, op.path);
+                assert!(status != 401 && status != 403, "{who}: {} {} -> {status} {value}", op.method(), op.path());
             } else {
                 let expected = if who == "no key" { 401 } else { 403 };
-                assert_eq!(status, expected, "{who}: {} {} -> {value}", op.method, op.path);
+                assert_eq!(status, expected, "{who}: {} {} -> {value}", op.method(), op.path());
                 assert!(value["detail"].is_string(), "{value}");
             }
             checked += 1;

@@ -1,5 +1,8 @@
 //! Our own OpenAPI document: generated from the code, served, and true to the router.
 
+use std::collections::BTreeSet;
+
+use guidepost_server::access::access_of;
 use serde_json::Value;
 
 use super::support::TestServer;
@@ -46,6 +49,51 @@ async fn the_served_document_lists_every_route_and_every_route_exists() {
         metrics.contains("guidepost_http_requests_total{method=\"GET\",route=\"/openapi.json\",status=\"200\"}"),
         "{metrics}"
     );
+    server.stop().await;
+}
+
+/// The router, the access check and the document are built from the same declarations:
+/// what the server serves is what the document lists (but the web page), each operation
+/// once, under one id, with a summary, and the access check reads the declared access.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_declared_operations_are_the_documents_and_the_routers() {
+    let server = TestServer::start().await;
+    let doc = server.ok("get", "/openapi.json", None).await;
+    let documented: BTreeSet<(String, String, String)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, ops)| {
+            ops.as_object().unwrap().iter().map(move |(method, op)| {
+                (method.clone(), path.clone(), op["operationId"].as_str().unwrap_or_default().to_string())
+            })
+        })
+        .collect();
+    let operations = guidepost_server::routes::operations();
+    let declared: BTreeSet<(String, String, String)> = operations
+        .iter()
+        .filter(|op| op.documented)
+        .map(|op| (op.method().to_string(), op.path().to_string(), op.id.to_string()))
+        .collect();
+    let undocumented: Vec<_> = declared.symmetric_difference(&documented).collect();
+    assert!(undocumented.is_empty(), "declared and documented differ: {undocumented:?}");
+    assert_eq!(declared.len(), operations.iter().filter(|op| op.documented).count(), "an operation declared twice");
+    let mut ids = BTreeSet::new();
+    let mut routes = BTreeSet::new();
+    for op in &operations {
+        assert!(!op.id.is_empty() && !op.summary.is_empty(), "{} {} has no id or summary", op.method(), op.path());
+        assert!(ids.insert(op.id), "operation id {} declared twice", op.id);
+        assert!(routes.insert((op.method(), op.path())), "{} {} declared twice", op.method(), op.path());
+        assert_eq!(op.http_method().as_str().to_ascii_lowercase(), op.method(), "{}", op.id);
+        assert_eq!(access_of(op.http_method(), op.path()), op.access, "{} {}", op.method(), op.path());
+        if !op.documented {
+            // The web page's routes are served, only not described.
+            let concrete = op.path().replace("{name}", "app.js");
+            let (status, _) = server.call(op.method(), &concrete, None).await;
+            assert_eq!(status, 200, "{} {} is not served", op.method(), op.path());
+        }
+    }
+    assert!(operations.iter().any(|op| !op.documented), "the web page is declared beside the API");
     server.stop().await;
 }
 

@@ -82,7 +82,14 @@ async fn fixtures(server: &TestServer, round: usize) -> Ids {
     let tag = id_of(&server.ok("post", "/tags", Some(json!({"name": format!("vip{round}")}))).await);
     let customer = id_of(&server.ok("post", "/customers", Some(json!({"name": "Alice", "tags": tag.clone()}))).await);
     let agents = ids_in(&server.ok("get", "/agents", None).await);
-    let agent = agents.first().cloned().unwrap_or_default();
+    // Random requests may have deleted every agent since the last round: make one again.
+    let agent = match agents.first() {
+        Some(agent) => agent.clone(),
+        None => {
+            let created = server.ok("post", "/agents", Some(json!({"name": format!("agent{round}")}))).await;
+            id_of(&created).into_iter().next().unwrap_or_default()
+        }
+    };
     let session = server
         .ok("post", "/sessions", Some(json!({"agent_id": agent, "customer_id": customer.first(), "title": "t"})))
         .await;

@@ -83,8 +83,10 @@ async fn target(server: &mut TestServer, customer: &'static str, cell: usize) ->
 fn scoped_operations() -> Vec<(String, String)> {
     guidepost_server::openapi::operations()
         .iter()
-        .filter(|op| op.path.contains("{session_id}") || op.path.contains("{customer_id}") || op.path == "/sessions")
-        .map(|op| (op.method.to_string(), op.path.to_string()))
+        .filter(|op| {
+            op.path().contains("{session_id}") || op.path().contains("{customer_id}") || op.path() == "/sessions"
+        })
+        .map(|op| (op.method().to_string(), op.path().to_string()))
         .collect()
 }
 

@@ -42,12 +42,20 @@ impl Conversations {
     /// there is none yet. With no wait, answers at once (possibly with none); after a wait in
     /// vain, [`ConversationError::Timeout`].
     pub async fn wait_for_events(&self, session_id: &str, filter: &EventFilter, wait: Duration) -> Result<Vec<Event>> {
-        self.store.require_session(session_id).await?;
         let mut changes = self.store.hub().subscribe(session_id);
         let deadline = Instant::now() + wait;
+        let mut known = false;
         loop {
             let events = self.store.list_events(session_id, filter).await?;
-            if !events.is_empty() || wait.is_zero() {
+            // Events found say the session exists (they go with it); none found, it may not.
+            if !events.is_empty() {
+                return Ok(events);
+            }
+            if !known {
+                self.store.require_session(session_id).await?;
+                known = true;
+            }
+            if wait.is_zero() {
                 return Ok(events);
             }
             if !changed(&mut changes, deadline, self.scheduler.stopping()).await {

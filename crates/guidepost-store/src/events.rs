@@ -217,63 +217,60 @@ impl Store {
         max_events: usize,
         max_bytes: usize,
     ) -> Result<EventPage> {
-        const SCANNED_AT_ONCE: i64 = 256;
-        let mut kept: Vec<i64> = Vec::new();
-        let mut bytes = 0usize;
-        let mut from = i64::try_from(filter.min_offset).unwrap_or(i64::MAX);
-        let next_offset = 'scan: loop {
-            let rows = sqlx::query(
-                "SELECT \"offset\", source, kind, trace_id, deleted, LENGTH(data) + LENGTH(metadata) AS size \
-                 FROM events WHERE session_id = $1 AND \"offset\" >= $2 ORDER BY \"offset\" LIMIT $3",
-            )
-            .bind(session_id)
-            .bind(from)
-            .bind(SCANNED_AT_ONCE)
+        // One statement: the innermost query picks the events the filter keeps (by offset, at
+        // most `max_events`) with their sizes and no data, the next adds up their sizes in
+        // order, and only those that start before `max_bytes` were reached are read whole.
+        let mut conditions = vec!["session_id = $1".to_string(), "\"offset\" >= $2".to_string()];
+        let mut texts: Vec<String> = Vec::new();
+        if !filter.include_deleted {
+            conditions.push("deleted = 0".into());
+        }
+        if let Some(source) = filter.source {
+            texts.push(wire(source));
+            conditions.push(format!("source = ${}", texts.len() + 2));
+        }
+        if !filter.kinds.is_empty() {
+            let mut kinds = Vec::with_capacity(filter.kinds.len());
+            for kind in &filter.kinds {
+                texts.push(wire(kind));
+                kinds.push(format!("${}", texts.len() + 2));
+            }
+            conditions.push(format!("kind IN ({})", kinds.join(", ")));
+        }
+        if let Some(trace_id) = &filter.trace_id {
+            texts.push(trace_id.clone());
+            conditions.push(format!("trace_id = ${}", texts.len() + 2));
+        }
+        let (limit, bytes) = (texts.len() + 3, texts.len() + 4);
+        let sql = format!(
+            "SELECT e.id, e.\"offset\", e.source, e.kind, e.created_us, e.trace_id, e.data, e.metadata, e.deleted, \
+             w.running FROM (SELECT \"offset\", size, SUM(size) OVER (ORDER BY \"offset\") AS running FROM \
+             (SELECT \"offset\", LENGTH(data) + LENGTH(metadata) AS size FROM events WHERE {} \
+             ORDER BY \"offset\" LIMIT ${limit}) AS kept) AS w \
+             JOIN events AS e ON e.session_id = $1 AND e.\"offset\" = w.\"offset\" \
+             WHERE w.running - w.size < ${bytes} ORDER BY e.\"offset\"",
+            conditions.join(" AND ")
+        );
+        let max_events = max_events.max(1);
+        let mut query =
+            sqlx::query(AssertSqlSafe(sql)).bind(session_id).bind(i64::try_from(filter.min_offset).unwrap_or(i64::MAX));
+        for text in texts {
+            query = query.bind(text);
+        }
+        let rows = query
+            .bind(i64::try_from(max_events).unwrap_or(i64::MAX))
+            .bind(i64::try_from(max_bytes).unwrap_or(i64::MAX))
             .fetch_all(&self.reader)
             .await?;
-            let complete = rows.len() < usize::try_from(SCANNED_AT_ONCE).unwrap_or(usize::MAX);
-            for row in &rows {
-                let offset: i64 = row.try_get("offset")?;
-                from = offset + 1;
-                let keeps = (filter.include_deleted || row.try_get::<i64, _>("deleted")? == 0)
-                    && filter.source.is_none_or(|s| wire(s) == row.try_get::<String, _>("source").unwrap_or_default())
-                    && (filter.kinds.is_empty()
-                        || filter
-                            .kinds
-                            .iter()
-                            .any(|k| wire(k) == row.try_get::<String, _>("kind").unwrap_or_default()))
-                    && filter
-                        .trace_id
-                        .as_ref()
-                        .is_none_or(|t| *t == row.try_get::<String, _>("trace_id").unwrap_or_default());
-                if !keeps {
-                    continue;
-                }
-                kept.push(offset);
-                bytes = bytes.saturating_add(usize::try_from(row.try_get::<i64, _>("size")?).unwrap_or(0));
-                if kept.len() >= max_events || bytes >= max_bytes {
-                    break 'scan Some(u64::try_from(from).unwrap_or(u64::MAX));
-                }
-            }
-            if complete {
-                break None;
-            }
-        };
-        let mut events = Vec::with_capacity(kept.len());
-        for ids in kept.chunks(100) {
-            let placeholders: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 2)).collect();
-            let sql = format!(
-                "SELECT {COLUMNS} FROM events WHERE session_id = $1 AND \"offset\" IN ({}) ORDER BY \"offset\"",
-                placeholders.join(", ")
-            );
-            let mut query = sqlx::query(AssertSqlSafe(sql)).bind(session_id);
-            for id in ids {
-                query = query.bind(*id);
-            }
-            for row in query.fetch_all(&self.reader).await? {
-                events.push(decode(&row)?);
-            }
+        let mut events = Vec::with_capacity(rows.len());
+        let mut read = 0i64;
+        for row in &rows {
+            events.push(decode(row)?);
+            read = row.try_get("running")?;
         }
+        // The page ended on its bounds (more may follow), or on the events the filter keeps.
+        let full = events.len() >= max_events || usize::try_from(read).unwrap_or(usize::MAX) >= max_bytes;
+        let next_offset = events.last().filter(|_| full).map(|e| e.offset + 1);
         Ok(EventPage { events, next_offset })
     }
 

@@ -27,7 +27,7 @@ use guidepost_runtime::EmittingLatch;
 use guidepost_runtime::events::NewEvent;
 use guidepost_store::turns::{Claim, TurnEnd};
 use guidepost_store::{NewEventRecord, Store, TurnState};
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Mutex, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -293,23 +293,33 @@ impl TurnScheduler {
         self.store.turn_has_acted(trace_id).await.unwrap_or(true)
     }
 
-    /// Waits until this worker holds the turn; `false` when the turn should not run here.
-    async fn claim(&self, session_id: &str, trace_id: &str, cancel: &CancellationToken) -> bool {
+    /// Waits until this worker holds the turn; `None` when the turn should not run here. Once
+    /// held, the session's requests to stop made since the turn's flag was last read (none
+    /// unless the receiver changed), for the turn to watch from then on.
+    async fn claim(
+        &self,
+        session_id: &str,
+        trace_id: &str,
+        cancel: &CancellationToken,
+    ) -> Option<watch::Receiver<u64>> {
         let mut changes = self.store.hub().subscribe(session_id);
+        // Before the flag is read, so that a request to stop made after the last reading
+        // shows on the receiver.
+        let stops = self.store.hub().subscribe_stops(session_id);
         loop {
             if self.shutdown.is_cancelled() {
-                return false;
+                return None;
             }
             // A newer message, or a cancellation, asked the turn to stop before it started,
             // unless an earlier attempt of it acted on the world (it runs to tell of it).
             let stop = self.store.turn_cancel_requested(trace_id).await.unwrap_or(false);
             if (cancel.is_cancelled() || stop) && !self.acted(trace_id).await {
                 self.close(trace_id, TurnState::Cancelled, None).await;
-                return false;
+                return None;
             }
             match self.store.try_claim_turn(trace_id, &self.worker, self.settings.lease.as_millis() as i64).await {
-                Ok(Claim::Claimed) => return true,
-                Ok(Claim::Gone) => return false,
+                Ok(Claim::Claimed) => return Some(stops),
+                Ok(Claim::Gone) => return None,
                 Ok(Claim::Busy) => {}
                 Err(error) => tracing::warn!(%error, trace_id, "could not claim a turn; trying again"),
             }
@@ -319,7 +329,7 @@ impl TurnScheduler {
             tokio::select! {
                 _ = changes.changed() => {}
                 () = wait => {}
-                () = self.shutdown.cancelled() => return false,
+                () = self.shutdown.cancelled() => return None,
                 // Once cancelled (a turn that acted waits its turn all the same), this no
                 // longer wakes the loop.
                 () = cancel.cancelled(), if !cancel.is_cancelled() => {}

@@ -8,21 +8,31 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt;
+use guidepost_core::Session;
 use guidepost_core::payload::StatusPayload;
 use guidepost_core::{EventKind, EventSource};
-use guidepost_runtime::{EmittingLatch, TurnOutcome, TurnStatus};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, TurnOutcome, TurnStatus};
 use guidepost_store::turns::TurnEnd;
 use guidepost_store::{EventFilter, TurnState};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::TurnScheduler;
 use crate::error::ConversationError;
 use crate::sink::{Progress, TurnSink};
 
+/// A turn the runtime ran to an end: how it ended, the session as the turn read it and the
+/// agent that ran it.
+struct Ran {
+    outcome: TurnOutcome,
+    session: Session,
+    runtime: Arc<AgentRuntime>,
+}
+
 /// How running a turn ended.
 enum Processed {
     /// The runtime ran it to an end (replied, cancelled or failed).
-    Done(Box<TurnOutcome>),
+    Done(Box<Ran>),
     /// Shutdown came while it was still preparing: it runs again on the next start.
     HandedBack,
     /// It could not run (its session, customer or agent could not be read, it took too
@@ -40,15 +50,13 @@ impl TurnScheduler {
         latch: EmittingLatch,
     ) {
         let Ok(_permit) = self.in_flight.clone().acquire_owned().await else { return };
-        if !self.claim(session_id, trace_id, &cancel).await {
-            return;
-        }
+        let Some(stops) = self.claim(session_id, trace_id, &cancel).await else { return };
         let attempts = self.store.get_turn(trace_id).await.ok().flatten().map_or(1, |t| t.attempts);
         let shown = if attempts > 1 { self.resume(session_id, trace_id).await } else { HashSet::new() };
         let sink = TurnSink::new(self.store.clone(), session_id, self.redactor.clone(), shown);
         let lost = Arc::new(AtomicBool::new(false));
         let _renewer = self.renew_while_running(trace_id, cancel.clone(), lost.clone()).drop_guard();
-        let _watcher = self.watch_for_cancellation(session_id, trace_id, cancel.clone()).drop_guard();
+        let _watcher = self.watch_for_cancellation(stops, trace_id, cancel.clone()).drop_guard();
         let started = std::time::Instant::now();
         let processing = std::panic::AssertUnwindSafe(self.process(session_id, trace_id, &sink, cancel, latch));
         let result = match processing.catch_unwind().await {
@@ -69,7 +77,7 @@ impl TurnScheduler {
                 let error = self.redactor.text(&error);
                 TurnEnd { status: Some(TurnState::Failed), events, error: Some(error), ..TurnEnd::default() }
             }
-            Processed::Done(outcome) => self.end_of(session_id, &outcome, sink.take_held()).await,
+            Processed::Done(ran) => self.end_of(&ran, sink.take_held()).await,
         };
         let status = end.status.unwrap_or(TurnState::Failed);
         match self.store.commit_turn(trace_id, &self.worker, end).await {
@@ -86,12 +94,8 @@ impl TurnScheduler {
     /// What a turn the runtime ran to an end commits: its held events, its state (when it
     /// replied), its trace and error without secrets. A completed turn adds the labels of
     /// what it matched to the session.
-    async fn end_of(
-        &self,
-        session_id: &str,
-        outcome: &TurnOutcome,
-        events: Vec<guidepost_store::NewEventRecord>,
-    ) -> TurnEnd {
+    async fn end_of(&self, ran: &Ran, events: Vec<guidepost_store::NewEventRecord>) -> TurnEnd {
+        let outcome = &ran.outcome;
         let status = match outcome.status {
             // A degraded reply went out: the turn is complete, and its `ready` status and
             // message events carry the `degraded` list.
@@ -101,7 +105,7 @@ impl TurnScheduler {
         };
         self.observer.model_usage(&outcome.trace.usage);
         if status == TurnState::Completed {
-            self.add_labels(session_id, outcome).await;
+            self.add_labels(&ran.session, &ran.runtime, outcome).await;
         }
         let mut trace = serde_json::to_value(&outcome.trace).ok();
         if let Some(trace) = trace.as_mut() {
@@ -169,21 +173,26 @@ impl TurnScheduler {
 
     /// Cancels the turn (unless it is replying) when the store says it should stop (a newer
     /// message came, or the session's turns were cancelled), whichever process said so.
-    fn watch_for_cancellation(&self, session_id: &str, trace_id: &str, cancel: CancellationToken) -> CancellationToken {
+    /// `changes` are the session's requests to stop, subscribed before the claim last read
+    /// the turn's flag: a request made since has already marked them changed.
+    fn watch_for_cancellation(
+        &self,
+        mut changes: watch::Receiver<u64>,
+        trace_id: &str,
+        cancel: CancellationToken,
+    ) -> CancellationToken {
         let stop = CancellationToken::new();
-        // Only requests to stop wake it: the turn's own events do not.
-        let mut changes = self.store.hub().subscribe_stops(session_id);
         let (store, trace, token) = (self.store.clone(), trace_id.to_string(), stop.clone());
         tokio::spawn(async move {
-            // Once first: a request that came between the claim and the subscription.
+            // Only requests to stop wake it: the turn's own events do not.
             loop {
-                if store.turn_cancel_requested(&trace).await.unwrap_or(false) {
-                    cancel.cancel();
-                    return;
-                }
                 tokio::select! {
                     () = token.cancelled() => return,
                     changed = changes.changed() => if changed.is_err() { return },
+                }
+                if store.turn_cancel_requested(&trace).await.unwrap_or(false) {
+                    cancel.cancel();
+                    return;
                 }
             }
         });
@@ -228,10 +237,12 @@ impl TurnScheduler {
             });
             (task, fired)
         };
+        let done =
+            |outcome| Processed::Done(Box::new(Ran { outcome, session: session.clone(), runtime: runtime.clone() }));
         let running = async {
             let mut processing = Box::pin(runtime.process(input, sink, cancel, latch.clone()));
             let result = tokio::select! {
-                outcome = &mut processing => Processed::Done(Box::new(outcome)),
+                outcome = &mut processing => done(outcome),
                 () = self.shutdown.cancelled() => {
                     // A reply already being emitted is finished; a turn still preparing is
                     // stopped and handed back, to run again from its start on the next
@@ -239,7 +250,7 @@ impl TurnScheduler {
                     // outcomes themselves): the next attempt reuses them instead of sending
                     // them again.
                     if latch.is_set() {
-                        Processed::Done(Box::new(processing.await))
+                        done(processing.await)
                     } else {
                         drop(processing);
                         self.wait_for_calls(trace_id).await;
@@ -254,7 +265,7 @@ impl TurnScheduler {
         let (result, ()) = tokio::join!(running, sink.keep_writing());
         timer.0.abort();
         match result {
-            Processed::Done(outcome) if timer.1.load(Ordering::SeqCst) && outcome.status == TurnStatus::Cancelled => {
+            Processed::Done(ran) if timer.1.load(Ordering::SeqCst) && ran.outcome.status == TurnStatus::Cancelled => {
                 Processed::NotRun(format!("the turn took longer than {timeout:?} and was stopped"))
             }
             other => other,
@@ -281,10 +292,9 @@ impl TurnScheduler {
     }
 
     /// Adds the labels of the guidelines, journeys and journey states the turn matched to
-    /// its session.
-    async fn add_labels(&self, session_id: &str, outcome: &TurnOutcome) {
-        let Ok(session) = self.store.require_session(session_id).await else { return };
-        let Ok(runtime) = self.agents.runtime(&session.session.agent_id).await else { return };
+    /// its session (`session` as the turn read it: the update reads it again).
+    async fn add_labels(&self, session: &Session, runtime: &AgentRuntime, outcome: &TurnOutcome) {
+        let session_id = session.id.as_str();
         let definition = runtime.definition();
         let mut labels: Vec<String> = Vec::new();
         for id in &outcome.trace.matched {
@@ -300,7 +310,7 @@ impl TurnScheduler {
                 }
             }
         }
-        if labels.iter().all(|l| session.session.labels.contains(l)) {
+        if labels.iter().all(|l| session.labels.contains(l)) {
             return;
         }
         let result = self

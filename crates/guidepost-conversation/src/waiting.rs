@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use guidepost_core::Event;
-use guidepost_store::{EventFilter, StoreError};
+use guidepost_store::{EventFilter, EventPage, StoreError};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -42,13 +42,29 @@ impl Conversations {
     /// there is none yet. With no wait, answers at once (possibly with none); after a wait in
     /// vain, [`ConversationError::Timeout`].
     pub async fn wait_for_events(&self, session_id: &str, filter: &EventFilter, wait: Duration) -> Result<Vec<Event>> {
+        let all = filter.limit.unwrap_or(usize::MAX);
+        Ok(self.wait_for_page(session_id, filter, (all, usize::MAX), wait).await?.events)
+    }
+
+    /// The first page of the session's events the filter keeps (at most `max_events`, and
+    /// no more once `max_bytes` of data were read; see [`guidepost_store::Store::events_page`]),
+    /// waiting up to `wait` for one to come when there is none yet, as
+    /// [`Self::wait_for_events`] does. A listing sent page by page starts from it: one read
+    /// of the store where a wait and then a listing would take two.
+    pub async fn wait_for_page(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        (max_events, max_bytes): (usize, usize),
+        wait: Duration,
+    ) -> Result<EventPage> {
         let mut changes = self.store.hub().subscribe(session_id);
         let deadline = Instant::now() + wait;
         let mut known = false;
         loop {
-            let events = self.store.list_events(session_id, filter).await?;
+            let events = self.store.events_page(session_id, filter, max_events, max_bytes).await?;
             // Events found say the session exists (they go with it); none found, it may not.
-            if !events.is_empty() {
+            if !events.events.is_empty() {
                 return Ok(events);
             }
             if !known {

@@ -20,7 +20,7 @@ use futures::StreamExt;
 use guidepost_conversation::{Post, is_whole};
 use guidepost_core::payload::{EventPayload, Participant, StatusDetail, StatusPayload};
 use guidepost_core::{Event, EventKind, EventSource};
-use guidepost_store::EventFilter;
+use guidepost_store::{EventFilter, EventPage};
 use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -442,10 +442,10 @@ pub async fn list(state: State, Path(session_id): Path<String>, params: Params) 
         let events = state.conversations.follow_events(&session_id, filter, Duration::from_secs(wait));
         return Ok(Sse::new(events.map(sse_event)).keep_alive(KeepAlive::default()).into_response());
     }
-    // Waits for the first event (if asked to), then sends the listing page by page.
-    let first = EventFilter { limit: Some(1), ..filter.clone() };
-    state.conversations.wait_for_events(&session_id, &first, Duration::from_secs(wait)).await?;
-    listing(&state, &session_id, filter).await
+    // Waits for the first page (if asked to), then sends the listing page by page from it.
+    let page = (PAGE_EVENTS, PAGE_BYTES);
+    let first = state.conversations.wait_for_page(&session_id, &filter, page, Duration::from_secs(wait)).await?;
+    Ok(listing(&state, &session_id, filter, first))
 }
 
 /// Events the listing sends per page, and the bytes of data after which a page ends early.
@@ -455,9 +455,8 @@ const PAGE_BYTES: usize = 1 << 20;
 /// The events `filter` keeps, as one JSON array written page by page: however many and large
 /// a session's events are, what the listing holds at a time is one page. A store failure
 /// after the first page cuts the response short (the first one is a proper error).
-async fn listing(state: &State, session_id: &str, filter: EventFilter) -> ApiResult<Response> {
+fn listing(state: &State, session_id: &str, filter: EventFilter, first: EventPage) -> Response {
     let store = state.store.clone();
-    let first = store.events_page(session_id, &filter, PAGE_EVENTS, PAGE_BYTES).await?;
     let start = Listing { store, session_id: session_id.to_string(), filter, page: Some(first), written: 0 };
     let body = futures::stream::unfold(Some(start), |listing| async move {
         let mut listing = listing?;
@@ -489,7 +488,7 @@ async fn listing(state: &State, session_id: &str, filter: EventFilter) -> ApiRes
     response
         .headers_mut()
         .insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
-    Ok(response)
+    response
 }
 
 /// Where a listing written page by page stands.
@@ -498,7 +497,7 @@ struct Listing {
     session_id: String,
     filter: EventFilter,
     /// The page to write next; `None` once the last was written.
-    page: Option<guidepost_store::EventPage>,
+    page: Option<EventPage>,
     /// Events written so far.
     written: usize,
 }

@@ -26,6 +26,8 @@
 //!                                 # holds, for models that report it (default: the model's)
 //!   ask_both_ways: false          # ask each one-question check and its negation, and weigh
 //!                                 # the two answers together
+//!   compare_exits: true           # where several conditional ways lead on from a journey
+//!                                 # step, ask which one holds, or none, in one comparison
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
@@ -63,6 +65,7 @@ struct Engine {
     recheck_after_tools: Option<guidepost_engine::RecheckAfterTools>,
     verdict_threshold: Option<f32>,
     ask_both_ways: Option<bool>,
+    compare_exits: Option<bool>,
     #[serde(default)]
     tasks: Tasks,
 }
@@ -196,6 +199,9 @@ pub fn runtime_config_from(
     }
     if let Some(both) = engine.ask_both_ways {
         m.ask_both_ways = both;
+    }
+    if let Some(compare) = engine.compare_exits {
+        m.compare_exits = compare;
     }
     if let Some(task) = &engine.tasks.matching {
         if let Some(v) = task.verdicts {

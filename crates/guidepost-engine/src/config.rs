@@ -124,6 +124,11 @@ pub struct MatcherConfig {
     /// it) and weigh the answers together; twice the questions, each after the shared prompt
     /// prefix.
     pub ask_both_ways: bool,
+    /// Where two or more conditional ways lead on from a journey step, ask which one of them
+    /// holds (or none, where the journey may stay) in one comparison
+    /// ([`crate::batches::single::choose`], both orders), instead of a yes-or-no question per
+    /// way (see [`crate::JourneySelector::compare_exits`]).
+    pub compare_exits: bool,
 }
 
 impl Default for MatcherConfig {
@@ -143,6 +148,7 @@ impl Default for MatcherConfig {
             verdict_threshold: None,
             journey_verdict_threshold: None,
             ask_both_ways: false,
+            compare_exits: true,
         }
     }
 }

@@ -103,7 +103,8 @@ pub const CHOICE_SCHEMA_NAME: &str = "Choice";
 pub const MAX_CHOICES: usize = 9;
 
 /// Asks which one of `statements` is true, once in their order and once in reverse, and
-/// returns how likely each is, averaged over the two askings. A small model favours a
+/// returns how likely each is, averaged over the two askings. With `last_stays`, the last
+/// statement (a "none of the above") stays last in both. A small model favours a
 /// position in a list; asked both ways, that preference cancels out. A model that reports
 /// no odds counts its pick as certain. Two statements at least and [`MAX_CHOICES`] at most.
 ///
@@ -117,6 +118,7 @@ pub async fn choose(
     task: TaskKind,
     temperature: f32,
     statements: &[&str],
+    last_stays: bool,
     conversation: &ConversationView,
 ) -> CallOutcome<Vec<f32>> {
     let n = statements.len();
@@ -130,7 +132,9 @@ pub async fn choose(
     let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
     let schema = serde_json::json!({"type": "string", "enum": labels});
-    let orders: [Vec<usize>; 2] = [(0..n).collect(), (0..n).rev().collect()];
+    let reversed: Vec<usize> =
+        if last_stays { (0..n - 1).rev().chain(std::iter::once(n - 1)).collect() } else { (0..n).rev().collect() };
+    let orders: [Vec<usize>; 2] = [(0..n).collect(), reversed];
     for order in &orders {
         let asked: Vec<&str> = order.iter().map(|&i| statements[i]).collect();
         let prompt = render_choice(&asked, conversation);

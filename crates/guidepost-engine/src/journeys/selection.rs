@@ -72,6 +72,12 @@ pub struct JourneySelector {
     pub verdict_threshold: Option<f32>,
     /// Transitions are asked in both polarities (see [`single::Ask::both_ways`]).
     pub both_ways: bool,
+    /// Where two or more conditional ways lead on from a step, the model is asked which one
+    /// of them holds, or that none does, in one comparison instead of a question per way. Exits such as "asks about another city" and "wants no more
+    /// lookups", or "the customer named a city" and "has not named one yet", exclude each
+    /// other; asked one at a time, a small model can affirm the wrong one or miss both, where
+    /// set side by side it compares them.
+    pub compare_exits: bool,
 }
 
 impl JourneySelector {
@@ -238,11 +244,18 @@ impl JourneySelector {
                 break;
             }
             let rests = !(node.kind == NodeKind::Fork || (!entered && node.kind == NodeKind::Tool));
-            let next = match self.next_exit(model, node, rests, conversation, &mut asked, &unknown).await {
+            let how = Exit { rests, reached: entered };
+            let next = match self.next_exit(model, node, how, conversation, &mut asked, &unknown).await {
                 Ok(next) => next,
                 Err(error) => return self.failed(path, starting, asked, error),
             };
             let Some(edge) = next else { break };
+            // A move does not come back to where it began or to a step it passed: one message
+            // answers a question once.
+            if edge.to == path.current() || steps.contains(&edge.to) {
+                asked.notes.push(format!("`{}` was passed in this move: it ends at `{}`", edge.to, node.id));
+                break;
+            }
             steps.push(edge.to.clone());
             at = edge.to.clone();
         }
@@ -282,7 +295,7 @@ impl JourneySelector {
         &self,
         model: &dyn ChatModel,
         node: &'g JourneyNode,
-        rests: bool,
+        Exit { rests, reached }: Exit,
         conversation: &ConversationView,
         asked: &mut Asking,
         known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
@@ -292,6 +305,26 @@ impl JourneySelector {
         if conditional.is_empty() {
             // A question waits for its answer; a fork, the start or a finished tool step goes on.
             return Ok(otherwise);
+        }
+        if self.compare_exits
+            && (2..single::MAX_CHOICES).contains(&conditional.len())
+            && conditional.iter().all(|e| known(e).is_none())
+        {
+            // "None of these" is an answer everywhere: the journey stays at a question, takes
+            // the unconditional way on where there is one, and a move ends before a fork
+            // none of whose exits holds.
+            // Past a question this move only reached, the choice must be as sure as a verdict
+            // (a fork routes a move already made: the likeliest way is taken).
+            let floor = (reached && node.kind == NodeKind::Chat)
+                .then(|| self.verdict_threshold.unwrap_or_else(|| model.capabilities().verdict_threshold));
+            let compared = self.compare(model, &conditional, floor, conversation, asked).await?;
+            if compared.is_none()
+                && let Some(edge) = otherwise
+            {
+                asked.notes.push(format!("the unconditional way on to `{}`", edge.to));
+                return Ok(Some(edge));
+            }
+            return Ok(compared);
         }
         let verdicts: Vec<ExitVerdict> = match conditional.iter().map(|e| known(e)).collect::<Option<Vec<_>>>() {
             Some(verdicts) => verdicts,
@@ -408,7 +441,8 @@ impl JourneySelector {
             && guard > 0
         {
             guard -= 1;
-            match self.next_exit(model, fork, false, conversation, &mut asked, known).await {
+            let how = Exit { rests: false, reached: true };
+            match self.next_exit(model, fork, how, conversation, &mut asked, known).await {
                 Ok(Some(edge)) => steps.push(edge.to.clone()),
                 Ok(None) => break,
                 Err(error) => {
@@ -498,7 +532,7 @@ impl JourneySelector {
     ) -> Option<&'e JourneyEdge> {
         let conditions: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
         let task = TaskKind::JourneySelection;
-        let outcome = single::choose(model, task, self.temperature, &conditions, conversation).await;
+        let outcome = single::choose(model, task, self.temperature, &conditions, false, conversation).await;
         asked.estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
             Usage::sum_into(&mut asked.usage, u);
@@ -519,6 +553,68 @@ impl JourneySelector {
         }
     }
 }
+
+impl JourneySelector {
+    /// Which one of `exits` holds, in one comparison asked in both orders with "none of
+    /// these" listed last. The likeliest choice is taken, when it reaches `floor`; `None` when
+    /// it is "none of these" or falls short.
+    async fn compare<'e>(
+        &self,
+        model: &dyn ChatModel,
+        exits: &[&'e JourneyEdge],
+        floor: Option<f32>,
+        conversation: &ConversationView,
+        asked: &mut Asking,
+    ) -> Result<Option<&'e JourneyEdge>, BatchError> {
+        let mut statements: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
+        let chinese = single::writes_chinese(&statements.concat());
+        statements.push(if chinese { NONE_OF_THESE_ZH } else { NONE_OF_THESE });
+        let task = TaskKind::JourneySelection;
+        let outcome = single::choose(model, task, self.temperature, &statements, true, conversation).await;
+        asked.estimated_tokens += outcome.estimated_tokens;
+        if let Some(u) = &outcome.usage {
+            Usage::sum_into(&mut asked.usage, u);
+        }
+        let probabilities = outcome.answer?;
+        let odds = statements
+            .iter()
+            .zip(&probabilities)
+            .map(|(s, p)| format!("{s} (p {p:.2})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let likeliest = probabilities.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1));
+        if let (Some((i, p)), Some(floor)) = (likeliest, floor)
+            && i < exits.len()
+            && *p < floor
+        {
+            asked.notes.push(format!("compared: {odds}; short of {floor:.2}, none taken"));
+            return Ok(None);
+        }
+        match likeliest.and_then(|(i, _)| exits.get(i)) {
+            Some(edge) => {
+                asked.notes.push(format!("compared: {odds}; on to `{}`", edge.to));
+                Ok(Some(*edge))
+            }
+            None => {
+                asked.notes.push(format!("compared: {odds}; none holds"));
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// How the way out of a step is chosen.
+#[derive(Debug, Clone, Copy)]
+struct Exit {
+    /// The journey may rest at the step.
+    rests: bool,
+    /// The move only reached the step (it is not where the journey stood).
+    reached: bool,
+}
+
+/// The last choice of a comparison among a question's exits.
+const NONE_OF_THESE: &str = "None of the statements above is true";
+const NONE_OF_THESE_ZH: &str = "以上陈述都不成立";
 
 /// What the questions of one selection asked and cost, and the notes of their answers.
 #[derive(Debug, Default)]
@@ -608,8 +704,13 @@ tools:
         JourneyPath::from_states(states.iter().map(|s| s.to_string()).collect()).unwrap()
     }
 
-    const SELECTOR: JourneySelector =
-        JourneySelector { max_steps: 4, temperature: 0.0, verdict_threshold: None, both_ways: false };
+    const SELECTOR: JourneySelector = JourneySelector {
+        max_steps: 4,
+        temperature: 0.0,
+        verdict_threshold: None,
+        both_ways: false,
+        compare_exits: false,
+    };
 
     #[test]
     fn root_with_one_transition_needs_no_model() {

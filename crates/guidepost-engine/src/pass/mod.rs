@@ -140,6 +140,7 @@ impl<'a> Pass<'a> {
             temperature: self.config.temperature,
             verdict_threshold: self.config.journey_verdict_threshold.or(self.config.verdict_threshold),
             both_ways: self.config.ask_both_ways,
+            compare_exits: self.config.compare_exits,
         }
     }
 

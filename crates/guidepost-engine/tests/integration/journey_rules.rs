@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use guidepost_core::{JourneyPath, ToolId};
-use guidepost_engine::StagedToolResult;
 use guidepost_engine::batches::single::{choices_of, statement_of};
 use guidepost_engine::record::JourneyDecision;
+use guidepost_engine::{MatcherConfig, StagedToolResult};
 use guidepost_llm::ModelCapabilities;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use serde_json::json;
@@ -111,7 +111,9 @@ async fn forks_in_a_row_are_decided_after_the_tool_ran() {
             _ => 0.1,
         }
     }
-    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    // Asked one exit at a time (each fork's exits compared is the default, tested below).
+    let each = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(SHOP), small_model(p, |_| true), None, each);
     let mut session = at(&["initial", "item", "fee", "address"]);
     let ctx = session.customer("12 Main Street");
     let first = matcher.match_turn(&ctx).await.unwrap();
@@ -203,4 +205,136 @@ async fn a_move_states_where_it_went() {
         "{}",
         record.rationale
     );
+}
+
+const LOOKUP: &str = r#"
+agent: { name: Sky }
+journeys:
+  - id: weather
+    title: Weather
+    conditions: [The customer wants to know the weather]
+    start: lookup
+    states:
+      - { id: lookup, tool: get_weather, next: report }
+      - id: report
+        chat: Tell the weather and ask whether to look up another city
+        next:
+          - { to: lookup, when: The customer asks about a city }
+          - { to: end, when: The customer wants no more lookups }
+tools:
+  - name: get_weather
+    description: Looks up the weather
+    parameters: { city: { type: string } }
+"#;
+
+fn weather_at_report() -> Session {
+    let mut session = Session::new();
+    let path = JourneyPath::from_states(states(&["initial", "lookup", "report"])).unwrap();
+    session.state.journey_paths.insert("weather".into(), path);
+    session
+}
+
+/// Asked one exit at a time, this model affirms "asks about a city" for any message and
+/// denies "wants no more lookups"; set side by side it names what the message says.
+fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement == "The customer asks about a city" { 0.8 } else { 0.2 }
+    }
+    Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(move |req| Ok(p(statement_of(user(req)).unwrap_or_default(), &last_customer(req))))
+            .when(schema_is("Choice"))
+            .reply_with(move |req| {
+                let listed = choices_of(user(req)).expect("a numbered list");
+                let wanted = match last_customer(req).as_str() {
+                    "No more, thanks." => "The customer wants no more lookups",
+                    "And in Lyon?" => "The customer asks about a city",
+                    _ => "None of the statements above is true",
+                };
+                Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
+            }),
+    )
+}
+
+#[tokio::test]
+async fn exits_compared_side_by_side_take_the_one_the_message_gives_or_none() {
+    let compared = MatcherConfig::default();
+    assert!(compared.compare_exits, "compared by default");
+    let last = |o: &guidepost_engine::MatchingOutcome| path_of(o, "weather").and_then(|p| p.last().cloned());
+    // One question per exit: the wrong exit holds.
+    let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let each = matcher_with(inline(LOOKUP), one_at_a_time_wrong(), None, one_at_a_time);
+    let o = each.match_turn(&weather_at_report().customer("No more, thanks.")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("lookup"), "one exit at a time takes the wrong way");
+    // Compared, with "none of these" beside them.
+    let matcher = matcher_with(inline(LOOKUP), one_at_a_time_wrong(), None, compared);
+    let o = matcher.match_turn(&weather_at_report().customer("No more, thanks.")).await.unwrap();
+    assert_eq!(last(&o), None, "the journey ended");
+    let record = o.record.journey("weather").unwrap();
+    assert!(record.rationale.contains("compared: The customer asks about a city (p 0.00)"), "{}", record.rationale);
+    assert!(
+        record.rationale.contains("None of the statements above is true (p 0.00); on to `end`"),
+        "{}",
+        record.rationale
+    );
+    let o = matcher.match_turn(&weather_at_report().customer("And in Lyon?")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("lookup"));
+    let o = matcher.match_turn(&weather_at_report().customer("What a lovely day.")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("report"), "none holds: the journey waits at its question");
+    assert!(o.record.journey("weather").unwrap().rationale.contains("none holds"));
+}
+
+const PLAN: &str = r#"
+agent: { name: Tess }
+journeys:
+  - id: plan
+    title: Change plan
+    conditions: [The customer wants another plan]
+    start: ask_plan
+    states:
+      - { id: ask_plan, chat: Ask which plan they want, next: [{ to: confirm, when: The customer chose a plan }] }
+      - id: confirm
+        chat: Repeat the plan and ask the customer to confirm
+        next:
+          - { to: switch, when: The customer confirms the change }
+          - { to: ask_plan, when: The customer wants a different plan }
+      - { id: switch, chat: Say the plan is switched, next: end }
+"#;
+
+#[tokio::test]
+async fn a_move_never_comes_back_and_a_question_it_only_reached_needs_a_sure_answer() {
+    // "Plus sounds right" chooses a plan: on to the confirmation. There the model leans to
+    // "wants a different plan" (0.5, short of 0.7): a question the move only reached is not
+    // answered by a lean, and a move never comes back to where it began.
+    let model = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+            .when(schema_is("Verdict"))
+            .reply_odds(|req| Ok(if statement_of(user(req)) == Some("The customer chose a plan") { 0.9 } else { 0.1 }))
+            .when(schema_is("Choice"))
+            .reply_label_odds(|req| {
+                let listed = choices_of(user(req)).expect("a numbered list");
+                Ok(listed
+                    .iter()
+                    .map(|s| match *s {
+                        "The customer chose a plan" => 0.9,
+                        "The customer wants a different plan" => 0.5,
+                        "The customer confirms the change" => 0.4,
+                        _ => 0.05,
+                    })
+                    .collect())
+            }),
+    );
+    let matcher = matcher(inline(PLAN), model);
+    let mut session = Session::new();
+    session
+        .state
+        .journey_paths
+        .insert("plan".into(), JourneyPath::from_states(states(&["initial", "ask_plan"])).unwrap());
+    let o = matcher.match_turn(&session.customer("Plus sounds right.")).await.unwrap();
+    assert_eq!(path_of(&o, "plan"), Some(states(&["initial", "ask_plan", "confirm"])));
+    let rationale = &o.record.journey("plan").unwrap().rationale;
+    assert!(rationale.contains("short of 0.70, none taken"), "{rationale}");
 }

@@ -245,7 +245,9 @@ async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
     let def = example("weather");
     let tool = weather_tool(&def);
     let model = small_weather_model();
-    let matcher = matcher(def, model.clone());
+    // One question per transition (comparing exits, the default, is tested in journey_rules).
+    let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(def, model.clone(), None, one_at_a_time);
     let mut session = Session::new();
 
     // The city in the first message leads straight to the tool step.
@@ -286,7 +288,11 @@ async fn journey_steps_follow_their_own_verdict_style_when_configured() {
             .when(schema_is("ConditionChecks"))
             .reply_with(|req| Ok(checks(req, "## Conditions", decide))),
     );
-    let config = MatcherConfig { journey_verdicts: Some(VerdictStyle::Single), ..MatcherConfig::default() };
+    let config = MatcherConfig {
+        journey_verdicts: Some(VerdictStyle::Single),
+        compare_exits: false,
+        ..MatcherConfig::default()
+    };
     let matcher = matcher_with(example("weather"), model.clone(), None, config);
     let o = matcher.match_turn(&Session::new().customer("北京天气怎么样？")).await.unwrap();
     assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather"])));
@@ -326,7 +332,9 @@ async fn a_yes_counts_from_the_models_threshold_and_a_start_short_of_it_asks_whi
         }
     }
     let model = leaning_weather_model(p);
-    let matcher = matcher(example("weather"), model.clone());
+    // The ways in asked one at a time (compared, they are one question: journey_rules).
+    let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(example("weather"), model.clone(), None, one_at_a_time.clone());
     let mut session = Session::new();
     let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
     // "yes" was the likelier answer on the greeting (0.65), but short of the model's 0.7.
@@ -344,7 +352,7 @@ async fn a_yes_counts_from_the_models_threshold_and_a_start_short_of_it_asks_whi
     assert!(journey.rationale.contains("which holds: 用户还没说要查哪个城市"), "{}", journey.rationale);
 
     // The configuration's threshold wins over the model's.
-    let config = MatcherConfig { verdict_threshold: Some(0.6), ..MatcherConfig::default() };
+    let config = MatcherConfig { verdict_threshold: Some(0.6), ..one_at_a_time };
     let matcher = matcher_with(example("weather"), leaning_weather_model(p), None, config);
     let mut session = Session::new();
     let first = matcher.match_turn(&session.customer("我想查一下天气")).await.unwrap();
@@ -390,7 +398,8 @@ async fn where_the_journey_rests_an_answer_short_of_the_threshold_does_not_move_
             .insert("weather_lookup".into(), guidepost_core::JourneyPath::from_states(states(&path)).unwrap());
         session
     };
-    let matcher = matcher(example("weather"), leaning_weather_model(p));
+    let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(example("weather"), leaning_weather_model(p), None, one_at_a_time);
     let o = matcher.match_turn(&at_ask_continue().customer("那深圳呢？")).await.unwrap();
     assert_eq!(path_of(&o, "weather_lookup"), Some(states(&["initial", "get_weather", "show_result", "ask_continue"])));
     let journey = o.record.journey("weather_lookup").unwrap();
@@ -432,7 +441,8 @@ async fn a_tool_step_whose_exits_all_sound_unlikely_asks_which_one_holds() {
     );
     let def = example("weather");
     let tool = weather_tool(&def);
-    let matcher = matcher(def, model.clone());
+    let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(def, model.clone(), None, one_at_a_time);
     let mut session = Session::new();
     session.state.journey_paths.insert(
         "weather_lookup".into(),

@@ -53,8 +53,11 @@ enum Answer {
     Json(ComputeJson),
     Text(ComputeText),
     Odds(ComputeOdds),
+    LabelOdds(ComputeLabelOdds),
     Fail(LlmError),
 }
+
+type ComputeLabelOdds = Arc<dyn Fn(&ChatRequest) -> Result<Vec<f32>, LlmError> + Send + Sync>;
 
 type ComputeOdds = Arc<dyn Fn(&ChatRequest) -> Result<f32, LlmError> + Send + Sync>;
 
@@ -212,8 +215,24 @@ impl ScriptedModel {
             let output = if is_json { Output::Json(Value::from(answer)) } else { Output::Text(answer.into()) };
             return Ok((output, vec![decision]));
         }
+        if let Answer::LabelOdds(compute) = &rule.answer {
+            let weights = compute(req)?;
+            let total: f32 = weights.iter().map(|w| w.max(0.0)).sum();
+            let options: Vec<TokenOption> = weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| TokenOption {
+                    token: (i + 1).to_string(),
+                    probability: if total > 0.0 { w.max(0.0) / total } else { 0.0 },
+                })
+                .collect();
+            let best = options.iter().max_by(|a, b| a.probability.total_cmp(&b.probability));
+            let answer = best.map_or_else(|| "1".to_string(), |o| o.token.clone());
+            let output = if is_json { Output::Json(Value::from(answer)) } else { Output::Text(answer) };
+            return Ok((output, vec![TokenDecision { offset: 1, options }]));
+        }
         let output = match &rule.answer {
-            Answer::Odds(_) => unreachable!("answered above"),
+            Answer::Odds(_) | Answer::LabelOdds(_) => unreachable!("answered above"),
             Answer::Fail(error) => Err(error.clone()),
             Answer::Json(compute) => {
                 let value = compute(req)?;
@@ -354,6 +373,16 @@ impl RuleBuilder {
         compute: impl Fn(&ChatRequest) -> Result<f32, LlmError> + Send + Sync + 'static,
     ) -> ScriptedModel {
         self.finish(Answer::Odds(Arc::new(compute)))
+    }
+
+    /// Answers with one of the labels "1", "2", ... (a numbered choice), reporting how likely
+    /// each was as `compute` weighs them (normalized), as a local model under a grammar
+    /// reports it: the answer is the likeliest.
+    pub fn reply_label_odds(
+        self,
+        compute: impl Fn(&ChatRequest) -> Result<Vec<f32>, LlmError> + Send + Sync + 'static,
+    ) -> ScriptedModel {
+        self.finish(Answer::LabelOdds(Arc::new(compute)))
     }
 
     /// Fails with `error` (to test error handling above the model).

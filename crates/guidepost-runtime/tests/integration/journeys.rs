@@ -158,14 +158,19 @@ async fn each_task_goes_to_its_own_model() {
             .when_task(TaskKind::JourneySelection)
             .reply_with(|req| {
                 let text = prompt(req);
-                let statement = guidepost_engine::batches::single::statement_of(&text).unwrap_or("");
                 let failed = text.contains("暂时没有该城市的天气数据");
-                let holds = match statement {
+                let holds = |statement: &str| match statement {
                     "用户说了要查哪个城市" => true,
                     "天气工具查询失败（不支持该城市）" => failed,
                     _ => false,
                 };
-                Ok(json!(if holds { "yes" } else { "no" }))
+                // A comparison of a step's exits names the one that holds, else "none" (last).
+                if let Some(listed) = guidepost_engine::batches::single::choices_of(&text) {
+                    let pick = listed.iter().position(|s| holds(s)).unwrap_or(listed.len() - 1);
+                    return Ok(json!((pick + 1).to_string()));
+                }
+                let statement = guidepost_engine::batches::single::statement_of(&text).unwrap_or("");
+                Ok(json!(if holds(statement) { "yes" } else { "no" }))
             }),
     );
     let tools = Arc::new(ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [

@@ -26,7 +26,7 @@
 //!                                 # holds, for models that report it (default: the model's)
 //!   ask_both_ways: false          # ask each one-question check and its negation, and weigh
 //!                                 # the two answers together
-//!   compare_exits: true           # where several conditional ways lead on from a journey
+//!   compare_exits: false          # where several conditional ways lead on from a journey
 //!                                 # step, ask which one holds, or none, in one comparison
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }

@@ -148,7 +148,7 @@ impl Default for MatcherConfig {
             verdict_threshold: None,
             journey_verdict_threshold: None,
             ask_both_ways: false,
-            compare_exits: true,
+            compare_exits: false,
         }
     }
 }

@@ -111,7 +111,7 @@ async fn forks_in_a_row_are_decided_after_the_tool_ran() {
             _ => 0.1,
         }
     }
-    // Asked one exit at a time (each fork's exits compared is the default, tested below).
+    // Asked one exit at a time (each fork's exits compared is tested below).
     let each = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
     let matcher = matcher_with(inline(SHOP), small_model(p, |_| true), None, each);
     let mut session = at(&["initial", "item", "fee", "address"]);
@@ -260,8 +260,7 @@ fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
 
 #[tokio::test]
 async fn exits_compared_side_by_side_take_the_one_the_message_gives_or_none() {
-    let compared = MatcherConfig::default();
-    assert!(compared.compare_exits, "compared by default");
+    let compared = MatcherConfig { compare_exits: true, ..MatcherConfig::default() };
     let last = |o: &guidepost_engine::MatchingOutcome| path_of(o, "weather").and_then(|p| p.last().cloned());
     // One question per exit: the wrong exit holds.
     let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
@@ -327,7 +326,8 @@ async fn a_move_never_comes_back_and_a_question_it_only_reached_needs_a_sure_ans
                     .collect())
             }),
     );
-    let matcher = matcher(inline(PLAN), model);
+    let compared = MatcherConfig { compare_exits: true, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(PLAN), model, None, compared);
     let mut session = Session::new();
     session
         .state

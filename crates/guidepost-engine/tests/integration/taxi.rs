@@ -191,13 +191,6 @@ fn forked_model(holds: &'static [&'static str]) -> Arc<ScriptedModel> {
                 let text = user(req);
                 let statement = text.rsplit("Statement").next().unwrap_or("");
                 Ok(json!(if holds.iter().any(|h| statement.contains(h)) { "yes" } else { "no" }))
-            })
-            .when(schema_is("Choice"))
-            .reply_with(move |req| {
-                // The statement that holds, else the last ("none of these").
-                let listed = guidepost_engine::batches::single::choices_of(user(req)).expect("a numbered list");
-                let holding = listed.iter().position(|s| holds.iter().any(|h| s.contains(h)));
-                Ok(json!((holding.unwrap_or(listed.len() - 1) + 1).to_string()))
             }),
     )
 }
@@ -436,18 +429,6 @@ fn leaning_taxi_model(p: fn(&str, &str) -> f32) -> Arc<ScriptedModel> {
             .reply_odds(move |req| {
                 let statement = guidepost_engine::batches::single::statement_of(user(req)).unwrap_or_default();
                 Ok(p(statement, &last_customer(req)))
-            })
-            .when(schema_is("Choice"))
-            .reply_with(move |req| {
-                // The statement it finds likeliest (the first, between equals), or "none of
-                // these" (listed last) when it finds none likely.
-                let listed = guidepost_engine::batches::single::choices_of(user(req)).expect("a numbered list");
-                let customer = last_customer(req);
-                let exits = listed.len() - 1;
-                let best =
-                    (0..exits).fold(0, |b, i| if p(listed[i], &customer) > p(listed[b], &customer) { i } else { b });
-                let pick = if p(listed[best], &customer) >= 0.5 { best } else { exits };
-                Ok(serde_json::json!((pick + 1).to_string()))
             })
             .when(schema_is("JourneySelectionAnswer"))
             .reply_with(|req| Ok(backtrack(step(req, "Ask for the pickup address"), "the pickup changed"))),

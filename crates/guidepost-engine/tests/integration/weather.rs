@@ -245,7 +245,7 @@ async fn a_small_model_walks_the_journey_one_transition_at_a_time() {
     let def = example("weather");
     let tool = weather_tool(&def);
     let model = small_weather_model();
-    // One question per transition (comparing exits, the default, is tested in journey_rules).
+    // One question per transition (exits compared are tested in journey_rules).
     let one_at_a_time = MatcherConfig { compare_exits: false, ..MatcherConfig::default() };
     let matcher = matcher_with(def, model.clone(), None, one_at_a_time);
     let mut session = Session::new();

@@ -73,10 +73,12 @@ pub struct JourneySelector {
     /// Transitions are asked in both polarities (see [`single::Ask::both_ways`]).
     pub both_ways: bool,
     /// Where two or more conditional ways lead on from a step, the model is asked which one
-    /// of them holds, or that none does, in one comparison instead of a question per way. Exits such as "asks about another city" and "wants no more
-    /// lookups", or "the customer named a city" and "has not named one yet", exclude each
-    /// other; asked one at a time, a small model can affirm the wrong one or miss both, where
-    /// set side by side it compares them.
+    /// of them holds, or that none does, in one comparison instead of a question per way.
+    /// Exits such as "asks about another city" and "wants no more lookups", or "the customer
+    /// named a city" and "has not named one yet", exclude each other; asked one at a time, a
+    /// small model can affirm the wrong one or miss both, where set side by side it compares
+    /// them. Off by default: its prompt shares less with the cached questions before it, so
+    /// turns on a local model take longer (see the README's table of methods).
     pub compare_exits: bool,
 }
 

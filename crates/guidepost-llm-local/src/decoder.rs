@@ -26,7 +26,7 @@ use crate::gguf::Metadata;
 use crate::kv_cache::{self, Cache, CachePlan, LayerCache, SavedCaches, another_kind, plan, shared_prefix};
 use crate::layers::{causal_softmax, rms_norm, rope};
 use crate::requant::{RequantReport, is_slow, requantize};
-use crate::weights::{self, BlockHandle};
+use crate::weights::{self, BlockHandle, BlockWeight};
 
 /// The architectures this decoder runs, from `general.architecture`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,6 +133,15 @@ impl<R: Read + Seek> TensorReader<'_, R> {
     /// A weight multiplied by, in blocks the decoder can release once candle has repacked
     /// them (see [`crate::weights`]).
     fn matmul(&mut self, name: &str) -> Result<QMatMul, LocalError> {
+        Ok(QMatMul::from_qtensor(self.quantized(name)?)?)
+    }
+
+    /// A transformer block's weight (see [`BlockWeight`]).
+    fn block_weight(&mut self, name: &str) -> Result<BlockWeight, LocalError> {
+        BlockWeight::new(self.quantized(name)?)
+    }
+
+    fn quantized(&mut self, name: &str) -> Result<QTensor, LocalError> {
         let slow = self.content.tensor_infos.get(name).is_some_and(|info| is_slow(info.ggml_dtype));
         let (tensor, handle) = if self.requantize && slow {
             let tensor = self.content.tensor(self.reader, name, self.device)?;
@@ -141,7 +150,7 @@ impl<R: Read + Seek> TensorReader<'_, R> {
             weights::read(self.content, self.reader, name)?
         };
         self.handles.push(handle);
-        Ok(QMatMul::from_qtensor(tensor)?)
+        Ok(tensor)
     }
 
     /// A small tensor (norm weights, biases) as plain F32.
@@ -157,19 +166,19 @@ impl<R: Read + Seek> TensorReader<'_, R> {
 /// One transformer block and its slice of the key/value cache.
 struct Block {
     attn_norm: Tensor,
-    wq: QMatMul,
-    wk: QMatMul,
-    wv: QMatMul,
+    wq: BlockWeight,
+    wk: BlockWeight,
+    wv: BlockWeight,
     bq: Option<Tensor>,
     bk: Option<Tensor>,
     bv: Option<Tensor>,
     q_norm: Option<Tensor>,
     k_norm: Option<Tensor>,
-    wo: QMatMul,
+    wo: BlockWeight,
     ffn_norm: Tensor,
-    gate: QMatMul,
-    up: QMatMul,
-    down: QMatMul,
+    gate: BlockWeight,
+    up: BlockWeight,
+    down: BlockWeight,
 }
 
 impl Block {
@@ -177,19 +186,19 @@ impl Block {
         let name = |part: &str| format!("blk.{index}.{part}");
         Ok(Self {
             attn_norm: tensors.f32(&name("attn_norm.weight"))?,
-            wq: tensors.matmul(&name("attn_q.weight"))?,
-            wk: tensors.matmul(&name("attn_k.weight"))?,
-            wv: tensors.matmul(&name("attn_v.weight"))?,
+            wq: tensors.block_weight(&name("attn_q.weight"))?,
+            wk: tensors.block_weight(&name("attn_k.weight"))?,
+            wv: tensors.block_weight(&name("attn_v.weight"))?,
             bq: tensors.optional_f32(&name("attn_q.bias"))?,
             bk: tensors.optional_f32(&name("attn_k.bias"))?,
             bv: tensors.optional_f32(&name("attn_v.bias"))?,
             q_norm: tensors.optional_f32(&name("attn_q_norm.weight"))?,
             k_norm: tensors.optional_f32(&name("attn_k_norm.weight"))?,
-            wo: tensors.matmul(&name("attn_output.weight"))?,
+            wo: tensors.block_weight(&name("attn_output.weight"))?,
             ffn_norm: tensors.f32(&name("ffn_norm.weight"))?,
-            gate: tensors.matmul(&name("ffn_gate.weight"))?,
-            up: tensors.matmul(&name("ffn_up.weight"))?,
-            down: tensors.matmul(&name("ffn_down.weight"))?,
+            gate: tensors.block_weight(&name("ffn_gate.weight"))?,
+            up: tensors.block_weight(&name("ffn_up.weight"))?,
+            down: tensors.block_weight(&name("ffn_down.weight"))?,
         })
     }
 
@@ -203,7 +212,7 @@ impl Block {
     ) -> Result<Tensor, LocalError> {
         let (batch, len, _) = x.dims3()?;
         let normed = rms_norm(x, &self.attn_norm, hp.rms_eps)?;
-        let project = |w: &QMatMul, bias: &Option<Tensor>| -> Result<Tensor, LocalError> {
+        let project = |w: &BlockWeight, bias: &Option<Tensor>| -> Result<Tensor, LocalError> {
             let y = w.forward(&normed)?;
             Ok(match bias {
                 Some(b) => y.broadcast_add(b)?,

@@ -24,7 +24,7 @@
 //!
 //! | Spec | Model | Size | Load | Speed (release, 1 thread) |
 //! |---|---|---|---|---|
-//! | `local:qwen2.5-coder-1.5b` (default) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | 1.1 GB, ~2.3 GB RSS | 3.0 s | 76 prompt / 9.5 generated tok/s |
+//! | `local:qwen2.5-coder-1.5b` (default) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | 1.1 GB, ~1.9 GB RSS | 3.0 s | 76 prompt / 9.5 generated tok/s |
 //! | `local:smollm2` | SmolLM2-135M-Instruct, Q4_1 → Q8_0 | 98 MB | 1.0 s | 91 prompt / 50 generated tok/s |
 //! | `local:/path/model.gguf` | any llama/qwen2 GGUF with a `gpt2` (BPE) tokenizer | | | |
 //! | `local:all-minilm-l6-v2` (embedder) | all-MiniLM-L6-v2 | 91 MB | 0.1 s | 10 ms one sentence, 41 ms eight |
@@ -39,15 +39,19 @@
 //! On CPUs with AVX2 or AVX-512, candle multiplies by quantized weights through tiles it
 //! repacks them into on first use, and kept them beside the blocks they came from. The
 //! decoder runs every weight once at load and releases the blocks candle no longer reads
-//! (`weights.rs`): 625 MB of Qwen2.5-1.5B's 1.1 GB, whose Q6_K weights keep their blocks for
-//! answers written one token at a time. The key/value cache is written in place in buffers
+//! (`weights.rs`): 788 MB of Qwen2.5-1.5B's 1.1 GB. A block's Q6_K weights are multiplied by
+//! one row as by two, so that candle reads their tiles for answers too and their blocks go
+//! with the rest (`BlockWeight`). The key/value cache is written in place in buffers
 //! that grow by 256 positions, and prompts are evaluated 256 positions at a time, so the
 //! attention scores of a long prompt stay within tens of megabytes. Measured with `guidepost
 //! bench --conversations` (one turn of the weather agent, release build, two cores, load
 //! average 12-14), the server's peak resident memory went from 3,012 MiB to 2,429 MiB; glibc
 //! then still held about 490 MB of the released blocks in its heaps (1,786 MiB resident after
 //! loading with `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`, 2,272 without), which
-//! the decoder now hands back with `malloc_trim` after loading and after each answer.
+//! the decoder now hands back with `malloc_trim` after loading and after each answer. Releasing
+//! the Q6_K blocks too took the peak over the three demo conversations from 2,043 MiB to
+//! 1,910 MiB (`guidepost bench --conversations --server BEFORE --server AFTER`, one run, load
+//! average 2-3), with every decision's prompt and answer the same.
 //!
 //! ```no_run
 //! use guidepost_llm::{ChatModel, ChatRequest, Embedder, TaskKind};

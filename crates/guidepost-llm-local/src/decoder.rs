@@ -391,6 +391,9 @@ impl Decoder {
             let y = block.forward(&x, 0, &self.rope, &self.hp, &mut cache)?;
             block.forward(&y.narrow(1, rows - 1, 1)?, rows, &self.rope, &self.hp, &mut cache)?;
             released += release(handles);
+            // Now, not after the last layer: freed blocks left to the allocator add up while
+            // the next layers' tiles are made (see `crate::memory`).
+            crate::memory::return_free_memory();
             x = y;
         }
         let last = rms_norm(&x.narrow(1, rows - 1, 1)?, &self.norm, self.hp.rms_eps)?;

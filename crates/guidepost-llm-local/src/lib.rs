@@ -48,7 +48,8 @@
 //! average 12-14), the server's peak resident memory went from 3,012 MiB to 2,429 MiB; glibc
 //! then still held about 490 MB of the released blocks in its heaps (1,786 MiB resident after
 //! loading with `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`, 2,272 without), which
-//! the decoder now hands back with `malloc_trim` after loading and after each answer. Releasing
+//! the decoder now hands back with `malloc_trim` after loading and after each answer (and,
+//! in a binary that allocates through jemalloc, with a purge of its arenas: `memory.rs`). Releasing
 //! the Q6_K blocks too took the peak over the three demo conversations from 2,043 MiB to
 //! 1,910 MiB (`guidepost bench --conversations --server BEFORE --server AFTER`, one run, load
 //! average 2-3), with every decision's prompt and answer the same.

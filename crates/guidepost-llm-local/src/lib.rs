@@ -24,7 +24,7 @@
 //!
 //! | Spec | Model | Size | Load | Speed (release, 1 thread) |
 //! |---|---|---|---|---|
-//! | `local:qwen2.5-coder-1.5b` (default) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | 1.1 GB, ~1.9 GB RSS | 3.0 s | 76 prompt / 9.5 generated tok/s |
+//! | `local:qwen2.5-coder-1.5b` (default) | Qwen2.5-Coder-1.5B-Instruct Q4_K_M | 1.1 GB, ~1.8 GiB RSS | 3.0 s | 76 prompt / 9.5 generated tok/s |
 //! | `local:smollm2` | SmolLM2-135M-Instruct, Q4_1 → Q8_0 | 98 MB | 1.0 s | 91 prompt / 50 generated tok/s |
 //! | `local:/path/model.gguf` | any llama/qwen2 GGUF with a `gpt2` (BPE) tokenizer | | | |
 //! | `local:all-minilm-l6-v2` (embedder) | all-MiniLM-L6-v2 | 91 MB | 0.1 s | 10 ms one sentence, 41 ms eight |
@@ -49,10 +49,11 @@
 //! then still held about 490 MB of the released blocks in its heaps (1,786 MiB resident after
 //! loading with `GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072`, 2,272 without), which
 //! the decoder now hands back with `malloc_trim` after loading and after each answer (and,
-//! in a binary that allocates through jemalloc, with a purge of its arenas: `memory.rs`). Releasing
-//! the Q6_K blocks too took the peak over the three demo conversations from 2,043 MiB to
-//! 1,910 MiB (`guidepost bench --conversations --server BEFORE --server AFTER`, one run, load
-//! average 2-3), with every decision's prompt and answer the same.
+//! in a binary that allocates through jemalloc, with a purge of its arenas: `memory.rs`).
+//! Releasing the Q6_K blocks too took the peak over the three demo conversations from 2,043
+//! MiB to 1,910 MiB, and the purges from 1,880 to 1,842 in another run (`guidepost bench
+//! --conversations --server BEFORE --server AFTER`, load average 2-3), with every decision's
+//! prompt and answer the same.
 //!
 //! ```no_run
 //! use guidepost_llm::{ChatModel, ChatRequest, Embedder, TaskKind};

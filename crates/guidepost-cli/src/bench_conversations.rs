@@ -10,7 +10,7 @@
 //! reused from a cached prefix), generated tokens, the time from posting the message to the
 //! turn's `ready` status, the longest wait between two events of the turn as a client
 //! long-polling the session sees them, and the server's resident memory after the turn and
-//! at its peak so far.
+//! at its peak since its models loaded (the peak while loading is reported on its own).
 
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write as _};
@@ -168,6 +168,12 @@ fn memory_mb(pid: u32) -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// Starts the peak resident memory of process `pid` over from its current resident memory
+/// (Linux: `5` written to `/proc/PID/clear_refs`); false where that cannot be done.
+fn reset_peak(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -323,10 +329,16 @@ pub async fn run(options: ConversationOptions) -> Result<ExitCode> {
             None => None,
         };
         let served = serve(binary, label, &agents, options.threads, log.as_deref())?;
-        let (rss, _) = memory_mb(served.pid);
+        let (rss, loading_peak) = memory_mb(served.pid);
+        // The conversations' peaks are their own: loading is reported on its own line.
+        let since = if reset_peak(served.pid) {
+            format!("peak while loading {loading_peak:.0} MiB; peaks below are since loading")
+        } else {
+            format!("peak so far {loading_peak:.0} MiB; peaks below include loading")
+        };
         let _ = writeln!(
             text,
-            "server {}: models loaded {:.1} s after start, {rss:.0} MiB resident",
+            "server {}: models loaded {:.1} s after start, {rss:.0} MiB resident, {since}",
             served.label,
             served.ready.as_secs_f64()
         );
@@ -407,4 +419,23 @@ pub async fn run(options: ConversationOptions) -> Result<ExitCode> {
         std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peak_starts_over_from_the_resident_memory() {
+        let pid = std::process::id();
+        // 64 MiB touched and freed: resident for a moment, then gone, the peak remembering it.
+        let block = vec![1u8; 64 << 20];
+        std::hint::black_box(&block);
+        drop(block);
+        let (rss, peak) = memory_mb(pid);
+        assert!(peak - rss > 48.0, "resident {rss} MiB, peak {peak} MiB");
+        assert!(reset_peak(pid), "the peak could not be reset");
+        let (rss, peak) = memory_mb(pid);
+        assert!(peak - rss < 16.0, "resident {rss} MiB, peak {peak} MiB after the reset");
+    }
 }

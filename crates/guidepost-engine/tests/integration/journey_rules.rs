@@ -46,15 +46,21 @@ tools:
     parameters: { address: { type: string } }
 "#;
 
+/// A small model holding yes from 0.7 whose verdicts give p(yes) = `p(statement, the
+/// customer's latest message)`; the caller adds how it answers other questions.
+fn verdicts_by(p: impl Fn(&str, &str) -> f32 + Send + Sync + 'static) -> ScriptedModel {
+    ScriptedModel::new()
+        .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
+        .when(schema_is("Verdict"))
+        .reply_odds(move |req| Ok(p(statement_of(user(req)).unwrap_or_default(), &last_customer(req))))
+}
+
 /// A small model reporting how likely "yes" was, holding yes from 0.7: `p` gives p(yes) from
 /// the statement and the customer's latest message. A choice names the statement `pick`
 /// prefers; a journey-wide selection exits.
 fn small_model(p: fn(&str, &str) -> f32, pick: fn(&str) -> bool) -> Arc<ScriptedModel> {
     Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(move |req| Ok(p(statement_of(user(req)).unwrap_or_default(), &last_customer(req))))
+        verdicts_by(p)
             .when(schema_is("Choice"))
             .reply_with(move |req| {
                 let listed = choices_of(user(req)).expect("a numbered list");
@@ -240,22 +246,15 @@ fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
     fn p(statement: &str, _: &str) -> f32 {
         if statement == "The customer asks about a city" { 0.8 } else { 0.2 }
     }
-    Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(move |req| Ok(p(statement_of(user(req)).unwrap_or_default(), &last_customer(req))))
-            .when(schema_is("Choice"))
-            .reply_with(move |req| {
-                let listed = choices_of(user(req)).expect("a numbered list");
-                let wanted = match last_customer(req).as_str() {
-                    "No more, thanks." => "The customer wants no more lookups",
-                    "And in Lyon?" => "The customer asks about a city",
-                    _ => "None of the statements above is true",
-                };
-                Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
-            }),
-    )
+    Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
+        let listed = choices_of(user(req)).expect("a numbered list");
+        let wanted = match last_customer(req).as_str() {
+            "No more, thanks." => "The customer wants no more lookups",
+            "And in Lyon?" => "The customer asks about a city",
+            _ => "None of the statements above is true",
+        };
+        Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
+    }))
 }
 
 #[tokio::test]
@@ -308,10 +307,7 @@ async fn a_move_never_comes_back_and_a_question_it_only_reached_needs_a_sure_ans
     // "wants a different plan" (0.5, short of 0.7): a question the move only reached is not
     // answered by a lean, and a move never comes back to where it began.
     let model = Arc::new(
-        ScriptedModel::new()
-            .with_capabilities(ModelCapabilities::small_constrained(None).with_verdict_threshold(0.7))
-            .when(schema_is("Verdict"))
-            .reply_odds(|req| Ok(if statement_of(user(req)) == Some("The customer chose a plan") { 0.9 } else { 0.1 }))
+        verdicts_by(|statement, _| if statement == "The customer chose a plan" { 0.9 } else { 0.1 })
             .when(schema_is("Choice"))
             .reply_label_odds(|req| {
                 let listed = choices_of(user(req)).expect("a numbered list");

@@ -37,6 +37,8 @@ pub struct ConversationOptions {
     pub out: Option<PathBuf>,
     /// How long one turn may take.
     pub turn_limit: Duration,
+    /// The pause between opening a conversation and its first message.
+    pub writing: Duration,
     /// Write each server's standard error to `server-<n>.log` in this folder.
     pub logs: Option<PathBuf>,
 }
@@ -281,7 +283,7 @@ async fn conversation(
     http: &reqwest::Client,
     server: &Served,
     conversation: &Conversation,
-    limit: Duration,
+    (limit, writing): (Duration, Duration),
 ) -> Result<Vec<TurnFigures>> {
     let session: Value = http
         .post(format!("{}/sessions", server.base))
@@ -293,6 +295,7 @@ async fn conversation(
         .json()
         .await?;
     let sid = session["id"].as_str().context("the new session has no id")?.to_string();
+    tokio::time::sleep(writing).await;
     let mut turns = Vec::new();
     for message in &conversation.turns {
         let figures = turn(http, server, &sid, message, limit).await?;
@@ -355,7 +358,7 @@ pub async fn run(options: ConversationOptions) -> Result<ExitCode> {
         for (s, server) in servers.iter().enumerate() {
             let load = load_average();
             eprintln!("{} on server {}: {} turns", c.id, s + 1, c.turns.len());
-            let turns = conversation(&http, server, c, options.turn_limit).await?;
+            let turns = conversation(&http, server, c, (options.turn_limit, options.writing)).await?;
             for (t, f) in turns.iter().enumerate() {
                 let _ = writeln!(
                     table,

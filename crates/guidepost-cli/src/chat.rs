@@ -126,7 +126,7 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     let models = crate::models::runtime_models(&stack);
     let name = definition.agent.name.clone();
     let config = guidepost_cli::config_file::runtime_config()?;
-    let runtime = AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), config);
+    let runtime = Arc::new(AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), config));
     if !options.quiet {
         eprintln!(
             "{name} is ready ({:.1} s). Type a message; an empty line or Ctrl-D quits.",
@@ -136,6 +136,11 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
     let session = MemorySession::new();
     let mut state = AgentState::default();
     let interactive = options.messages.is_empty() && std::io::stdin().is_terminal();
+    if interactive {
+        // While the first message is typed, the model reads what its first calls begin with.
+        let runtime = Arc::clone(&runtime);
+        tokio::spawn(async move { runtime.read_ahead().await });
+    }
     let mut scripted = options.messages.into_iter();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();

@@ -150,6 +150,24 @@ impl Conversations {
         });
     }
 
+    /// A conversation with `agent_id` opened: while the customer writes their first message,
+    /// the models read ahead what its first model calls begin with (see
+    /// [`guidepost_runtime::AgentRuntime::read_ahead`]), in the background. Nothing waits
+    /// for it and nothing depends on it: it only saves the first turn time on a model that
+    /// keeps prompt prefixes and is idle.
+    pub fn read_ahead(&self, agent_id: &str) {
+        let (agents, agent_id) = (self.agents.clone(), agent_id.to_string());
+        tokio::spawn(async move {
+            match agents.runtime(&agent_id).await {
+                Ok(runtime) => {
+                    let read = runtime.read_ahead().await;
+                    tracing::debug!(agent = %agent_id, read, "read ahead for a new conversation");
+                }
+                Err(error) => tracing::debug!(agent = %agent_id, %error, "no agent to read ahead for"),
+            }
+        });
+    }
+
     /// Asks the unfinished turns of `session_id` to stop, in every process that shares the
     /// store: a pending one will not start, a running one stops (ending with `cancelled` and
     /// `ready`) unless it is already replying. How many turns were asked.

@@ -283,6 +283,12 @@ impl CompiledAgent {
         &self.correction
     }
 
+    /// The conditions the checks may ask about: the guidelines' and journeys' conditions and
+    /// the journeys' conditional transitions.
+    pub fn check_conditions(&self) -> impl Iterator<Item = &str> {
+        self.guidelines.iter().chain(self.transitions.values()).map(|g| g.condition.as_str())
+    }
+
     /// Every matchable guideline, definition guidelines first, then journey conditions.
     pub fn guidelines(&self) -> &[MatchableGuideline] {
         &self.guidelines

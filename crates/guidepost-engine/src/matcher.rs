@@ -118,6 +118,52 @@ impl GuidelineMatcher {
         self
     }
 
+    /// Reads ahead ([`ChatModel::read_ahead`]) what the first checks of a conversation begin
+    /// with, on the models that ask them one at a time (see [`crate::VerdictStyle::Single`]):
+    /// the other styles' prompts begin with what the turn brings. How many requests a model
+    /// read; a failure is only logged (nothing depends on it).
+    pub async fn read_ahead(&self) -> usize {
+        let mut read = 0;
+        let journeys = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
+        let asked = [
+            (&self.model, self.config.verdicts, guidepost_llm::TaskKind::Matching),
+            (&self.journey_model, journeys, guidepost_llm::TaskKind::JourneySelection),
+        ];
+        let mut seen: Vec<&str> = Vec::new();
+        for (model, style, task) in asked {
+            if style.for_model(&model.capabilities()) != crate::VerdictStyle::Single || seen.contains(&model.model_id())
+            {
+                continue;
+            }
+            seen.push(model.model_id());
+            let definition = &self.agent.definition;
+            let conditions = self.agent.check_conditions();
+            let description = definition.agent.description.as_deref();
+            let temperature = self.config.temperature;
+            let requests = match crate::batches::single::read_ahead_requests(
+                conditions,
+                &definition.agent.name,
+                description,
+                &task,
+                temperature,
+            ) {
+                Ok(requests) => requests,
+                Err(error) => {
+                    tracing::warn!(%error, "the prompts to read ahead could not be rendered");
+                    continue;
+                }
+            };
+            for request in requests {
+                match model.read_ahead(request).await {
+                    Ok(true) => read += 1,
+                    Ok(false) => {}
+                    Err(error) => tracing::debug!(%error, "reading ahead failed"),
+                }
+            }
+        }
+        read
+    }
+
     /// The compiled definition.
     pub fn agent(&self) -> &CompiledAgent {
         &self.agent

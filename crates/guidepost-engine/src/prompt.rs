@@ -81,7 +81,7 @@ pub struct ToolResultView {
 }
 
 /// The per-turn part shared by every prompt of a pass: built once, rendered into each.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ConversationView {
     /// Agent name.
     pub agent_name: String,

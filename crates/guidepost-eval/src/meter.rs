@@ -57,6 +57,10 @@ impl ChatModel for Metered {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = task_name(&req.task);
         let response = self.inner.complete(req).await?;

@@ -1,6 +1,7 @@
 //! [`LocalChatModel`]: the [`ChatModel`] port on a local GGUF model.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -72,7 +73,13 @@ struct Inner {
     /// See [`ChatModelSpec::verdict_threshold`].
     verdict_threshold: f32,
     session: Mutex<Session>,
+    /// Answers waiting for the session: reading ahead gives way to them.
+    waiting: AtomicUsize,
 }
+
+/// Tokens read ahead between two looks at whether an answer waits (about a second on two
+/// cores for the default model): the longest an answer waits for reading ahead.
+const READ_AHEAD_CHUNK: usize = 48;
 
 /// What one generation at a time needs exclusively.
 struct Session {
@@ -162,6 +169,7 @@ impl LocalChatModel {
                 options: options.clone(),
                 verdict_threshold,
                 session: Mutex::new(Session { generator: Generator { decoder, stop_ids }, grammar: None }),
+                waiting: AtomicUsize::new(0),
             }),
         })
     }
@@ -206,6 +214,44 @@ impl Inner {
         self.template.render(&messages, true)
     }
 
+    /// Reads the prompt of `req` into the caches without answering it, when no answer is
+    /// being written: one that waited would be slowed by it (and, another customer's, soon
+    /// push it out of the caches). An answer that comes meanwhile waits at most for the
+    /// [`READ_AHEAD_CHUNK`] being read; what was read by then stays. Whether it read.
+    fn read_ahead(&self, req: &ChatRequest) -> Result<bool, LocalError> {
+        let prompt = self.render_prompt(req)?;
+        let ids = self.tokenizer.encode(&prompt)?;
+        if ids.is_empty() || ids.len() >= self.info.context_length {
+            return Ok(false);
+        }
+        let mut session = match self.session.try_lock() {
+            Ok(session) => session,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(false),
+        };
+        let start = Instant::now();
+        let decoder = &mut session.generator.decoder;
+        // Longer and longer beginnings of the prompt: each continues the cache of the one
+        // before (the plan of a prompt that shares its cache's every token but the last).
+        let reused = decoder.cached_prefix(&ids);
+        let mut end = reused;
+        while end < ids.len() && self.waiting.load(Ordering::Acquire) == 0 {
+            end = (end + READ_AHEAD_CHUNK).min(ids.len());
+            decoder.prefill_guessing(&ids[..end], &[], &mut |_, _| {})?;
+        }
+        crate::memory::return_free_memory();
+        tracing::debug!(
+            task = req.task.as_str(),
+            prompt_tokens = ids.len(),
+            reused,
+            new = end.saturating_sub(reused),
+            stopped_at = end,
+            ms = start.elapsed().as_millis() as u64,
+            "local read ahead"
+        );
+        Ok(true)
+    }
+
     /// Answers `req`, passing the text to `on_text` as it is written and telling `progress`
     /// how far it has come (waiting for the model, reading the prompt, writing).
     fn answer(
@@ -235,7 +281,10 @@ impl Inner {
         if let Some(progress) = progress {
             progress.waiting();
         }
-        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let mut session = session;
         let session = &mut *session;
         match &req.output {
             OutputFormat::Text => {
@@ -364,6 +413,11 @@ impl ChatModel for LocalChatModel {
             .await
             .map_err(join_error)??;
         Ok(self.inner.response(answer, start.elapsed()))
+    }
+
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        let inner = Arc::clone(&self.inner);
+        Ok(tokio::task::spawn_blocking(move || inner.read_ahead(&req)).await.map_err(join_error)??)
     }
 
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {

@@ -455,6 +455,16 @@ impl Decoder {
         Ok(Prefill { logits: after_prompt, after_guess: logits.next(), reused: reuse })
     }
 
+    /// How many of `prompt`'s first tokens a cache holds already (the current one or one kept
+    /// aside).
+    pub(crate) fn cached_prefix(&self, prompt: &[u32]) -> usize {
+        std::iter::once(self.cache.tokens.as_slice())
+            .chain(self.saved.tokens())
+            .map(|tokens| shared_prefix(tokens, prompt))
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Forgets every position from `positions` on (a guess that turned out wrong).
     pub(crate) fn rewind(&mut self, positions: usize) {
         self.cache.truncate(positions);

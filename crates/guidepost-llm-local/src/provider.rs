@@ -137,6 +137,14 @@ impl ChatModel for LazyChatModel {
         self.get().await?.stream(req).await
     }
 
+    /// Only once loaded: reading ahead is no reason to load the model.
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        match self.model.get() {
+            Some(model) => model.read_ahead(req).await,
+            None => Ok(false),
+        }
+    }
+
     fn needs_warm_up(&self) -> bool {
         self.model.get().is_none()
     }

@@ -112,6 +112,18 @@ pub trait ChatModel: Send + Sync {
     async fn warm_up(&self) -> Result<(), LlmError> {
         Ok(())
     }
+
+    /// Reads the prompt of `req` ahead of time, without answering it, where that saves time
+    /// later: a model that keeps what it read (a local model keeps the prompt's keys and
+    /// values) then answers a request that begins the same way without reading that part
+    /// again. Whether it read: models that keep nothing (hosted ones), a model that is not
+    /// loaded yet or busy with an answer, and answers replayed from recordings do nothing
+    /// and say `false`. Middleware passes it on unchanged: it is no call (no usage, no limit,
+    /// no retry, no recording).
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        let _ = req;
+        Ok(false)
+    }
 }
 
 /// A stream of one delta (the whole answer as text) followed by `Done`.
@@ -173,6 +185,9 @@ impl<T: ChatModel + ?Sized> ChatModel for Arc<T> {
     }
     async fn warm_up(&self) -> Result<(), LlmError> {
         (**self).warm_up().await
+    }
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        (**self).read_ahead(req).await
     }
 }
 

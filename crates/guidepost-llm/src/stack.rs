@@ -264,6 +264,9 @@ impl ChatModel for ModelStack {
     async fn stream(&self, req: ChatRequest) -> Result<TextStream, LlmError> {
         self.model_for(&req.task).stream(req).await
     }
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.model_for(&req.task).read_ahead(req).await
+    }
 }
 
 /// Builds a [`ModelStack`] from settings, keys, registered factories and middleware settings.

@@ -14,7 +14,7 @@ use guidepost_core::relationship::{Endpoint, RelationshipKind};
 use guidepost_core::tool::{Overlap, ParameterSource, ParameterType, Tool, ToolParameter};
 use guidepost_core::{AgentDefinition, ToolId};
 use guidepost_engine::GuidelineMatch;
-use guidepost_llm::{ChatModel, ChatRequest, OutputFormat, TaskKind, Usage};
+use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, TaskKind, Usage};
 use guidepost_tools::registry::ToolCallRequest;
 use guidepost_tools::result::ProblemKind;
 use guidepost_tools::validate::validate_arguments;
@@ -466,8 +466,51 @@ pub async fn infer(model: &dyn ChatModel, input: InferenceInput<'_>) -> Inferenc
     out
 }
 
-async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &InferenceInput<'_>, out: &mut Inference) {
-    let tools_view: Vec<Value> = batch
+/// The request a tool decision for `definition`'s agent begins with (its instructions and
+/// answer format), for reading ahead where a conversation opens, when `tools` are decided
+/// together in one batch that needs the model: which batch a turn asks about is not known
+/// before the turn, and a batch's answer format comes first in its prompt.
+pub(crate) fn read_ahead_request(
+    definition: &AgentDefinition,
+    tools: &[Tool],
+) -> Result<Option<ChatRequest>, LlmError> {
+    let mut all = batches(definition, tools);
+    let batch = match (all.pop(), all.is_empty()) {
+        (Some(batch), true) => batch,
+        _ => return Ok(None),
+    };
+    // A lone tool with nothing to decide runs without the model.
+    if let [tool] = batch.as_slice()
+        && !tool.consequential
+        && !needs_inference(tool, &[])
+    {
+        return Ok(None);
+    }
+    let context = json!({
+        "agent_name": definition.agent.name,
+        "agent_description": definition.agent.description,
+        "tools": tools_view(&batch),
+        "guidelines": [],
+        "variables": [],
+        "staged": [],
+        "history": [],
+        "earlier": null,
+        "last_customer": "",
+    });
+    Ok(Some(request(render("tool_calls.j2", TEMPLATE, context)?, &batch, &HashMap::new())))
+}
+
+/// The request deciding `batch` on `prompt`.
+fn request(prompt: String, batch: &[Tool], copied: &HashMap<String, Vec<String>>) -> ChatRequest {
+    ChatRequest::new(TaskKind::ToolInference)
+        .user(prompt)
+        .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch, copied), strict: true })
+        .temperature(0.0)
+}
+
+/// The tools of `batch` as the prompt lists them.
+fn tools_view(batch: &[Tool]) -> Vec<Value> {
+    batch
         .iter()
         .map(|t| {
             json!({
@@ -484,7 +527,11 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
                 })).collect::<Vec<_>>(),
             })
         })
-        .collect();
+        .collect()
+}
+
+async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &InferenceInput<'_>, out: &mut Inference) {
+    let tools_view = tools_view(batch);
     let guidelines: Vec<Value> = input
         .matches
         .iter()
@@ -512,11 +559,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             Ok(prompt) => prompt,
             Err(err) => break Err(err),
         };
-        let request = ChatRequest::new(TaskKind::ToolInference)
-            .user(prompt)
-            .output(OutputFormat::Json { name: "tool_calls".into(), schema: schema(batch, &copied), strict: true })
-            .temperature(0.0);
-        let response = match model.complete(request).await {
+        let response = match model.complete(request(prompt, batch, &copied)).await {
             Ok(r) => r,
             Err(err) => break Err(err),
         };

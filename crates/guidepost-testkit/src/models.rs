@@ -71,6 +71,10 @@ impl ChatModel for Held {
         self.gate(&req).await?;
         self.inner.stream(req).await
     }
+
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
 }
 
 #[cfg(test)]

@@ -107,13 +107,27 @@ pub async fn call_weighed<T: DeserializeOwned>(
         Err(e) => return CallOutcome { answer: Err(e), usage: None, estimated_tokens: 0 },
     };
     let estimated_tokens = prompt.estimated_tokens();
-    let req = ChatRequest::new(task).system(prompt.system).user(prompt.user).temperature(temperature);
+    let req = weighed_request(task, prompt, temperature, (name.clone(), schema.clone()));
     match guidepost_llm::generate_weighed::<T>(model, req, name, schema).await {
         Ok((answer, usage, decisions)) => {
             CallOutcome { answer: Ok((answer, decisions)), usage: Some(usage), estimated_tokens }
         }
         Err(e) => CallOutcome { answer: Err(BatchError::Model(e)), usage: None, estimated_tokens },
     }
+}
+
+/// The request [`call_weighed`] sends for `prompt`, its answer held to `schema`.
+pub(crate) fn weighed_request(
+    task: TaskKind,
+    prompt: RenderedPrompt,
+    temperature: f32,
+    (name, schema): (String, serde_json::Value),
+) -> ChatRequest {
+    ChatRequest::new(task)
+        .system(prompt.system)
+        .user(prompt.user)
+        .temperature(temperature)
+        .output(guidepost_llm::OutputFormat::Json { name, schema, strict: true })
 }
 
 /// A schema object with one required boolean per key, in order. Keys read `"[3] <text>"`:

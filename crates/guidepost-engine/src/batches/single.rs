@@ -70,6 +70,48 @@ pub fn render_single(
     render("single.j2", &context)
 }
 
+/// The requests whose beginning every single check of a conversation shares, read ahead
+/// ([`ChatModel::read_ahead`]) where a conversation opens: the instructions, the worked
+/// example and the agent, once for each language among `conditions` (a statement is asked
+/// under instructions in its own language, see [`render_single`]). A model that keeps
+/// prompt prefixes then reads only the conversation and the statement at the first check.
+pub fn read_ahead_requests<'c>(
+    conditions: impl IntoIterator<Item = &'c str>,
+    agent_name: &str,
+    agent_description: Option<&str>,
+    task: &TaskKind,
+    temperature: f32,
+) -> Result<Vec<guidepost_llm::ChatRequest>, BatchError> {
+    let (mut chinese, mut other) = (false, false);
+    for condition in conditions {
+        if writes_chinese(condition) {
+            chinese = true;
+        } else {
+            other = true;
+        }
+    }
+    let conversation = ConversationView {
+        agent_name: agent_name.to_string(),
+        agent_description: agent_description.map(str::to_string),
+        ..ConversationView::default()
+    };
+    let languages = [(other, "The customer asks a question"), (chinese, "顾客提了一个问题")];
+    let mut requests = Vec::new();
+    for (_, statement) in languages.into_iter().filter(|(used, _)| *used) {
+        let item = PromptItem {
+            id: "1".into(),
+            condition: statement.into(),
+            action: None,
+            description: None,
+            waits: false,
+            examples: Vec::new(),
+        };
+        let prompt = render_single(&item, &conversation, Asked::Now)?;
+        requests.push(super::weighed_request(task.clone(), prompt, temperature, (SCHEMA_NAME.into(), answer_schema())));
+    }
+    Ok(requests)
+}
+
 /// Renders the prompt asking which of `statements` is true (numbered from 1, in this
 /// order): the single check's instructions and conversation, with a numbered list in place
 /// of the statement.

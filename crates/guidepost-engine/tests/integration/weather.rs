@@ -459,3 +459,31 @@ async fn a_tool_step_whose_exits_all_sound_unlikely_asks_which_one_holds() {
     assert_eq!(failed_first.load(std::sync::atomic::Ordering::SeqCst), 1, "once with the failure listed first");
     assert!(model.requests().iter().all(|r| !schema_is("JourneySelectionAnswer")(r)), "no journey-wide selection");
 }
+
+#[tokio::test]
+async fn what_a_conversation_opens_with_is_read_ahead_as_its_first_checks_begin() {
+    let model = small_weather_model();
+    let matcher = matcher_with(example("weather"), model.clone(), None, MatcherConfig::default());
+    assert_eq!(matcher.read_ahead().await, 1, "the weather agent's conditions are all in Chinese: one language");
+    let read = model.read_ahead_requests();
+    assert!(model.requests().is_empty(), "reading ahead asks nothing");
+
+    let first = matcher.match_turn(&Session::new().customer("你好")).await.unwrap();
+    assert!(!first.record.batches.is_empty());
+    let asked = model.requests().into_iter().find(|r| r.task == TaskKind::Matching).unwrap();
+    // The same instructions, agent and answer format: a model keeping prompt prefixes reads
+    // only the conversation and the statement.
+    assert_eq!(read[0].messages[0], asked.messages[0]);
+    assert_eq!(read[0].output, asked.output);
+
+    // English conditions beside Chinese ones: the English instructions are read too.
+    let both = inline(
+        "agent: { name: 小天 }\nguidelines:\n  - { condition: 用户在向助手打招呼, action: 友好回应 }\n  - { condition: The customer asks for a refund, action: Explain the refund policy }\n",
+    );
+    let model = small_weather_model();
+    assert_eq!(matcher_with(both, model.clone(), None, MatcherConfig::default()).read_ahead().await, 2);
+    // A capable model's checks begin with what the turn brings: nothing is read.
+    let capable = Arc::new(ScriptedModel::new());
+    assert_eq!(matcher_with(example("weather"), capable.clone(), None, MatcherConfig::default()).read_ahead().await, 0);
+    assert!(capable.read_ahead_requests().is_empty());
+}

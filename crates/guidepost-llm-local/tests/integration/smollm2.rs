@@ -317,3 +317,26 @@ fn a_prompt_of_a_kind_left_for_another_continues_from_its_cache() {
     assert_eq!(other_again.usage.cached_tokens, other_again.usage.prompt_tokens - 1);
     assert_eq!(other_again.output, other.output);
 }
+
+#[test]
+fn a_prompt_read_ahead_is_not_read_again_and_changes_no_answer() {
+    // Models of their own: the shared one's cache holds whatever another test asked last.
+    let fresh = || LocalChatModel::load("local:smollm2", &super::common::options()).unwrap();
+    let rt = runtime();
+    let cold = rt.block_on(fresh().complete(refund_check())).unwrap();
+    assert_eq!(cold.usage.cached_tokens, 0);
+
+    // What a conversation's first check begins with: the same instructions, no message yet.
+    let model = fresh();
+    let mut opening = refund_check();
+    opening.messages.truncate(1);
+    opening = opening.user("");
+    let tokens = |req: &ChatRequest| model.tokenizer().encode(&model.render_prompt(req).unwrap()).unwrap();
+    let (read, asked) = (tokens(&opening), tokens(&refund_check()));
+    let shared = read.iter().zip(&asked).take_while(|(a, b)| a == b).count();
+    assert!(shared > asked.len() / 2, "the instructions and the schema are most of the prompt");
+    assert!(rt.block_on(model.read_ahead(opening)).unwrap(), "an idle model reads ahead");
+    let warm = rt.block_on(model.complete(refund_check())).unwrap();
+    assert_eq!(warm.usage.cached_tokens as usize, shared, "what was read ahead is not read again");
+    assert_eq!(warm.output, cold.output, "the same answer, read ahead or not");
+}

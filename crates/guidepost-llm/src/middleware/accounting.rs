@@ -58,6 +58,10 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = req.task.clone();
         let ledger = req.ledger.clone();

@@ -122,6 +122,15 @@ impl<M: ChatModel> ChatModel for RecordReplay<M> {
         self.inner.capabilities()
     }
 
+    /// Passed on where answers may come from the model; never when they come from
+    /// recordings only.
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        if self.mode == CacheMode::ReplayOrFail {
+            return Ok(false);
+        }
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         if self.mode == CacheMode::Live {
             return self.inner.complete(req).await;

@@ -110,6 +110,10 @@ impl<M: ChatModel> ChatModel for Limits<M> {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let _permit = self.admit(|| count_message_tokens(&req.messages) as u64).await?;
         self.inner.complete(req).await

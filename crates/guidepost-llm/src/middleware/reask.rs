@@ -64,6 +64,10 @@ impl<M: ChatModel> ChatModel for Reask<M> {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let OutputFormat::Json { name, schema, .. } = req.output.clone() else {
             return self.inner.complete(req).await;

@@ -107,6 +107,10 @@ impl<M: ChatModel> ChatModel for Retry<M> {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let (mut response, attempts, elapsed) =
             self.policy.run("complete", || self.inner.complete(req.clone())).await?;

@@ -62,6 +62,10 @@ impl<M: ChatModel> ChatModel for Timeout<M> {
         self.inner.capabilities()
     }
 
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let after = self.after;
         tokio::time::timeout(after, self.inner.complete(req)).await.map_err(|_| LlmError::Timeout { after })?
@@ -142,6 +146,10 @@ impl<M: ChatModel> ChatModel for Deadline<M> {
     }
     fn capabilities(&self) -> crate::ModelCapabilities {
         self.inner.capabilities()
+    }
+
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.inner.read_ahead(req).await
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

@@ -93,6 +93,7 @@ pub struct ScriptedModel {
     capabilities: crate::ModelCapabilities,
     rules: Vec<Rule>,
     seen: Mutex<Vec<ChatRequest>>,
+    read_ahead: Mutex<Vec<ChatRequest>>,
 }
 
 impl Default for ScriptedModel {
@@ -119,6 +120,7 @@ impl ScriptedModel {
             capabilities: crate::ModelCapabilities::CAPABLE,
             rules: Vec::new(),
             seen: Mutex::new(Vec::new()),
+            read_ahead: Mutex::new(Vec::new()),
         }
     }
 
@@ -167,6 +169,12 @@ impl ScriptedModel {
     /// Every request seen, in order.
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.seen.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The requests read ahead of time ([`ChatModel::read_ahead`]), in order; they are not
+    /// among [`requests`](Self::requests).
+    pub fn read_ahead_requests(&self) -> Vec<ChatRequest> {
+        self.read_ahead.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// The requests of one task kind, in order.
@@ -285,6 +293,12 @@ impl ChatModel for ScriptedModel {
         let mut response = ChatResponse::new(output, usage);
         response.decisions = decisions;
         Ok(response)
+    }
+
+    /// Keeps the request, for tests to see what was read ahead.
+    async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
+        self.read_ahead.lock().unwrap_or_else(PoisonError::into_inner).push(req);
+        Ok(true)
     }
 
     /// Streams the answer word by word (whitespace kept), then `Done`.

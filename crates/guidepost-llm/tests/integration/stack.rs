@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use guidepost_llm::providers::scripted::{ScriptedModel, last_user_contains};
 use guidepost_llm::{
-    ChatModel, ChatRequest, Embedder, LlmError, ModelSettings, ModelSpec, ModelStackBuilder, Output, ProviderFactory,
-    ProviderKeys, ProviderRegistry, StackConfig, TaskKind, UsageLedger, generate,
+    CacheMode, ChatModel, ChatRequest, Embedder, LlmError, ModelSettings, ModelSpec, ModelStackBuilder, Output,
+    ProviderFactory, ProviderKeys, ProviderRegistry, StackConfig, TaskKind, UsageLedger, generate,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -188,4 +188,26 @@ fn a_model_declared_small_is_small_through_every_layer_of_the_stack() {
     assert!(small.iter().all(|c| !c.follows_compound_instructions));
     let capable = declared("openai-compatible:http://127.0.0.1:11434/v1#qwen2.5:72b");
     assert!(capable.iter().all(|c| *c == guidepost_llm::ModelCapabilities::CAPABLE), "{capable:?}");
+}
+
+#[tokio::test]
+async fn reading_ahead_passes_every_layer_but_never_leaves_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    for (mode, reaches) in [(CacheMode::Live, true), (CacheMode::Replay, true), (CacheMode::ReplayOrFail, false)] {
+        let scripted = Arc::new(ScriptedModel::new());
+        let config = StackConfig { recordings: Some(dir.path().to_path_buf()), cache_mode: mode, ..fast_config() };
+        let stack = ModelStackBuilder::new(settings(&[("GUIDEPOST_MODEL", "scripted".into())]))
+            .config(config)
+            .scripted(scripted.clone())
+            .build()
+            .unwrap();
+        let request = ChatRequest::new(TaskKind::Matching).system("You check conditions.").user("");
+        // Through the task's model (every middleware layer) and through the stack itself.
+        let read = stack.model_for(&TaskKind::Matching).read_ahead(request.clone()).await.unwrap();
+        assert_eq!(read, reaches, "{mode:?}");
+        assert_eq!(stack.read_ahead(request).await.unwrap(), reaches, "{mode:?}");
+        assert_eq!(scripted.read_ahead_requests().len(), if reaches { 2 } else { 0 }, "{mode:?}");
+        assert!(scripted.requests().is_empty(), "reading ahead is no call ({mode:?})");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing recorded ({mode:?})");
+    }
 }

@@ -594,6 +594,26 @@ async fn fluid_call(
     })
 }
 
+/// The request a fluid reply to `input` begins with (the agent and how to write, before the
+/// instructions the turn brings), for reading ahead where a conversation opens (see
+/// [`crate::AgentRuntime::read_ahead`]); `None` where the agent's replies are chosen, not
+/// written.
+pub(crate) fn read_ahead_request(input: &ComposeInput<'_>) -> Result<Option<ChatRequest>, LlmError> {
+    if effective_mode(input.definition, input.state) == CompositionMode::CannedStrict {
+        return Ok(None);
+    }
+    let mut ctx = context(input, input.self_check);
+    ctx["json_reply"] = json!(true);
+    ctx["tracked_numbers"] = json!(Vec::<usize>::new());
+    let system = render("compose.j2", COMPOSE, ctx)?;
+    let schema = fluid_schema(&[], input.self_check, &[]);
+    Ok(Some(conversation_request(system, input, None).output(OutputFormat::Json {
+        name: "reply".into(),
+        schema,
+        strict: true,
+    })))
+}
+
 /// Streams a structured reply request, passing on the `reply` field's text as it arrives.
 async fn streamed_reply(
     model: &dyn ChatModel,

@@ -86,6 +86,54 @@ impl AgentRuntime {
         }
     }
 
+    /// Reads ahead ([`guidepost_llm::ChatModel::read_ahead`]) what the first model calls of a
+    /// conversation with this agent begin with: the single checks' instructions, the reply's,
+    /// and the tool decision's where the agent's tools are decided in one batch. Called where a conversation opens, while the customer is still writing, so
+    /// that a model which keeps prompt prefixes (a local one) reads only what the first
+    /// message brings. Does nothing on models that keep nothing, that are busy with an answer
+    /// or not loaded yet, or when answers are replayed. How many prompts a model read.
+    pub async fn read_ahead(&self) -> usize {
+        let state = ResponseState::default();
+        let input = crate::compose::ComposeInput {
+            definition: &self.definition,
+            state: &state,
+            history: &[],
+            shown: &[],
+            earlier: None,
+            customer_name: None,
+            self_check: self
+                .config
+                .self_check
+                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
+            reply_checks: &[],
+            now: self.clock.now(),
+            preview: false,
+        };
+        let mut read = 0;
+        match crate::compose::read_ahead_request(&input) {
+            Ok(Some(request)) => match self.models.generation.read_ahead(request).await {
+                Ok(true) => read += 1,
+                Ok(false) => {}
+                Err(error) => tracing::debug!(%error, "reading the reply's prompt ahead failed"),
+            },
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "the reply's prompt to read ahead could not be rendered"),
+        }
+        let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
+        tools.sort_by(|a, b| a.id.cmp(&b.id));
+        match crate::tool_calls::read_ahead_request(&self.definition, &tools) {
+            Ok(Some(request)) => match self.models.tool_inference.read_ahead(request).await {
+                Ok(true) => read += 1,
+                Ok(false) => {}
+                Err(error) => tracing::debug!(%error, "reading the tool decision's prompt ahead failed"),
+            },
+            Ok(None) => {}
+            Err(error) => tracing::warn!(%error, "the tool decision's prompt to read ahead could not be rendered"),
+        }
+        // The checks last: the first call of a turn is one of them.
+        read + self.matcher.read_ahead().await
+    }
+
     /// Uses these hooks.
     pub fn with_hooks(mut self, hooks: Arc<dyn EngineHooks>) -> Self {
         self.hooks = hooks;

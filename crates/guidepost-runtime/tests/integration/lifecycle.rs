@@ -435,3 +435,42 @@ async fn only_what_the_reply_carried_out_counts_as_applied() {
     assert!(reapply.iter().all(|p| !p.contains("30-day refund")), "{later:#?}");
     assert!(second.state.applied_guideline_ids.contains(&"refund".to_string()));
 }
+
+#[tokio::test]
+async fn the_reply_prompt_read_ahead_is_how_the_first_reply_prompt_begins() {
+    let matching: Arc<ScriptedModel> = Arc::new(with_matching(ScriptedModel::new(), shop_oracle()));
+    let generation = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::small_constrained(None))
+            .when_task(TaskKind::Generation)
+            .reply_json(serde_json::json!({"reply": "Shipping takes 3 days."})),
+    );
+    let models = guidepost_runtime::RuntimeModels {
+        matching: matching.clone(),
+        journey_selection: matching.clone(),
+        tool_inference: matching.clone(),
+        generation: generation.clone(),
+        embedder: None,
+    };
+    let rt = Arc::new(guidepost_runtime::AgentRuntime::new(
+        Arc::new(inline(SHOP)),
+        models,
+        Arc::new(guidepost_tools::registry::ToolRegistry::new()),
+        guidepost_runtime::RuntimeConfig::default(),
+    ));
+    // The capable matching model is asked nothing ahead; the small reply model reads its prompt.
+    assert_eq!(rt.read_ahead().await, 1);
+    assert!(matching.read_ahead_requests().is_empty());
+    let read = generation.read_ahead_requests();
+    assert_eq!(read.len(), 1);
+    assert!(generation.requests().is_empty(), "reading ahead asks nothing");
+
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "How long does shipping take?").await;
+    assert_eq!(outcome.messages, ["Shipping takes 3 days."]);
+    let asked = generation.requests_for(&TaskKind::Generation).remove(0);
+    let (ahead, now) = (read[0].system_text(), asked.system_text());
+    let shared = ahead.chars().zip(now.chars()).take_while(|(a, b)| a == b).count();
+    // Everything before the instructions the turn brings.
+    let head = now.find("## Instructions").expect("the turn's instructions");
+    assert!(shared >= head, "shared {shared} characters, the head is {head}:\n{ahead}\n---\n{now}");
+}

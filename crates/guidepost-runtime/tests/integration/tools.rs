@@ -311,3 +311,24 @@ async fn a_turn_cancelled_at_any_stage_ends_cancelled_with_no_reply_and_its_stat
         assert_eq!(tool_events, ran, "{stage}: tool results emitted");
     }
 }
+
+#[tokio::test]
+async fn the_tool_decision_read_ahead_is_how_the_first_one_begins() {
+    let definition = inline(WEATHER);
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "the weather in Paris", "decision": "needs_to_run", "calls": [{"arguments": {"city": "Paris"}}]}]}));
+    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |_| "It is 12 degrees in Paris.".into()));
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    // The reply's prompt and the tool decision's: the capable model's checks begin with the turn.
+    assert_eq!(rt.read_ahead().await, 2);
+    let read: Vec<_> = model.read_ahead_requests().into_iter().filter(|r| r.task == TaskKind::ToolInference).collect();
+    assert_eq!(read.len(), 1);
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
+    assert_eq!(outcome.messages, ["It is 12 degrees in Paris."]);
+    let asked = model.requests_for(&TaskKind::ToolInference).remove(0);
+    // The same answer format, and the same rules up to the conversation.
+    assert_eq!(read[0].output, asked.output);
+    let (ahead, now) = (prompt(&read[0]), prompt(&asked));
+    let head = now.find("## Conversation").expect("the conversation section");
+    assert_eq!(ahead[..head], now[..head]);
+}

@@ -211,6 +211,8 @@ pub async fn create(
     state.store.create_session(&session).await?;
     if greet {
         state.conversations.start_agent_turn(&session.id).await?;
+    } else {
+        state.conversations.read_ahead(&session.agent_id);
     }
     Ok(created(SessionDto::from(&session)))
 }

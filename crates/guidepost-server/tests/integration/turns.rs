@@ -246,3 +246,55 @@ async fn agent_triggers_utterances_human_messages_and_manual_sessions() {
     assert!(turns[0]["trace"]["iterations"].is_array(), "{turns}");
     server.stop().await;
 }
+
+/// Keeps what it is asked to read ahead; answers through the fake model.
+struct ReadsAhead {
+    inner: std::sync::Arc<dyn guidepost_llm::ChatModel>,
+    read: std::sync::Arc<std::sync::Mutex<Vec<guidepost_llm::ChatRequest>>>,
+}
+
+#[async_trait::async_trait]
+impl guidepost_llm::ChatModel for ReadsAhead {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+        self.inner.capabilities()
+    }
+    async fn complete(
+        &self,
+        req: guidepost_llm::ChatRequest,
+    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+        self.inner.complete(req).await
+    }
+    async fn read_ahead(&self, req: guidepost_llm::ChatRequest) -> Result<bool, guidepost_llm::LlmError> {
+        self.read.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(req);
+        Ok(true)
+    }
+}
+
+#[tokio::test]
+async fn a_new_conversation_has_its_reply_prompt_read_ahead_while_the_customer_writes() {
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = read.clone();
+    let server = TestServer::start_with_models(move |mut models| {
+        models.generation = std::sync::Arc::new(ReadsAhead { inner: models.generation.clone(), read: kept });
+        models
+    })
+    .await;
+    let seen = || read.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    assert!(seen().is_empty());
+    let session = server.session("weather").await;
+    // In the background: the session is answered before it is read.
+    let mut waited = 0;
+    while seen().is_empty() && waited < 1200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let requests = seen();
+    assert_eq!(requests.len(), 1, "one reply prompt read ahead");
+    assert!(requests[0].system_text().contains("小天"), "the agent's own: {}", requests[0].system_text());
+    // The conversation goes on as before.
+    let events = server.turn(&session, "你好").await;
+    assert_eq!(messages(&events).len(), 1);
+}

@@ -40,6 +40,26 @@ use crate::state::ResponseState;
 use crate::variables::{MemoryVariables, VariableStore};
 
 pub use pulse::PULSE_EVERY;
+
+/// Reads `request` ahead on `model`, when there is one; whether the model read it. Nothing
+/// depends on it: a failure is only logged, naming `what` prompt it was.
+async fn read_ahead(
+    model: &dyn guidepost_llm::ChatModel,
+    request: Result<Option<guidepost_llm::ChatRequest>, guidepost_llm::LlmError>,
+    what: &str,
+) -> bool {
+    match request {
+        Ok(Some(request)) => model.read_ahead(request).await.unwrap_or_else(|error| {
+            tracing::debug!(%error, "reading {what} prompt ahead failed");
+            false
+        }),
+        Ok(None) => false,
+        Err(error) => {
+            tracing::warn!(%error, "{what} prompt to read ahead could not be rendered");
+            false
+        }
+    }
+}
 pub use turn::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 use turn::{Ending, Seen, Turn};
 
@@ -109,27 +129,12 @@ impl AgentRuntime {
             now: self.clock.now(),
             preview: false,
         };
-        let mut read = 0;
-        match crate::compose::read_ahead_request(&input) {
-            Ok(Some(request)) => match self.models.generation.read_ahead(request).await {
-                Ok(true) => read += 1,
-                Ok(false) => {}
-                Err(error) => tracing::debug!(%error, "reading the reply's prompt ahead failed"),
-            },
-            Ok(None) => {}
-            Err(error) => tracing::warn!(%error, "the reply's prompt to read ahead could not be rendered"),
-        }
+        let reply = crate::compose::read_ahead_request(&input);
+        let mut read = usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await);
         let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
         tools.sort_by(|a, b| a.id.cmp(&b.id));
-        match crate::tool_calls::read_ahead_request(&self.definition, &tools) {
-            Ok(Some(request)) => match self.models.tool_inference.read_ahead(request).await {
-                Ok(true) => read += 1,
-                Ok(false) => {}
-                Err(error) => tracing::debug!(%error, "reading the tool decision's prompt ahead failed"),
-            },
-            Ok(None) => {}
-            Err(error) => tracing::warn!(%error, "the tool decision's prompt to read ahead could not be rendered"),
-        }
+        let decision = crate::tool_calls::read_ahead_request(&self.definition, &tools);
+        read += usize::from(read_ahead(self.models.tool_inference.as_ref(), decision, "the tool decision's").await);
         // The checks last: the first call of a turn is one of them.
         read + self.matcher.read_ahead().await
     }

@@ -321,6 +321,13 @@ pub async fn run(options: ConversationOptions) -> Result<ExitCode> {
     let binaries = if options.servers.is_empty() { vec![std::env::current_exe()?] } else { options.servers.clone() };
     let http = guidepost_llm::http::client_builder().build()?;
     let mut text = format!("load average before: {}\n\n", load_average());
+    if !options.writing.is_zero() {
+        let _ = writeln!(
+            text,
+            "each conversation's first message is sent {} s after it opens\n",
+            options.writing.as_secs()
+        );
+    }
     let mut servers = Vec::new();
     for (i, binary) in binaries.iter().enumerate() {
         let label = if binaries.len() == 1 { "this".to_string() } else { format!("{}: {}", i + 1, binary.display()) };

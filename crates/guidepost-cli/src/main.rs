@@ -405,8 +405,8 @@ enum Command {
         /// With --conversations: how long the customer takes to write the first message after
         /// the conversation opens, in seconds (the server may use the pause to read ahead;
         /// 0 sends it at once).
-        #[arg(long, default_value_t = 0.0, requires = "conversations")]
-        writing_secs: f64,
+        #[arg(long, default_value_t = 0, requires = "conversations")]
+        writing_secs: u64,
         /// With --conversations: write each server's standard error (its log; set GUIDEPOST_LOG
         /// for more) to server-<n>.log in this folder.
         #[arg(long, value_name = "DIR", requires = "conversations")]
@@ -672,7 +672,7 @@ fn main() -> ExitCode {
                     threads,
                     out,
                     turn_limit: std::time::Duration::from_secs(turn_limit_secs),
-                    writing: std::time::Duration::from_secs_f64(writing_secs.clamp(0.0, 3600.0)),
+                    writing: std::time::Duration::from_secs(writing_secs),
                     logs: server_logs,
                 })),
                 None => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),

@@ -156,6 +156,12 @@ impl Conversations {
     /// for it and nothing depends on it: it only saves the first turn time on a model that
     /// keeps prompt prefixes and is idle.
     pub fn read_ahead(&self, agent_id: &str) {
+        let models = self.agents.models();
+        let roles = [&models.matching, &models.journey_selection, &models.tool_inference, &models.generation];
+        if !roles.iter().any(|model| model.reads_ahead()) {
+            // Hosted models, or answers replayed: nothing to read, not even the agent.
+            return;
+        }
         let (agents, agent_id) = (self.agents.clone(), agent_id.to_string());
         tokio::spawn(async move {
             match agents.runtime(&agent_id).await {

@@ -123,42 +123,35 @@ impl GuidelineMatcher {
     /// the other styles' prompts begin with what the turn brings. How many requests a model
     /// read; a failure is only logged (nothing depends on it).
     pub async fn read_ahead(&self) -> usize {
-        let mut read = 0;
         let journeys = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
         let asked = [
             (&self.model, self.config.verdicts, guidepost_llm::TaskKind::Matching),
             (&self.journey_model, journeys, guidepost_llm::TaskKind::JourneySelection),
         ];
-        let mut seen: Vec<&str> = Vec::new();
+        let definition = &self.agent.definition;
+        let (name, description) = (&definition.agent.name, definition.agent.description.as_deref());
+        let (mut read, mut seen) = (0, Vec::new());
         for (model, style, task) in asked {
-            if style.for_model(&model.capabilities()) != crate::VerdictStyle::Single || seen.contains(&model.model_id())
-            {
+            let single = style.for_model(&model.capabilities()) == crate::VerdictStyle::Single;
+            if !single || !model.reads_ahead() || seen.contains(&model.model_id()) {
                 continue;
             }
             seen.push(model.model_id());
-            let definition = &self.agent.definition;
             let conditions = self.agent.check_conditions();
-            let description = definition.agent.description.as_deref();
             let temperature = self.config.temperature;
-            let requests = match crate::batches::single::read_ahead_requests(
-                conditions,
-                &definition.agent.name,
-                description,
-                &task,
-                temperature,
-            ) {
-                Ok(requests) => requests,
-                Err(error) => {
-                    tracing::warn!(%error, "the prompts to read ahead could not be rendered");
-                    continue;
+            let requests =
+                crate::batches::single::read_ahead_requests(conditions, name, description, &task, temperature);
+            match requests {
+                Ok(requests) => {
+                    for request in requests {
+                        match model.read_ahead(request).await {
+                            Ok(true) => read += 1,
+                            Ok(false) => {}
+                            Err(error) => tracing::debug!(%error, "reading ahead failed"),
+                        }
+                    }
                 }
-            };
-            for request in requests {
-                match model.read_ahead(request).await {
-                    Ok(true) => read += 1,
-                    Ok(false) => {}
-                    Err(error) => tracing::debug!(%error, "reading ahead failed"),
-                }
+                Err(error) => tracing::warn!(%error, "the prompts to read ahead could not be rendered"),
             }
         }
         read

@@ -60,6 +60,9 @@ impl ChatModel for Metered {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = task_name(&req.task);

@@ -282,9 +282,8 @@ impl Inner {
             progress.waiting();
         }
         self.waiting.fetch_add(1, Ordering::AcqRel);
-        let session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         self.waiting.fetch_sub(1, Ordering::AcqRel);
-        let mut session = session;
         let session = &mut *session;
         match &req.output {
             OutputFormat::Text => {
@@ -413,6 +412,11 @@ impl ChatModel for LocalChatModel {
             .await
             .map_err(join_error)??;
         Ok(self.inner.response(answer, start.elapsed()))
+    }
+
+    /// It keeps the caches of the prompts it read.
+    fn reads_ahead(&self) -> bool {
+        true
     }
 
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {

@@ -137,6 +137,10 @@ impl ChatModel for LazyChatModel {
         self.get().await?.stream(req).await
     }
 
+    fn reads_ahead(&self) -> bool {
+        true
+    }
+
     /// Only once loaded: reading ahead is no reason to load the model.
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         match self.model.get() {

@@ -124,6 +124,13 @@ pub trait ChatModel: Send + Sync {
         let _ = req;
         Ok(false)
     }
+
+    /// Whether [`read_ahead`](Self::read_ahead) can save this model time at all (it keeps
+    /// prompt prefixes, and answers are not only replayed): the caller renders nothing to
+    /// read ahead otherwise.
+    fn reads_ahead(&self) -> bool {
+        false
+    }
 }
 
 /// A stream of one delta (the whole answer as text) followed by `Done`.
@@ -188,6 +195,9 @@ impl<T: ChatModel + ?Sized> ChatModel for Arc<T> {
     }
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         (**self).read_ahead(req).await
+    }
+    fn reads_ahead(&self) -> bool {
+        (**self).reads_ahead()
     }
 }
 

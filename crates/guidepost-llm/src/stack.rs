@@ -267,6 +267,9 @@ impl ChatModel for ModelStack {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.model_for(&req.task).read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.default.reads_ahead() || self.per_task.values().any(|m| m.reads_ahead())
+    }
 }
 
 /// Builds a [`ModelStack`] from settings, keys, registered factories and middleware settings.

@@ -75,6 +75,9 @@ impl ChatModel for Held {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 #[cfg(test)]

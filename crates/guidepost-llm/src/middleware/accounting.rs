@@ -61,6 +61,9 @@ impl<M: ChatModel> ChatModel for Accounting<M> {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let task = req.task.clone();

@@ -131,6 +131,10 @@ impl<M: ChatModel> ChatModel for RecordReplay<M> {
         self.inner.read_ahead(req).await
     }
 
+    fn reads_ahead(&self) -> bool {
+        self.mode != CacheMode::ReplayOrFail && self.inner.reads_ahead()
+    }
+
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         if self.mode == CacheMode::Live {
             return self.inner.complete(req).await;

@@ -113,6 +113,9 @@ impl<M: ChatModel> ChatModel for Limits<M> {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let _permit = self.admit(|| count_message_tokens(&req.messages) as u64).await?;

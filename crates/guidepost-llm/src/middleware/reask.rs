@@ -67,6 +67,9 @@ impl<M: ChatModel> ChatModel for Reask<M> {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let OutputFormat::Json { name, schema, .. } = req.output.clone() else {

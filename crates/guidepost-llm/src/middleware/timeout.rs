@@ -65,6 +65,9 @@ impl<M: ChatModel> ChatModel for Timeout<M> {
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {
         let after = self.after;
@@ -150,6 +153,9 @@ impl<M: ChatModel> ChatModel for Deadline<M> {
 
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.inner.read_ahead(req).await
+    }
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
     }
 
     async fn complete(&self, req: ChatRequest) -> Result<ChatResponse, LlmError> {

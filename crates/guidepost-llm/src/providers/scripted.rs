@@ -295,6 +295,11 @@ impl ChatModel for ScriptedModel {
         Ok(response)
     }
 
+    /// Takes requests to read ahead, for tests to see them.
+    fn reads_ahead(&self) -> bool {
+        true
+    }
+
     /// Keeps the request, for tests to see what was read ahead.
     async fn read_ahead(&self, req: ChatRequest) -> Result<bool, LlmError> {
         self.read_ahead.lock().unwrap_or_else(PoisonError::into_inner).push(req);

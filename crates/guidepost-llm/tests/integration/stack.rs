@@ -201,6 +201,8 @@ async fn reading_ahead_passes_every_layer_but_never_leaves_recordings() {
             .scripted(scripted.clone())
             .build()
             .unwrap();
+        assert_eq!(stack.model_for(&TaskKind::Matching).reads_ahead(), reaches, "{mode:?}");
+        assert_eq!(stack.reads_ahead(), reaches, "{mode:?}");
         let request = ChatRequest::new(TaskKind::Matching).system("You check conditions.").user("");
         // Through the task's model (every middleware layer) and through the stack itself.
         let read = stack.model_for(&TaskKind::Matching).read_ahead(request.clone()).await.unwrap();
@@ -210,4 +212,14 @@ async fn reading_ahead_passes_every_layer_but_never_leaves_recordings() {
         assert!(scripted.requests().is_empty(), "reading ahead is no call ({mode:?})");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing recorded ({mode:?})");
     }
+    // A hosted model keeps nothing between calls: nothing is worth reading ahead for it.
+    let hosted = ModelStackBuilder::new(settings(&[
+        ("GUIDEPOST_MODEL", "openai-compatible:http://127.0.0.1:9/v1#gpt-4.1-mini".into()),
+        ("GUIDEPOST_EMBEDDER", "scripted".into()),
+    ]))
+    .build()
+    .unwrap();
+    assert!(!hosted.reads_ahead());
+    let request = ChatRequest::new(TaskKind::Matching).user("");
+    assert!(!hosted.model_for(&TaskKind::Matching).read_ahead(request).await.unwrap());
 }

@@ -41,25 +41,6 @@ use crate::variables::{MemoryVariables, VariableStore};
 
 pub use pulse::PULSE_EVERY;
 
-/// Reads `request` ahead on `model`, when there is one; whether the model read it. Nothing
-/// depends on it: a failure is only logged, naming `what` prompt it was.
-async fn read_ahead(
-    model: &dyn guidepost_llm::ChatModel,
-    request: Result<Option<guidepost_llm::ChatRequest>, guidepost_llm::LlmError>,
-    what: &str,
-) -> bool {
-    match request {
-        Ok(Some(request)) => model.read_ahead(request).await.unwrap_or_else(|error| {
-            tracing::debug!(%error, "reading {what} prompt ahead failed");
-            false
-        }),
-        Ok(None) => false,
-        Err(error) => {
-            tracing::warn!(%error, "{what} prompt to read ahead could not be rendered");
-            false
-        }
-    }
-}
 pub use turn::{EmittingLatch, TurnInput, TurnOutcome, TurnStatus};
 use turn::{Ending, Seen, Turn};
 
@@ -108,9 +89,9 @@ impl AgentRuntime {
 
     /// Reads ahead ([`guidepost_llm::ChatModel::read_ahead`]) what the first model calls of a
     /// conversation with this agent begin with: the single checks' instructions, the reply's,
-    /// and the tool decision's where the agent's tools are decided in one batch. Called where a conversation opens, while the customer is still writing, so
-    /// that a model which keeps prompt prefixes (a local one) reads only what the first
-    /// message brings. Does nothing on models that keep nothing, that are busy with an answer
+    /// and the tool decision's where the agent's tools are decided in one batch. Called where
+    /// a conversation opens, while the customer is still writing, so that a model which keeps
+    /// prompt prefixes (a local one) reads only what the first message brings. Does nothing on models that keep nothing, that are busy with an answer
     /// or not loaded yet, or when answers are replayed. How many prompts a model read.
     pub async fn read_ahead(&self) -> usize {
         let state = ResponseState::default();
@@ -129,11 +110,13 @@ impl AgentRuntime {
             now: self.clock.now(),
             preview: false,
         };
-        let reply = crate::compose::read_ahead_request(&input);
+        let reply = || crate::compose::read_ahead_request(&input);
         let mut read = usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await);
-        let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
-        tools.sort_by(|a, b| a.id.cmp(&b.id));
-        let decision = crate::tool_calls::read_ahead_request(&self.definition, &tools);
+        let decision = || {
+            let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
+            tools.sort_by(|a, b| a.id.cmp(&b.id));
+            crate::tool_calls::read_ahead_request(&self.definition, &tools)
+        };
         read += usize::from(read_ahead(self.models.tool_inference.as_ref(), decision, "the tool decision's").await);
         // The checks last: the first call of a turn is one of them.
         read + self.matcher.read_ahead().await
@@ -402,6 +385,30 @@ fn failed(trace_id: &str, exception: &str) -> NewEvent {
 /// The `ready` status that ends a turn (`stage: completed`), with what it matched.
 fn completed(trace_id: &str, detail: StatusDetail) -> NewEvent {
     NewEvent::agent(trace_id, EventPayload::Status(StatusPayload::completed(detail)))
+}
+
+/// Reads the request `request` builds ahead on `model`, when the model can use it and there is
+/// a request; whether the model read it. Nothing depends on it: a failure is only logged,
+/// naming `what` prompt it was.
+async fn read_ahead(
+    model: &dyn guidepost_llm::ChatModel,
+    request: impl FnOnce() -> Result<Option<guidepost_llm::ChatRequest>, guidepost_llm::LlmError>,
+    what: &str,
+) -> bool {
+    if !model.reads_ahead() {
+        return false;
+    }
+    match request() {
+        Ok(Some(request)) => model.read_ahead(request).await.unwrap_or_else(|error| {
+            tracing::debug!(%error, "reading {what} prompt ahead failed");
+            false
+        }),
+        Ok(None) => false,
+        Err(error) => {
+            tracing::warn!(%error, "{what} prompt to read ahead could not be rendered");
+            false
+        }
+    }
 }
 
 #[cfg(test)]

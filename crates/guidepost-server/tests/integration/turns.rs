@@ -267,6 +267,9 @@ impl guidepost_llm::ChatModel for ReadsAhead {
     ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
         self.inner.complete(req).await
     }
+    fn reads_ahead(&self) -> bool {
+        true
+    }
     async fn read_ahead(&self, req: guidepost_llm::ChatRequest) -> Result<bool, guidepost_llm::LlmError> {
         self.read.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(req);
         Ok(true)

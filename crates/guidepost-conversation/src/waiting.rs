@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::Stream;
 use guidepost_core::Event;
-use guidepost_store::{EventFilter, EventPage, StoreError};
+use guidepost_store::{EventFilter, EventPage, EventsChange, StoreError};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -17,14 +17,41 @@ use crate::error::{ConversationError, Result};
 
 /// Waits for `changes` to move, until `deadline`; `false` when the deadline passed or the
 /// service is stopping (a waiter then answers as it would on its timeout).
-pub(crate) async fn changed(
-    changes: &mut watch::Receiver<u64>,
+pub(crate) async fn changed<T>(
+    changes: &mut watch::Receiver<T>,
     deadline: Instant,
     stopping: &CancellationToken,
 ) -> bool {
     tokio::select! {
         r = tokio::time::timeout_at(deadline, changes.changed()) => matches!(r, Ok(Ok(()))),
         () = stopping.cancelled() => false,
+    }
+}
+
+/// What a waiter knows of the session's events since its last read: the change count it
+/// had seen then.
+struct Seen(u64);
+
+impl Seen {
+    /// Marks what `changes` holds now as seen, before a read of the store.
+    fn now(changes: &mut watch::Receiver<EventsChange>) -> Self {
+        Self(changes.borrow_and_update().count)
+    }
+
+    /// After a wake-up: the page the change itself gives, when it was the only change since
+    /// the last read and it appended, in this process, events the filter starts within (see
+    /// [`EventPage::of_appended`]); `None` when the store must be read. Marks it seen.
+    fn page(
+        &mut self,
+        changes: &mut watch::Receiver<EventsChange>,
+        filter: &EventFilter,
+        (max_events, max_bytes): (usize, usize),
+    ) -> Option<EventPage> {
+        let change = changes.borrow_and_update();
+        let only = change.count == self.0.wrapping_add(1);
+        self.0 = change.count;
+        let appended = change.appended.as_ref().filter(|_| only)?;
+        EventPage::of_appended(appended, filter, max_events, max_bytes)
     }
 }
 
@@ -59,10 +86,11 @@ impl Conversations {
         wait: Duration,
     ) -> Result<EventPage> {
         let mut changes = self.store.hub().subscribe(session_id);
+        let mut seen = Seen::now(&mut changes);
         let deadline = Instant::now() + wait;
         let mut known = false;
+        let mut events = self.store.events_page(session_id, filter, max_events, max_bytes).await?;
         loop {
-            let events = self.store.events_page(session_id, filter, max_events, max_bytes).await?;
             // Events found say the session exists (they go with it); none found, it may not.
             if !events.events.is_empty() {
                 return Ok(events);
@@ -79,6 +107,10 @@ impl Conversations {
                 self.store.require_session(session_id).await?;
                 return Err(ConversationError::Timeout);
             }
+            events = match seen.page(&mut changes, filter, (max_events, max_bytes)) {
+                Some(page) => page,
+                None => self.store.events_page(session_id, filter, max_events, max_bytes).await?,
+            };
         }
     }
 
@@ -95,26 +127,30 @@ impl Conversations {
             (self.store.clone(), self.scheduler.stopping().clone(), session_id.to_string());
         async_stream::stream! {
             let mut changes = store.hub().subscribe(&session_id);
+            let mut seen = Seen::now(&mut changes);
+            let mut from_change = None;
             loop {
-                let batch = match store.list_events(&session_id, &filter).await {
-                    Ok(b) => b,
-                    Err(error) => {
-                        tracing::warn!(%error, session_id, "an event stream ended on a store error");
-                        break;
-                    }
+                let batch = match from_change.take() {
+                    Some(EventPage { events, .. }) => events,
+                    None => match store.list_events(&session_id, &filter).await {
+                        Ok(b) => b,
+                        Err(error) => {
+                            tracing::warn!(%error, session_id, "an event stream ended on a store error");
+                            break;
+                        }
+                    },
                 };
-                let got = !batch.is_empty();
                 for e in batch {
                     filter.min_offset = e.offset + 1;
                     yield e;
                 }
-                if got {
-                    continue;
-                }
+                // What came after the read (or the change) moved `changes`: the wait ends at
+                // once for it.
                 let deadline = Instant::now() + wait.max(Duration::from_secs(1));
                 if !changed(&mut changes, deadline, &stopping).await {
                     break;
                 }
+                from_change = seen.page(&mut changes, &filter, (usize::MAX, usize::MAX));
             }
         }
     }

@@ -6,12 +6,11 @@
 //! Writes go through [`Write`] batches applied in one transaction; a change to any
 //! definition entity bumps the definition revision in that same transaction.
 
+use crate::direct::Columns;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use crate::error::{Result, StoreError};
 use crate::ids::time_from_us;
@@ -191,9 +190,9 @@ impl<T: Entity> Record<T> {
         })
     }
 
-    pub(crate) fn from_row(row: &AnyRow) -> Result<Self> {
-        let id: String = row.try_get("id")?;
-        let data: String = row.try_get("data")?;
+    pub(crate) fn from_row(row: &dyn Columns) -> Result<Self> {
+        let id = row.text("id")?;
+        let data = row.text("data")?;
         let what = || format!("{} `{id}`", T::COLLECTION.noun());
         let mut value: Value =
             serde_json::from_str(&data).map_err(|e| StoreError::Corrupt { what: what(), source: e })?;
@@ -204,9 +203,9 @@ impl<T: Entity> Record<T> {
             _ => Map::new(),
         };
         Ok(Self {
-            created: time_from_us(row.try_get("created_us")?),
-            origin: Origin::decode(&row.try_get::<String, _>("origin")?),
-            version: row.try_get("version")?,
+            created: time_from_us(row.int("created_us")?),
+            origin: Origin::decode(&row.text("origin")?),
+            version: row.int("version")?,
             entity,
             extra,
             id,

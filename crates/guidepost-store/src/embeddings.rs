@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use crate::Store;
+use crate::direct::Arg;
 use crate::error::Result;
 use crate::ids::now_us;
 
@@ -36,14 +37,10 @@ impl Store {
     pub async fn cached_embeddings(&self, model: &str, texts: &[String]) -> Result<Vec<Option<Vec<f32>>>> {
         let mut out = Vec::with_capacity(texts.len());
         for text in texts {
-            let row = sqlx::query("SELECT vector FROM embeddings WHERE key = $1")
-                .bind(key(model, text))
-                .fetch_optional(&self.reader)
-                .await?;
-            out.push(match row {
-                Some(row) => Some(from_bytes(&row.try_get::<Vec<u8>, _>("vector")?)),
-                None => None,
-            });
+            let key = key(model, text);
+            let sql = "SELECT vector FROM embeddings WHERE key = $1";
+            let vector = self.read_row(sql, &[Arg::Text(&key)], |row| row.bytes("vector")).await?;
+            out.push(vector.map(|bytes| from_bytes(&bytes)));
         }
         Ok(out)
     }

@@ -34,6 +34,9 @@ pub enum StoreError {
     /// The database refused or failed.
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
+    /// A SQLite file refused or failed a read made on the calling thread.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     /// A stored document does not decode (written by a newer version, or damaged).
     #[error("stored {what} does not decode: {source}")]
     Corrupt {

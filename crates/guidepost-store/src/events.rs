@@ -5,11 +5,12 @@
 use guidepost_core::{Event, EventKind, EventSource};
 use indexmap::IndexMap;
 use serde_json::Value;
-use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::Store;
+use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
+use crate::hub::AppendedEvent;
 use crate::ids::{new_id, now_us, time_from_us};
 use crate::turns::NewTurn;
 
@@ -35,6 +36,38 @@ pub struct EventPage {
     pub events: Vec<Event>,
     /// Where the next page starts, when there may be more.
     pub next_offset: Option<u64>,
+}
+
+impl EventPage {
+    /// The page [`Store::events_page`] would read for `filter` right after one commit
+    /// appended `appended` (in offset order), when that commit's events alone make it: the
+    /// first of them is at or before `filter.min_offset`, so no event the filter could keep
+    /// lies between it and them. `None` when the store must be read.
+    pub fn of_appended(
+        appended: &[AppendedEvent],
+        filter: &EventFilter,
+        max_events: usize,
+        max_bytes: usize,
+    ) -> Option<Self> {
+        if appended.first()?.event.offset > filter.min_offset {
+            return None;
+        }
+        let max_events = max_events.max(1);
+        let mut events = Vec::new();
+        let mut read = 0usize;
+        for AppendedEvent { event, size } in appended.iter().filter(|a| filter.keeps(&a.event)) {
+            // As the listing's statement bounds it: at most `max_events`, and each event that
+            // starts before `max_bytes` were read.
+            if events.len() >= max_events || read >= max_bytes {
+                break;
+            }
+            read = read.saturating_add(*size);
+            events.push(event.clone());
+        }
+        let full = events.len() >= max_events || read >= max_bytes;
+        let next_offset = events.last().filter(|_| full).map(|e| e.offset + 1);
+        Some(Self { events, next_offset })
+    }
 }
 
 /// Which events a listing returns.
@@ -74,59 +107,91 @@ fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
         .map_err(|e| StoreError::Corrupt { what: what.to_string(), source: e })
 }
 
-fn decode(row: &AnyRow) -> Result<Event> {
-    let id: String = row.try_get("id")?;
+fn decode(row: &dyn Columns) -> Result<Event> {
+    let id = row.text("id")?;
     let what = format!("event `{id}`");
-    let data: String = row.try_get("data")?;
-    let metadata: String = row.try_get("metadata")?;
+    let data = row.text("data")?;
+    let metadata = row.text("metadata")?;
     Ok(Event {
-        source: parse(&row.try_get::<String, _>("source")?, &what)?,
-        kind: parse(&row.try_get::<String, _>("kind")?, &what)?,
-        offset: u64::try_from(row.try_get::<i64, _>("offset")?).unwrap_or(0),
-        creation_utc: time_from_us(row.try_get("created_us")?),
-        trace_id: row.try_get("trace_id")?,
+        source: parse(&row.text("source")?, &what)?,
+        kind: parse(&row.text("kind")?, &what)?,
+        offset: u64::try_from(row.int("offset")?).unwrap_or(0),
+        creation_utc: time_from_us(row.int("created_us")?),
+        trace_id: row.text("trace_id")?,
         data: serde_json::from_str(&data).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?,
         metadata: serde_json::from_str(&metadata).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?,
-        deleted: row.try_get::<i64, _>("deleted")? != 0,
+        deleted: row.int("deleted")? != 0,
         id,
     })
 }
 
+/// Events one statement inserts at most (nine parameters each, well within SQLite's and
+/// PostgreSQL's limits).
+const INSERT_ROWS: usize = 64;
+
+/// Inserts `events` with offsets from `first`, a statement per [`INSERT_ROWS`] of them.
 async fn insert_events(
     tx: &mut sqlx::AnyConnection,
     session_id: &str,
     first: i64,
     events: Vec<NewEventRecord>,
-) -> Result<Vec<Event>> {
+) -> Result<Vec<AppendedEvent>> {
+    let created = time_from_us(now_us());
     let mut stored = Vec::with_capacity(events.len());
+    let mut texts = Vec::with_capacity(events.len());
     for (offset, event) in (first..).zip(events) {
-        let e = Event {
+        let data = event.data.to_string();
+        let metadata = serde_json::to_string(&event.metadata).unwrap_or_else(|_| "{}".into());
+        // What `LENGTH(data) + LENGTH(metadata)` counts in a listing: characters.
+        let size = data.chars().count() + metadata.chars().count();
+        let event = Event {
             id: new_id(),
             source: event.source,
             kind: event.kind,
             offset: u64::try_from(offset).unwrap_or(0),
-            creation_utc: time_from_us(now_us()),
+            creation_utc: created,
             trace_id: event.trace_id,
             data: event.data,
             metadata: event.metadata,
             deleted: false,
         };
-        sqlx::query(
+        stored.push(AppendedEvent { event, size });
+        texts.push((data, metadata));
+    }
+    for (rows, texts) in stored.chunks(INSERT_ROWS).zip(texts.chunks(INSERT_ROWS)) {
+        let values: Vec<String> = (0..rows.len())
+            .map(|i| {
+                let p = 2 + i * 8;
+                format!(
+                    "(${p}, $1, ${}, ${}, ${}, ${}, ${}, ${}, ${}, 0)",
+                    p + 1,
+                    p + 2,
+                    p + 3,
+                    p + 4,
+                    p + 5,
+                    p + 6,
+                    p + 7
+                )
+            })
+            .collect();
+        let sql = format!(
             "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 0)",
-        )
-        .bind(&e.id)
-        .bind(session_id)
-        .bind(offset)
-        .bind(wire(e.source))
-        .bind(wire(e.kind))
-        .bind(e.creation_utc.timestamp_micros())
-        .bind(&e.trace_id)
-        .bind(e.data.to_string())
-        .bind(serde_json::to_string(&e.metadata).unwrap_or_else(|_| "{}".into()))
-        .execute(&mut *tx)
-        .await?;
-        stored.push(e);
+             VALUES {}",
+            values.join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(session_id);
+        for (AppendedEvent { event: e, .. }, (data, metadata)) in rows.iter().zip(texts) {
+            query = query
+                .bind(e.id.clone())
+                .bind(i64::try_from(e.offset).unwrap_or(i64::MAX))
+                .bind(wire(e.source))
+                .bind(wire(e.kind))
+                .bind(e.creation_utc.timestamp_micros())
+                .bind(e.trace_id.clone())
+                .bind(data.clone())
+                .bind(metadata.clone());
+        }
+        query.execute(&mut *tx).await?;
     }
     Ok(stored)
 }
@@ -137,7 +202,7 @@ pub(crate) async fn append_in(
     tx: &mut sqlx::AnyConnection,
     session_id: &str,
     events: Vec<NewEventRecord>,
-) -> Result<Vec<Event>> {
+) -> Result<Vec<AppendedEvent>> {
     if events.is_empty() {
         return Ok(Vec::new());
     }
@@ -185,7 +250,7 @@ impl Store {
         let stored = insert_events(&mut tx, session_id, first, events).await?;
         let mut superseded = false;
         if let Some(turn) = turn {
-            let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.offset).unwrap_or(0));
+            let trigger = stored.last().map_or(next - 1, |e| i64::try_from(e.event.offset).unwrap_or(0));
             superseded = turn.insert(session_id, trigger, &mut tx).await?;
         }
         self.announce(&mut tx, session_id).await?;
@@ -193,11 +258,11 @@ impl Store {
             self.announce_stop(&mut tx, session_id).await?;
         }
         tx.commit().await?;
-        self.hub.notify(session_id);
+        self.hub.notify_appended(session_id, &stored);
         if superseded {
             self.hub.notify_stop(session_id);
         }
-        Ok(stored)
+        Ok(stored.into_iter().map(|e| e.event).collect())
     }
 
     /// The session's events the filter keeps, by offset (at most `filter.limit`).
@@ -252,22 +317,13 @@ impl Store {
             conditions.join(" AND ")
         );
         let max_events = max_events.max(1);
-        let mut query =
-            sqlx::query(AssertSqlSafe(sql)).bind(session_id).bind(i64::try_from(filter.min_offset).unwrap_or(i64::MAX));
-        for text in texts {
-            query = query.bind(text);
-        }
-        let rows = query
-            .bind(i64::try_from(max_events).unwrap_or(i64::MAX))
-            .bind(i64::try_from(max_bytes).unwrap_or(i64::MAX))
-            .fetch_all(&self.reader)
-            .await?;
-        let mut events = Vec::with_capacity(rows.len());
-        let mut read = 0i64;
-        for row in &rows {
-            events.push(decode(row)?);
-            read = row.try_get("running")?;
-        }
+        let mut args = vec![Arg::Text(session_id), Arg::Int(i64::try_from(filter.min_offset).unwrap_or(i64::MAX))];
+        args.extend(texts.iter().map(|t| Arg::Text(t)));
+        args.push(Arg::Int(i64::try_from(max_events).unwrap_or(i64::MAX)));
+        args.push(Arg::Int(i64::try_from(max_bytes).unwrap_or(i64::MAX)));
+        let rows = self.read_rows(&sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
+        let read = rows.last().map_or(0, |(_, running)| *running);
+        let events: Vec<Event> = rows.into_iter().map(|(event, _)| event).collect();
         // The page ended on its bounds (more may follow), or on the events the filter keeps.
         let full = events.len() >= max_events || usize::try_from(read).unwrap_or(usize::MAX) >= max_bytes;
         let next_offset = events.last().filter(|_| full).map(|e| e.offset + 1);
@@ -276,12 +332,8 @@ impl Store {
 
     /// The session's event with this id (soft-deleted ones too).
     pub async fn get_event(&self, session_id: &str, event_id: &str) -> Result<Option<Event>> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2")))
-            .bind(session_id)
-            .bind(event_id)
-            .fetch_optional(&self.reader)
-            .await?;
-        row.as_ref().map(decode).transpose()
+        let sql = format!("SELECT {COLUMNS} FROM events WHERE session_id = $1 AND id = $2");
+        self.read_row(&sql, &[Arg::Text(session_id), Arg::Text(event_id)], decode).await
     }
 
     /// Replaces an event's data (a streamed message growing its chunks).

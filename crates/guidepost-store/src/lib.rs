@@ -23,6 +23,7 @@
 
 pub mod db;
 pub mod definitions;
+mod direct;
 pub mod documents;
 pub mod embeddings;
 pub mod error;
@@ -40,11 +41,13 @@ use std::sync::Arc;
 
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 
+use crate::direct::{Arg, Columns};
+
 pub use db::Backend;
 pub use documents::{Collection, Cursor, Entity, Origin, Page, PageRequest, Record, Sort, Write};
 pub use error::{Result, StoreError};
 pub use events::{EventFilter, EventPage, NewEventRecord};
-pub use hub::SessionHub;
+pub use hub::{AppendedEvent, EventsChange, SessionHub};
 pub use sessions::SessionFilter;
 pub use turns::{TurnRecord, TurnState};
 
@@ -63,6 +66,8 @@ pub struct Store {
     vector_search: bool,
     /// A SQLite store's file, looked at again before each write.
     file: Option<Arc<health::DatabaseFile>>,
+    /// On a SQLite file: point reads on the calling thread.
+    direct: Option<Arc<direct::DirectReader>>,
     /// In memory: the connection that keeps the database alive while the writer's
     /// connection is replaced.
     _memory: Option<AnyPool>,
@@ -101,12 +106,13 @@ impl Store {
             }
             None => None,
         };
+        let direct = path.as_deref().map(|p| Arc::new(direct::DirectReader::new(p)));
         let vector_search = backend == Backend::Postgres && db::enable_pgvector(&pool).await;
         let hub = Arc::new(SessionHub::default());
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, reader, backend, hub, vector_search, file, _memory: memory })
+        Ok(Self { pool, reader, backend, hub, vector_search, file, direct, _memory: memory })
     }
 
     /// The pool to write through, once the store's file is known to be the one it opened and
@@ -180,10 +186,45 @@ impl Store {
         Ok(())
     }
 
+    /// The rows a read of `sql` with `args` finds, each made by `decode`: on a SQLite file
+    /// on this thread (see [`direct`]), else through the read pool. For point reads and
+    /// bounded pages only: a read here holds up the thread until it ends.
+    pub(crate) async fn read_rows<T>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl Fn(&dyn Columns) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        if let Some(direct) = &self.direct {
+            return direct.rows(sql, args, decode);
+        }
+        let mut query = sqlx::query(AssertSqlSafe(sql.to_string()));
+        for arg in args {
+            query = match *arg {
+                Arg::Text(text) => query.bind(text.to_string()),
+                Arg::Int(int) => query.bind(int),
+            };
+        }
+        let rows = query.fetch_all(&self.reader).await?;
+        rows.iter().map(|row| decode(row)).collect()
+    }
+
+    /// The first row [`Store::read_rows`] finds, if any.
+    pub(crate) async fn read_row<T>(
+        &self,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl Fn(&dyn Columns) -> Result<T>,
+    ) -> Result<Option<T>> {
+        Ok(self.read_rows(sql, args, decode).await?.into_iter().next())
+    }
+
     /// The definition revision: bumped by every change to a definition entity.
     pub async fn revision(&self) -> Result<i64> {
-        let row = sqlx::query("SELECT revision FROM definition_revision WHERE id = 1").fetch_one(&self.reader).await?;
-        Ok(row.try_get("revision")?)
+        let revision = self
+            .read_row("SELECT revision FROM definition_revision WHERE id = 1", &[], |row| row.int("revision"))
+            .await?;
+        revision.ok_or_else(|| StoreError::Invalid("the definition revision row is missing".into()))
     }
 
     /// Applies writes in one transaction: all or none.
@@ -209,14 +250,9 @@ impl Store {
 
     /// The document with this id.
     pub async fn get<T: Entity>(&self, id: &str) -> Result<Option<Record<T>>> {
-        let row = sqlx::query(
-            "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 AND id = $2",
-        )
-        .bind(T::COLLECTION.name())
-        .bind(id)
-        .fetch_optional(&self.reader)
-        .await?;
-        row.as_ref().map(Record::from_row).transpose()
+        let sql = "SELECT id, created_us, origin, version, data FROM documents WHERE collection = $1 AND id = $2";
+        let args = [Arg::Text(T::COLLECTION.name()), Arg::Text(id)];
+        self.read_row(sql, &args, Record::from_row).await
     }
 
     /// The document with this id, or `NotFound`.
@@ -232,7 +268,7 @@ impl Store {
         .bind(T::COLLECTION.name())
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(Record::from_row).collect()
+        rows.iter().map(|row| Record::from_row(row)).collect()
     }
 
     /// Documents that came from this origin, oldest first (one indexed query, whatever else
@@ -246,7 +282,7 @@ impl Store {
         .bind(T::COLLECTION.name())
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(Record::from_row).collect()
+        rows.iter().map(|row| Record::from_row(row)).collect()
     }
 
     /// Every document that came from this origin, in any collection, keyed by collection
@@ -302,7 +338,7 @@ impl Store {
                 sqlx::query(AssertSqlSafe(sql)).bind(T::COLLECTION.name()).bind(fetch).fetch_all(&self.reader).await?
             }
         };
-        let mut items: Vec<Record<T>> = rows.iter().map(Record::from_row).collect::<Result<_>>()?;
+        let mut items: Vec<Record<T>> = rows.iter().map(|row| Record::from_row(row)).collect::<Result<_>>()?;
         let has_more = items.len() > request.limit as usize;
         items.truncate(request.limit as usize);
         let next_cursor = if has_more { items.last().map(|r| Cursor::after(r.created, &r.id)) } else { None };

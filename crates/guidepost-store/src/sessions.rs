@@ -1,9 +1,9 @@
 //! Sessions: one conversation between a customer and an agent. Each row keeps the next
 //! event offset, so appending an event locks only its own session.
 
+use crate::direct::{Arg, Columns};
 use guidepost_core::Session;
-use sqlx::any::AnyRow;
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::AssertSqlSafe;
 
 use crate::documents::{Cursor, Page, PageRequest, Sort};
 use crate::error::{Result, StoreError};
@@ -35,12 +35,12 @@ pub struct SessionRecord {
     pub version: i64,
 }
 
-fn decode(row: &AnyRow) -> Result<SessionRecord> {
-    let id: String = row.try_get("id")?;
-    let data: String = row.try_get("data")?;
+fn decode(row: &dyn Columns) -> Result<SessionRecord> {
+    let id = row.text("id")?;
+    let data = row.text("data")?;
     let session =
         serde_json::from_str(&data).map_err(|e| StoreError::Corrupt { what: format!("session `{id}`"), source: e })?;
-    Ok(SessionRecord { session, version: row.try_get("version")? })
+    Ok(SessionRecord { session, version: row.int("version")? })
 }
 
 fn not_found(id: &str) -> StoreError {
@@ -76,11 +76,7 @@ impl Store {
 
     /// The session with this id.
     pub async fn get_session(&self, id: &str) -> Result<Option<SessionRecord>> {
-        let row = sqlx::query("SELECT id, version, data FROM sessions WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.read_row("SELECT id, version, data FROM sessions WHERE id = $1", &[Arg::Text(id)], decode).await
     }
 
     /// The session with this id, or `NotFound`.

@@ -4,10 +4,10 @@
 
 use guidepost_core::AgentState;
 use serde_json::Value;
-use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use crate::Store;
+use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::ids::{now_us, time_from_us};
 
@@ -151,22 +151,22 @@ pub struct TurnRecord {
 const COLUMNS: &str =
     "id, session_id, status, trigger_offset, created_us, started_us, finished_us, attempts, error, state, trace";
 
-fn decode(row: &AnyRow) -> Result<TurnRecord> {
-    let id: String = row.try_get("id")?;
+fn decode(row: &dyn Columns) -> Result<TurnRecord> {
+    let id = row.text("id")?;
     let what = format!("turn `{id}`");
-    let status: String = row.try_get("status")?;
-    let state: Option<String> = row.try_get("state")?;
-    let trace: Option<String> = row.try_get("trace")?;
+    let status = row.text("status")?;
+    let state = row.opt_text("state")?;
+    let trace = row.opt_text("trace")?;
     Ok(TurnRecord {
-        session_id: row.try_get("session_id")?,
+        session_id: row.text("session_id")?,
         status: TurnState::parse(&status)
             .ok_or_else(|| StoreError::Invalid(format!("{what} has status `{status}`")))?,
-        trigger_offset: u64::try_from(row.try_get::<i64, _>("trigger_offset")?).unwrap_or(0),
-        created: time_from_us(row.try_get("created_us")?),
-        started: row.try_get::<Option<i64>, _>("started_us")?.map(time_from_us),
-        finished: row.try_get::<Option<i64>, _>("finished_us")?.map(time_from_us),
-        attempts: row.try_get("attempts")?,
-        error: row.try_get("error")?,
+        trigger_offset: u64::try_from(row.int("trigger_offset")?).unwrap_or(0),
+        created: time_from_us(row.int("created_us")?),
+        started: row.opt_int("started_us")?.map(time_from_us),
+        finished: row.opt_int("finished_us")?.map(time_from_us),
+        attempts: row.int("attempts")?,
+        error: row.opt_text("error")?,
         state: state
             .map(|s| serde_json::from_str(&s).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e }))
             .transpose()?,
@@ -180,11 +180,7 @@ fn decode(row: &AnyRow) -> Result<TurnRecord> {
 impl Store {
     /// The turn with this id.
     pub async fn get_turn(&self, id: &str) -> Result<Option<TurnRecord>> {
-        let row = sqlx::query(AssertSqlSafe(format!("SELECT {COLUMNS} FROM turns WHERE id = $1")))
-            .bind(id)
-            .fetch_optional(&self.reader)
-            .await?;
-        row.as_ref().map(decode).transpose()
+        self.read_row(&format!("SELECT {COLUMNS} FROM turns WHERE id = $1"), &[Arg::Text(id)], decode).await
     }
 
     /// The session's turns, oldest first.
@@ -195,7 +191,7 @@ impl Store {
         .bind(session_id)
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(decode).collect()
+        rows.iter().map(|row| decode(row)).collect()
     }
 
     /// Claims the turn for `owner` until `lease_ms` from now, if it is pending or its lease
@@ -274,14 +270,12 @@ impl Store {
     /// Whether a newer message or a cancellation asked this turn to stop (or the turn is
     /// gone).
     pub async fn turn_cancel_requested(&self, id: &str) -> Result<bool> {
-        let row = sqlx::query("SELECT cancel_requested FROM turns WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.reader)
+        let asked = self
+            .read_row("SELECT cancel_requested FROM turns WHERE id = $1", &[Arg::Text(id)], |row| {
+                row.int("cancel_requested")
+            })
             .await?;
-        Ok(match row {
-            Some(r) => r.try_get::<i64, _>("cancel_requested")? != 0,
-            None => true,
-        })
+        Ok(asked.is_none_or(|asked| asked != 0))
     }
 
     /// Ends a turn `owner` holds: appends its events and records its end in one
@@ -339,23 +333,25 @@ impl Store {
         if done.rows_affected() != 1 {
             return Ok(false);
         }
-        crate::events::append_in(&mut tx, &session_id, end.events).await?;
+        let appended = crate::events::append_in(&mut tx, &session_id, end.events).await?;
         self.announce(&mut tx, &session_id).await?;
         tx.commit().await?;
-        self.hub.notify(&session_id);
+        self.hub.notify_appended(&session_id, &appended);
         Ok(true)
     }
 
     /// Whether the session has a turn stored after this one (a newer message came).
     pub async fn newer_turn_exists(&self, id: &str) -> Result<bool> {
-        let row = sqlx::query(
-            "SELECT 1 AS one FROM turns t, turns me WHERE me.id = $1 AND t.session_id = me.session_id AND t.id <> me.id \
-             AND (t.created_us > me.created_us OR (t.created_us = me.created_us AND t.trigger_offset > me.trigger_offset))",
-        )
-        .bind(id)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.is_some())
+        let newer = self
+            .read_row(
+                "SELECT 1 AS one FROM turns t, turns me WHERE me.id = $1 AND t.session_id = me.session_id \
+                 AND t.id <> me.id AND (t.created_us > me.created_us \
+                 OR (t.created_us = me.created_us AND t.trigger_offset > me.trigger_offset)) LIMIT 1",
+                &[Arg::Text(id)],
+                |row| row.int("one"),
+            )
+            .await?;
+        Ok(newer.is_some())
     }
 
     /// Extends the lease of a turn `owner` holds. Returns false when the lease was lost.
@@ -420,25 +416,21 @@ impl Store {
     pub async fn latest_agent_state(&self, session_id: &str) -> Result<AgentState> {
         // A turn whose customer message was deleted no longer counts: deleting the end of a
         // conversation takes the agent back to where it stood before it.
-        let row = sqlx::query(
-            "SELECT t.state AS state FROM turns t LEFT JOIN events e ON e.session_id = t.session_id \
-             AND e.\"offset\" = t.trigger_offset \
-             WHERE t.session_id = $1 AND t.status = 'completed' AND t.state IS NOT NULL \
-             AND (e.id IS NULL OR e.deleted = 0) \
-             ORDER BY t.finished_us DESC, t.created_us DESC LIMIT 1",
-        )
-        .bind(session_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        match row {
+        let state = self
+            .read_row(
+                "SELECT t.state AS state FROM turns t LEFT JOIN events e ON e.session_id = t.session_id \
+                 AND e.\"offset\" = t.trigger_offset \
+                 WHERE t.session_id = $1 AND t.status = 'completed' AND t.state IS NOT NULL \
+                 AND (e.id IS NULL OR e.deleted = 0) \
+                 ORDER BY t.finished_us DESC, t.created_us DESC LIMIT 1",
+                &[Arg::Text(session_id)],
+                |row| row.text("state"),
+            )
+            .await?;
+        match state {
             None => Ok(AgentState::default()),
-            Some(row) => {
-                let text: String = row.try_get("state")?;
-                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                    what: format!("agent state of session `{session_id}`"),
-                    source: e,
-                })
-            }
+            Some(text) => serde_json::from_str(&text)
+                .map_err(|e| StoreError::Corrupt { what: format!("agent state of session `{session_id}`"), source: e }),
         }
     }
 
@@ -451,6 +443,6 @@ impl Store {
         .bind(now_us())
         .fetch_all(&self.reader)
         .await?;
-        rows.iter().map(decode).collect()
+        rows.iter().map(|row| decode(row)).collect()
     }
 }

@@ -279,3 +279,55 @@ store_test!(rate_buckets_grant_their_budget_once, |store: Store| async move {
     assert_eq!(granted, 5);
     assert_eq!(store.prune_rate_buckets().await.unwrap(), 0, "buckets in use are kept");
 });
+
+store_test!(a_commit_hands_its_waiters_the_pages_a_read_would_give, |store: Store| async move {
+    use guidepost_store::EventPage;
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_events("s", vec![message("t0", "before"), message("t0", "before, again")], None).await.unwrap();
+    let mut changes = store.hub().subscribe("s");
+    // Sizes count characters, as the listing's statement does: text outside ASCII included.
+    let batch: Vec<NewEventRecord> = (0..9)
+        .map(|n| match n % 3 {
+            0 => NewEventRecord {
+                source: EventSource::AiAgent,
+                kind: EventKind::Status,
+                trace_id: "t1".into(),
+                data: json!({"status": "typing", "data": {"n": n}}),
+                metadata: Default::default(),
+            },
+            1 => message("t1", &"北京多云，".repeat(n * 20)),
+            _ => message("t2", &format!("m{n}")),
+        })
+        .collect();
+    let stored = store.append_events("s", batch, None).await.unwrap();
+    assert_eq!(stored.first().map(|e| e.offset), Some(2));
+    let change = changes.borrow_and_update().clone();
+    assert_eq!(change.count, 1);
+    let appended = change.appended.expect("an append hands over what it appended");
+    assert_eq!(appended.iter().map(|a| a.event.clone()).collect::<Vec<_>>(), stored);
+
+    let filters = [
+        EventFilter { min_offset: 2, ..Default::default() },
+        EventFilter { min_offset: 5, ..Default::default() },
+        EventFilter { min_offset: 11, ..Default::default() },
+        EventFilter { min_offset: 2, kinds: vec![EventKind::Message], ..Default::default() },
+        EventFilter { min_offset: 3, source: Some(EventSource::AiAgent), ..Default::default() },
+        EventFilter { min_offset: 2, trace_id: Some("t2".into()), ..Default::default() },
+    ];
+    for filter in &filters {
+        for bounds in [(100, usize::MAX), (2, usize::MAX), (100, 150), (100, 1), (1, 1)] {
+            let from_change = EventPage::of_appended(&appended, filter, bounds.0, bounds.1)
+                .unwrap_or_else(|| panic!("the change makes the page from offset {}", filter.min_offset));
+            let read = store.events_page("s", filter, bounds.0, bounds.1).await.unwrap();
+            assert_eq!(from_change, read, "{filter:?} {bounds:?}");
+        }
+    }
+    // Events before the batch may be kept: only the store knows them.
+    let earlier = EventFilter { min_offset: 1, ..Default::default() };
+    assert_eq!(EventPage::of_appended(&appended, &earlier, 100, usize::MAX), None);
+
+    // Any other change hands over nothing.
+    store.update_event_data("s", &stored[0].id, &json!({"status": "ready", "data": {}})).await.unwrap();
+    let change = changes.borrow_and_update().clone();
+    assert_eq!((change.count, change.appended.is_none()), (2, true));
+});

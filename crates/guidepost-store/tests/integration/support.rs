@@ -14,6 +14,17 @@ macro_rules! store_test {
                 ($body)(store).await;
             }
 
+            /// On a file, where point reads run on the calling thread.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_file() {
+                let dir = tempfile::tempdir().expect("a temporary folder");
+                let store = guidepost_store::Store::open_sqlite_file(&dir.path().join("store.db"))
+                    .await
+                    .expect("a SQLite file opens");
+                ($body)(store.clone()).await;
+                store.close().await;
+            }
+
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
                 let Some(db) = $crate::integration::support::postgres().await else { return };

@@ -10,10 +10,9 @@
 //! it is a fact about the world, and the turn's holder is glad to read it.
 
 use serde_json::Value;
-use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use crate::Store;
+use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::ids::{now_us, time_from_us};
 
@@ -111,27 +110,27 @@ pub enum Sending {
 const COLUMNS: &str = "id, turn_id, tool, occurrence, arguments, consequential, state, outcome, sends, worker, \
      started_us, finished_us";
 
-fn decode(row: &AnyRow) -> Result<StoredToolCall> {
-    let id: String = row.try_get("id")?;
+fn decode(row: &dyn Columns) -> Result<StoredToolCall> {
+    let id = row.text("id")?;
     let what = format!("tool call `{id}`");
-    let state: String = row.try_get("state")?;
-    let arguments: String = row.try_get("arguments")?;
-    let outcome: Option<String> = row.try_get("outcome")?;
+    let state = row.text("state")?;
+    let arguments = row.text("arguments")?;
+    let outcome = row.opt_text("outcome")?;
     let json =
         |text: &str| serde_json::from_str(text).map_err(|e| StoreError::Corrupt { what: what.clone(), source: e });
     Ok(StoredToolCall {
-        turn_id: row.try_get("turn_id")?,
-        tool: row.try_get("tool")?,
-        occurrence: row.try_get("occurrence")?,
+        turn_id: row.text("turn_id")?,
+        tool: row.text("tool")?,
+        occurrence: row.int("occurrence")?,
         arguments: json(&arguments)?,
-        consequential: row.try_get::<i64, _>("consequential")? != 0,
+        consequential: row.int("consequential")? != 0,
         state: ToolCallState::parse(&state)
             .ok_or_else(|| StoreError::Invalid(format!("{what} has state `{state}`")))?,
         outcome: outcome.as_deref().map(json).transpose()?,
-        sends: row.try_get("sends")?,
-        worker: row.try_get("worker")?,
-        started: time_from_us(row.try_get("started_us")?),
-        finished: row.try_get::<Option<i64>, _>("finished_us")?.map(time_from_us),
+        sends: row.int("sends")?,
+        worker: row.text("worker")?,
+        started: time_from_us(row.int("started_us")?),
+        finished: row.opt_int("finished_us")?.map(time_from_us),
         id,
     })
 }
@@ -218,13 +217,8 @@ impl Store {
 
     /// The calls recorded for a turn, in the order they were first sent.
     pub async fn tool_calls_of_turn(&self, turn_id: &str) -> Result<Vec<StoredToolCall>> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {COLUMNS} FROM tool_calls WHERE turn_id = $1 ORDER BY started_us, tool, occurrence"
-        )))
-        .bind(turn_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(decode).collect()
+        let sql = format!("SELECT {COLUMNS} FROM tool_calls WHERE turn_id = $1 ORDER BY started_us, tool, occurrence");
+        self.read_rows(&sql, &[Arg::Text(turn_id)], decode).await
     }
 
     /// Calls in `state` across every turn, oldest first (at most `limit`): for an operator
@@ -237,7 +231,7 @@ impl Store {
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(decode).collect()
+        rows.iter().map(|row| decode(row)).collect()
     }
 
     /// Whether the turn sent a consequential call (it acted on the world): such a turn runs

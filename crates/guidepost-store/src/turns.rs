@@ -177,6 +177,18 @@ fn decode(row: &dyn Columns) -> Result<TurnRecord> {
     })
 }
 
+/// Within a transaction: locks the session of turn `id` (its row on PostgreSQL, the write
+/// lock on SQLite) and returns its id, in one statement; `None` when the turn is unknown.
+async fn lock_session_of(tx: &mut sqlx::AnyConnection, id: &str) -> Result<Option<String>> {
+    let row = sqlx::query(
+        "UPDATE sessions SET version = version WHERE id = (SELECT session_id FROM turns WHERE id = $1) RETURNING id",
+    )
+    .bind(id)
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(row.map(|row| row.try_get("id")).transpose()?)
+}
+
 impl Store {
     /// The turn with this id.
     pub async fn get_turn(&self, id: &str) -> Result<Option<TurnRecord>> {
@@ -205,14 +217,10 @@ impl Store {
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
         let mut tx = self.writer()?.begin().await?;
-        let Some(row) =
-            sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
-        else {
+        // Serializes claims on the session: the row lock on PostgreSQL, the write lock on SQLite.
+        let Some(session_id) = lock_session_of(&mut tx, id).await? else {
             return Ok(Claim::Gone);
         };
-        let session_id: String = row.try_get("session_id")?;
-        // Serializes claims on the session: the row lock on PostgreSQL, the write lock on SQLite.
-        sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
         // Read the clock once the session is ours: a claim that waited for another turn's
         // end starts after it.
         let now = now_us();
@@ -301,14 +309,10 @@ impl Store {
             .transpose()
             .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
         let mut tx = self.writer()?.begin().await?;
-        let Some(row) =
-            sqlx::query("SELECT session_id FROM turns WHERE id = $1").bind(id).fetch_optional(&mut *tx).await?
-        else {
+        // Lock the session first (as appending does), so ending and appending never deadlock.
+        let Some(session_id) = lock_session_of(&mut tx, id).await? else {
             return Ok(false);
         };
-        let session_id: String = row.try_get("session_id")?;
-        // Lock the session first (as appending does), so ending and appending never deadlock.
-        sqlx::query("UPDATE sessions SET version = version WHERE id = $1").bind(&session_id).execute(&mut *tx).await?;
         let now = now_us();
         let guard = match owner {
             Some(_) => "status = 'running' AND lease_owner = $7",

@@ -7,12 +7,12 @@ use indexmap::IndexMap;
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::Store;
 use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::hub::AppendedEvent;
 use crate::ids::{new_id, now_us, time_from_us};
 use crate::turns::NewTurn;
+use crate::{Backend, Store};
 
 /// An event to append; the store gives it an id, an offset and a time.
 #[derive(Debug, Clone, PartialEq)]
@@ -129,13 +129,9 @@ fn decode(row: &dyn Columns) -> Result<Event> {
 /// PostgreSQL's limits).
 const INSERT_ROWS: usize = 64;
 
-/// Inserts `events` with offsets from `first`, a statement per [`INSERT_ROWS`] of them.
-async fn insert_events(
-    tx: &mut sqlx::AnyConnection,
-    session_id: &str,
-    first: i64,
-    events: Vec<NewEventRecord>,
-) -> Result<Vec<AppendedEvent>> {
+/// The events as they will be stored, with offsets from `first`, and the text of each one's
+/// data and metadata.
+fn prepared(first: i64, events: Vec<NewEventRecord>) -> (Vec<AppendedEvent>, Vec<(String, String)>) {
     let created = time_from_us(now_us());
     let mut stored = Vec::with_capacity(events.len());
     let mut texts = Vec::with_capacity(events.len());
@@ -158,38 +154,64 @@ async fn insert_events(
         stored.push(AppendedEvent { event, size });
         texts.push((data, metadata));
     }
+    (stored, texts)
+}
+
+/// `INSERT INTO events ... VALUES` with one row per event of `rows`, the session as `$1`:
+/// `offset(row)` gives a row's offset, `next()` each of its other parameters in turn.
+fn insert_sql(rows: usize, offset: impl Fn(usize) -> String, mut next: impl FnMut() -> String) -> String {
+    let values: Vec<String> = (0..rows)
+        .map(|row| {
+            let id = next();
+            let offset = offset(row);
+            let rest: Vec<String> = (0..6).map(|_| next()).collect();
+            format!("({id}, $1, {offset}, {}, 0)", rest.join(", "))
+        })
+        .collect();
+    format!(
+        "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
+         VALUES {}",
+        values.join(", ")
+    )
+}
+
+/// An event's parameters after its id and offset, in [`insert_sql`]'s order.
+fn bind_rest<'q>(
+    query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+    e: &Event,
+    (data, metadata): &(String, String),
+) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
+    query
+        .bind(wire(e.source))
+        .bind(wire(e.kind))
+        .bind(e.creation_utc.timestamp_micros())
+        .bind(e.trace_id.clone())
+        .bind(data.clone())
+        .bind(metadata.clone())
+}
+
+/// Inserts `events` with offsets from `first`, a statement per [`INSERT_ROWS`] of them.
+async fn insert_events(
+    tx: &mut sqlx::AnyConnection,
+    session_id: &str,
+    first: i64,
+    events: Vec<NewEventRecord>,
+) -> Result<Vec<AppendedEvent>> {
+    let (stored, texts) = prepared(first, events);
     for (rows, texts) in stored.chunks(INSERT_ROWS).zip(texts.chunks(INSERT_ROWS)) {
-        let values: Vec<String> = (0..rows.len())
-            .map(|i| {
-                let p = 2 + i * 8;
-                format!(
-                    "(${p}, $1, ${}, ${}, ${}, ${}, ${}, ${}, ${}, 0)",
-                    p + 1,
-                    p + 2,
-                    p + 3,
-                    p + 4,
-                    p + 5,
-                    p + 6,
-                    p + 7
-                )
-            })
-            .collect();
-        let sql = format!(
-            "INSERT INTO events (id, session_id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted) \
-             VALUES {}",
-            values.join(", ")
-        );
+        let sql = {
+            // Each row's id, then its offset, then the rest.
+            let param = std::cell::Cell::new(1);
+            let next = || {
+                param.set(param.get() + 1);
+                format!("${}", param.get())
+            };
+            insert_sql(rows.len(), |_| next(), next)
+        };
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(session_id);
-        for (AppendedEvent { event: e, .. }, (data, metadata)) in rows.iter().zip(texts) {
-            query = query
-                .bind(e.id.clone())
-                .bind(i64::try_from(e.offset).unwrap_or(i64::MAX))
-                .bind(wire(e.source))
-                .bind(wire(e.kind))
-                .bind(e.creation_utc.timestamp_micros())
-                .bind(e.trace_id.clone())
-                .bind(data.clone())
-                .bind(metadata.clone());
+        for (AppendedEvent { event: e, .. }, texts) in rows.iter().zip(texts) {
+            query = query.bind(e.id.clone()).bind(i64::try_from(e.offset).unwrap_or(i64::MAX));
+            query = bind_rest(query, e, texts);
         }
         query.execute(&mut *tx).await?;
     }
@@ -219,6 +241,12 @@ pub(crate) async fn append_in(
 
 const COLUMNS: &str = "id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted";
 
+/// The largest page of events read on the calling thread of a SQLite file (see
+/// [`crate::direct`]): what a long poll or a listing sends at a time (100 events, 1 MiB)
+/// fits well within it.
+const DIRECT_PAGE_EVENTS: usize = 1000;
+const DIRECT_PAGE_BYTES: usize = 4 << 20;
+
 impl Store {
     /// Appends one event to the session and returns it as stored.
     pub async fn append_event(&self, session_id: &str, event: NewEventRecord) -> Result<Event> {
@@ -235,6 +263,106 @@ impl Store {
         events: Vec<NewEventRecord>,
         turn: Option<NewTurn>,
     ) -> Result<Vec<Event>> {
+        let (stored, superseded) = match self.backend {
+            Backend::Sqlite => self.append_in_one_trip(session_id, events, turn).await?,
+            Backend::Postgres => self.append_in_transaction(session_id, events, turn).await?,
+        };
+        self.hub.notify_appended(session_id, &stored);
+        if superseded {
+            self.hub.notify_stop(session_id);
+        }
+        Ok(stored.into_iter().map(|e| e.event).collect())
+    }
+
+    /// SQLite: the append as one script, which the connection's thread runs at once (a
+    /// round trip to it instead of one per statement). Offsets come from the session's
+    /// counter inside the script's transaction. Run as a task of its own, so a caller that
+    /// stops waiting cannot leave the script's transaction open on the connection; a script
+    /// that fails is rolled back before the connection is used again.
+    async fn append_in_one_trip(
+        &self,
+        session_id: &str,
+        events: Vec<NewEventRecord>,
+        turn: Option<NewTurn>,
+    ) -> Result<(Vec<AppendedEvent>, bool)> {
+        let count = events.len();
+        let (mut stored, texts) = prepared(0, events);
+        let sql = Self::append_script(count, turn.is_some());
+        let mut query =
+            sqlx::query(AssertSqlSafe(sql)).bind(session_id.to_string()).bind(i64::try_from(count).unwrap_or(i64::MAX));
+        for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(&texts) {
+            query = bind_rest(query.bind(e.id.clone()), e, texts);
+        }
+        if let Some(turn) = turn {
+            query = query.bind(turn.id).bind(now_us());
+        }
+        let pool = self.writer()?.clone();
+        let script = tokio::spawn(async move {
+            let mut connection = pool.acquire().await?;
+            let rows = query.fetch_all(&mut *connection).await;
+            if rows.is_err() {
+                // A failed statement ends the script before its COMMIT.
+                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
+            }
+            rows
+        });
+        let rows = match script.await.map_err(|_| sqlx::Error::WorkerCrashed)? {
+            Ok(rows) => rows,
+            // A missing session fails the script on the offsets it has none for.
+            Err(_) if self.get_session(session_id).await?.is_none() => {
+                return Err(StoreError::NotFound { kind: "session", id: session_id.to_string() });
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let column = |name: &str| rows.iter().find_map(|row| row.try_get::<i64, _>(name).ok());
+        let Some(next) = column("next_offset") else {
+            return Err(StoreError::NotFound { kind: "session", id: session_id.to_string() });
+        };
+        let first = next - i64::try_from(count).unwrap_or(i64::MAX);
+        for (offset, appended) in (first..).zip(&mut stored) {
+            appended.event.offset = u64::try_from(offset).unwrap_or(0);
+        }
+        Ok((stored, column("superseded").is_some_and(|n| n > 0)))
+    }
+
+    /// The script [`Store::append_in_one_trip`] runs: `count` events (their parameters from
+    /// `$3` on, seven each), then the turn's id and creation time when it registers one.
+    fn append_script(count: usize, turn: bool) -> String {
+        let param = std::cell::Cell::new(2);
+        let next = || {
+            param.set(param.get() + 1);
+            format!("${}", param.get())
+        };
+        // $1 is the session, $2 how many events come.
+        let mut sql =
+            String::from("BEGIN IMMEDIATE;\nUPDATE sessions SET next_offset = next_offset + $2 WHERE id = $1;\n");
+        for start in (0..count).step_by(INSERT_ROWS) {
+            let offset =
+                |row: usize| format!("(SELECT next_offset FROM sessions WHERE id = $1) - $2 + {}", start + row);
+            sql.push_str(&insert_sql((count - start).min(INSERT_ROWS), offset, next));
+            sql.push_str(";\n");
+        }
+        if turn {
+            // As `NewTurn::insert`: the session's unfinished turns are superseded first.
+            let (id, created) = (next(), next());
+            sql.push_str(&format!(
+                "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running');\n\
+                 SELECT changes() AS superseded;\n\
+                 INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) \
+                 VALUES ({id}, $1, 'pending', (SELECT next_offset FROM sessions WHERE id = $1) - 1, {created}, 0);\n"
+            ));
+        }
+        sql.push_str("SELECT next_offset FROM sessions WHERE id = $1;\nCOMMIT;");
+        sql
+    }
+
+    /// PostgreSQL: the append as a transaction, statement by statement.
+    async fn append_in_transaction(
+        &self,
+        session_id: &str,
+        events: Vec<NewEventRecord>,
+        turn: Option<NewTurn>,
+    ) -> Result<(Vec<AppendedEvent>, bool)> {
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
         let mut tx = self.writer()?.begin().await?;
         let row = sqlx::query("UPDATE sessions SET next_offset = next_offset + $1 WHERE id = $2 RETURNING next_offset")
@@ -258,11 +386,7 @@ impl Store {
             self.announce_stop(&mut tx, session_id).await?;
         }
         tx.commit().await?;
-        self.hub.notify_appended(session_id, &stored);
-        if superseded {
-            self.hub.notify_stop(session_id);
-        }
-        Ok(stored.into_iter().map(|e| e.event).collect())
+        Ok((stored, superseded))
     }
 
     /// The session's events the filter keeps, by offset (at most `filter.limit`).
@@ -321,7 +445,10 @@ impl Store {
         args.extend(texts.iter().map(|t| Arg::Text(t)));
         args.push(Arg::Int(i64::try_from(max_events).unwrap_or(i64::MAX)));
         args.push(Arg::Int(i64::try_from(max_bytes).unwrap_or(i64::MAX)));
-        let rows = self.read_rows(&sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
+        // A page a long poll or a listing sends is read on this thread; a read of a whole
+        // session (a turn's history, a stream's start) through the pool.
+        let bounded = max_events <= DIRECT_PAGE_EVENTS && max_bytes <= DIRECT_PAGE_BYTES;
+        let rows = self.read_rows_where(bounded, &sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
         let read = rows.last().map_or(0, |(_, running)| *running);
         let events: Vec<Event> = rows.into_iter().map(|(event, _)| event).collect();
         // The page ended on its bounds (more may follow), or on the events the filter keeps.

@@ -195,7 +195,20 @@ impl Store {
         args: &[Arg<'_>],
         decode: impl Fn(&dyn Columns) -> Result<T>,
     ) -> Result<Vec<T>> {
-        if let Some(direct) = &self.direct {
+        self.read_rows_where(true, sql, args, decode).await
+    }
+
+    /// As [`Store::read_rows`], on this thread only when `bounded` says the read is small
+    /// enough to hold the thread for; else through the read pool, whose connections have
+    /// threads of their own.
+    pub(crate) async fn read_rows_where<T>(
+        &self,
+        bounded: bool,
+        sql: &str,
+        args: &[Arg<'_>],
+        decode: impl Fn(&dyn Columns) -> Result<T>,
+    ) -> Result<Vec<T>> {
+        if let Some(direct) = self.direct.as_ref().filter(|_| bounded) {
             return direct.rows(sql, args, decode);
         }
         let mut query = sqlx::query(AssertSqlSafe(sql.to_string()));

@@ -50,6 +50,15 @@ store_test!(the_database_refuses_a_duplicate_offset, |store: Store| async move {
 store_test!(appending_to_an_unknown_session_is_not_found, |store: Store| async move {
     let result = store.append_event("missing", message("t", "hi")).await;
     assert!(matches!(result, Err(StoreError::NotFound { kind: "session", .. })), "{result:?}");
+    let with_turn =
+        store.append_events("missing", vec![], Some(guidepost_store::turns::NewTurn { id: "t".into() })).await;
+    assert!(matches!(with_turn, Err(StoreError::NotFound { kind: "session", .. })), "{with_turn:?}");
+    // The failed appends left nothing open: what comes next is committed and seen by readers.
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    store.append_event("s", message("t", "hi")).await.unwrap();
+    let seen = store.list_events("s", &EventFilter::default()).await.unwrap();
+    assert_eq!(seen.iter().map(|e| e.offset).collect::<Vec<_>>(), vec![0]);
+    assert_eq!(store.events_page("s", &EventFilter::default(), 10, 1000).await.unwrap().events.len(), 1);
 });
 
 store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move {

@@ -2,7 +2,7 @@
 //!
 //! sqlx runs each SQLite statement on a thread of the connection's own and hands the rows
 //! back: two thread wake-ups per statement. A point read (a session by id) took about 100 µs
-//! of CPU that way against 2-4 µs on the calling thread (`hop_cost` below, release build, a
+//! of CPU that way against 2-4 µs on the calling thread (`examples/hop_cost.rs`, release build, a
 //! file in WAL mode). The reads a turn and a long poll make are point reads and bounded
 //! pages, so on a SQLite file they run here, on read-only connections kept beside sqlx's
 //! pools: in WAL mode each statement sees the last commit and holds up no writer. Writes,

@@ -125,8 +125,8 @@ fn decode(row: &dyn Columns) -> Result<Event> {
     })
 }
 
-/// Events one statement inserts at most (nine parameters each, well within SQLite's and
-/// PostgreSQL's limits).
+/// Events one statement inserts at most (seven or eight parameters each, well within
+/// SQLite's and PostgreSQL's limits).
 const INSERT_ROWS: usize = 64;
 
 /// The events as they will be stored, with offsets from `first`, and the text of each one's

@@ -179,15 +179,15 @@ fn insert_sql(rows: usize, offset: impl Fn(usize) -> String, mut next: impl FnMu
 fn bind_rest<'q>(
     query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
     e: &Event,
-    (data, metadata): &(String, String),
+    (data, metadata): (String, String),
 ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments> {
     query
         .bind(wire(e.source))
         .bind(wire(e.kind))
         .bind(e.creation_utc.timestamp_micros())
         .bind(e.trace_id.clone())
-        .bind(data.clone())
-        .bind(metadata.clone())
+        .bind(data)
+        .bind(metadata)
 }
 
 /// Inserts `events` with offsets from `first`, a statement per [`INSERT_ROWS`] of them.
@@ -198,7 +198,8 @@ async fn insert_events(
     events: Vec<NewEventRecord>,
 ) -> Result<Vec<AppendedEvent>> {
     let (stored, texts) = prepared(first, events);
-    for (rows, texts) in stored.chunks(INSERT_ROWS).zip(texts.chunks(INSERT_ROWS)) {
+    let mut texts = texts.into_iter();
+    for rows in stored.chunks(INSERT_ROWS) {
         let sql = {
             // Each row's id, then its offset, then the rest.
             let param = std::cell::Cell::new(1);
@@ -209,7 +210,7 @@ async fn insert_events(
             insert_sql(rows.len(), |_| next(), next)
         };
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(session_id);
-        for (AppendedEvent { event: e, .. }, texts) in rows.iter().zip(texts) {
+        for (AppendedEvent { event: e, .. }, texts) in rows.iter().zip(&mut texts) {
             query = query.bind(e.id.clone()).bind(i64::try_from(e.offset).unwrap_or(i64::MAX));
             query = bind_rest(query, e, texts);
         }
@@ -290,7 +291,7 @@ impl Store {
         let sql = Self::append_script(count, turn.is_some());
         let mut query =
             sqlx::query(AssertSqlSafe(sql)).bind(session_id.to_string()).bind(i64::try_from(count).unwrap_or(i64::MAX));
-        for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(&texts) {
+        for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(texts) {
             query = bind_rest(query.bind(e.id.clone()), e, texts);
         }
         if let Some(turn) = turn {

@@ -240,6 +240,71 @@ pub(crate) async fn append_in(
     insert_events(tx, session_id, next - count, events).await
 }
 
+/// SQLite: appends `events` to the session (and registers `turn`, superseding its unfinished
+/// turns) on `connection` in one round trip: one script, ending with `COMMIT`. With `begin`
+/// the script opens its transaction (`BEGIN IMMEDIATE`); without, it ends the one the caller
+/// opened so. Returns the events as stored and whether unfinished turns were superseded.
+pub(crate) async fn run_append_script(
+    connection: &mut sqlx::AnyConnection,
+    session_id: String,
+    events: Vec<NewEventRecord>,
+    turn: Option<NewTurn>,
+    begin: bool,
+) -> Result<(Vec<AppendedEvent>, bool)> {
+    let count = events.len();
+    let (mut stored, texts) = prepared(0, events);
+    let sql = append_script(count, turn.is_some(), begin);
+    let mut query =
+        sqlx::query(AssertSqlSafe(sql)).bind(session_id.clone()).bind(i64::try_from(count).unwrap_or(i64::MAX));
+    for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(texts) {
+        query = bind_rest(query.bind(e.id.clone()), e, texts);
+    }
+    if let Some(turn) = turn {
+        query = query.bind(turn.id).bind(now_us());
+    }
+    let rows = query.fetch_all(&mut *connection).await?;
+    let column = |name: &str| rows.iter().find_map(|row| row.try_get::<i64, _>(name).ok());
+    let Some(next) = column("next_offset") else {
+        // Nothing was written: the session is missing.
+        return Err(StoreError::NotFound { kind: "session", id: session_id });
+    };
+    let first = next - i64::try_from(count).unwrap_or(i64::MAX);
+    for (offset, appended) in (first..).zip(&mut stored) {
+        appended.event.offset = u64::try_from(offset).unwrap_or(0);
+    }
+    Ok((stored, column("superseded").is_some_and(|n| n > 0)))
+}
+
+/// The script [`run_append_script`] runs: `count` events (their parameters from `$3` on,
+/// seven each), then the turn's id and creation time when it registers one.
+fn append_script(count: usize, turn: bool, begin: bool) -> String {
+    let param = std::cell::Cell::new(2);
+    let next = || {
+        param.set(param.get() + 1);
+        format!("${}", param.get())
+    };
+    // $1 is the session, $2 how many events come.
+    let mut sql = String::from(if begin { "BEGIN IMMEDIATE;\n" } else { "" });
+    sql.push_str("UPDATE sessions SET next_offset = next_offset + $2 WHERE id = $1;\n");
+    for start in (0..count).step_by(INSERT_ROWS) {
+        let offset = |row: usize| format!("(SELECT next_offset FROM sessions WHERE id = $1) - $2 + {}", start + row);
+        sql.push_str(&insert_sql((count - start).min(INSERT_ROWS), offset, next));
+        sql.push_str(";\n");
+    }
+    if turn {
+        // As `NewTurn::insert`: the session's unfinished turns are superseded first.
+        let (id, created) = (next(), next());
+        sql.push_str(&format!(
+            "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running');\n\
+             SELECT changes() AS superseded;\n\
+             INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) \
+             VALUES ({id}, $1, 'pending', (SELECT next_offset FROM sessions WHERE id = $1) - 1, {created}, 0);\n"
+        ));
+    }
+    sql.push_str("SELECT next_offset FROM sessions WHERE id = $1;\nCOMMIT;");
+    sql
+}
+
 const COLUMNS: &str = "id, \"offset\", source, kind, created_us, trace_id, data, metadata, deleted";
 
 /// The largest page of events read on the calling thread of a SQLite file (see
@@ -276,85 +341,26 @@ impl Store {
     }
 
     /// SQLite: the append as one script, which the connection's thread runs at once (a
-    /// round trip to it instead of one per statement). Offsets come from the session's
-    /// counter inside the script's transaction. Run as a task of its own, so a caller that
-    /// stops waiting cannot leave the script's transaction open on the connection; a script
-    /// that fails is rolled back before the connection is used again.
+    /// round trip to it instead of one per statement), on the writer's connection in a task
+    /// of its own (see [`Store::on_writer`]). Offsets come from the session's counter inside
+    /// the script's transaction.
     async fn append_in_one_trip(
         &self,
         session_id: &str,
         events: Vec<NewEventRecord>,
         turn: Option<NewTurn>,
     ) -> Result<(Vec<AppendedEvent>, bool)> {
-        let count = events.len();
-        let (mut stored, texts) = prepared(0, events);
-        let sql = Self::append_script(count, turn.is_some());
-        let mut query =
-            sqlx::query(AssertSqlSafe(sql)).bind(session_id.to_string()).bind(i64::try_from(count).unwrap_or(i64::MAX));
-        for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(texts) {
-            query = bind_rest(query.bind(e.id.clone()), e, texts);
-        }
-        if let Some(turn) = turn {
-            query = query.bind(turn.id).bind(now_us());
-        }
-        let pool = self.writer()?.clone();
-        let script = tokio::spawn(async move {
-            let mut connection = pool.acquire().await?;
-            let rows = query.fetch_all(&mut *connection).await;
-            if rows.is_err() {
-                // A failed statement ends the script before its COMMIT.
-                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
-            }
-            rows
-        });
-        let rows = match script.await.map_err(|_| sqlx::Error::WorkerCrashed)? {
-            Ok(rows) => rows,
+        let session = session_id.to_string();
+        let appended = self
+            .on_writer(move |connection| Box::pin(run_append_script(connection, session, events, turn, true)))
+            .await;
+        match appended {
             // A missing session fails the script on the offsets it has none for.
-            Err(_) if self.get_session(session_id).await?.is_none() => {
-                return Err(StoreError::NotFound { kind: "session", id: session_id.to_string() });
+            Err(StoreError::Database(_)) if self.get_session(session_id).await?.is_none() => {
+                Err(StoreError::NotFound { kind: "session", id: session_id.to_string() })
             }
-            Err(error) => return Err(error.into()),
-        };
-        let column = |name: &str| rows.iter().find_map(|row| row.try_get::<i64, _>(name).ok());
-        let Some(next) = column("next_offset") else {
-            return Err(StoreError::NotFound { kind: "session", id: session_id.to_string() });
-        };
-        let first = next - i64::try_from(count).unwrap_or(i64::MAX);
-        for (offset, appended) in (first..).zip(&mut stored) {
-            appended.event.offset = u64::try_from(offset).unwrap_or(0);
+            appended => appended,
         }
-        Ok((stored, column("superseded").is_some_and(|n| n > 0)))
-    }
-
-    /// The script [`Store::append_in_one_trip`] runs: `count` events (their parameters from
-    /// `$3` on, seven each), then the turn's id and creation time when it registers one.
-    fn append_script(count: usize, turn: bool) -> String {
-        let param = std::cell::Cell::new(2);
-        let next = || {
-            param.set(param.get() + 1);
-            format!("${}", param.get())
-        };
-        // $1 is the session, $2 how many events come.
-        let mut sql =
-            String::from("BEGIN IMMEDIATE;\nUPDATE sessions SET next_offset = next_offset + $2 WHERE id = $1;\n");
-        for start in (0..count).step_by(INSERT_ROWS) {
-            let offset =
-                |row: usize| format!("(SELECT next_offset FROM sessions WHERE id = $1) - $2 + {}", start + row);
-            sql.push_str(&insert_sql((count - start).min(INSERT_ROWS), offset, next));
-            sql.push_str(";\n");
-        }
-        if turn {
-            // As `NewTurn::insert`: the session's unfinished turns are superseded first.
-            let (id, created) = (next(), next());
-            sql.push_str(&format!(
-                "UPDATE turns SET cancel_requested = 1 WHERE session_id = $1 AND status IN ('pending', 'running');\n\
-                 SELECT changes() AS superseded;\n\
-                 INSERT INTO turns (id, session_id, status, trigger_offset, created_us, attempts) \
-                 VALUES ({id}, $1, 'pending', (SELECT next_offset FROM sessions WHERE id = $1) - 1, {created}, 0);\n"
-            ));
-        }
-        sql.push_str("SELECT next_offset FROM sessions WHERE id = $1;\nCOMMIT;");
-        sql
     }
 
     /// PostgreSQL: the append as a transaction, statement by statement.
@@ -407,6 +413,29 @@ impl Store {
         max_events: usize,
         max_bytes: usize,
     ) -> Result<EventPage> {
+        // A page a long poll or a listing sends is read on this thread; so is a read of a
+        // whole session (a turn's history, a stream's start) when it fits in such a page,
+        // else it is read again through the pool.
+        let bounded = max_events <= DIRECT_PAGE_EVENTS && max_bytes <= DIRECT_PAGE_BYTES;
+        if !bounded && self.direct.is_some() {
+            let (events, bytes) = (max_events.min(DIRECT_PAGE_EVENTS), max_bytes.min(DIRECT_PAGE_BYTES));
+            let page = self.read_events_page(session_id, filter, events, bytes, true).await?;
+            if page.next_offset.is_none() {
+                return Ok(page);
+            }
+        }
+        self.read_events_page(session_id, filter, max_events, max_bytes, bounded).await
+    }
+
+    /// [`Store::events_page`], on this thread when `direct` and the store is a SQLite file.
+    async fn read_events_page(
+        &self,
+        session_id: &str,
+        filter: &EventFilter,
+        max_events: usize,
+        max_bytes: usize,
+        direct: bool,
+    ) -> Result<EventPage> {
         // One statement: the innermost query picks the events the filter keeps (by offset, at
         // most `max_events`) with their sizes and no data, the next adds up their sizes in
         // order, and only those that start before `max_bytes` were reached are read whole.
@@ -446,10 +475,7 @@ impl Store {
         args.extend(texts.iter().map(|t| Arg::Text(t)));
         args.push(Arg::Int(i64::try_from(max_events).unwrap_or(i64::MAX)));
         args.push(Arg::Int(i64::try_from(max_bytes).unwrap_or(i64::MAX)));
-        // A page a long poll or a listing sends is read on this thread; a read of a whole
-        // session (a turn's history, a stream's start) through the pool.
-        let bounded = max_events <= DIRECT_PAGE_EVENTS && max_bytes <= DIRECT_PAGE_BYTES;
-        let rows = self.read_rows_where(bounded, &sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
+        let rows = self.read_rows_where(direct, &sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
         let read = rows.last().map_or(0, |(_, running)| *running);
         let events: Vec<Event> = rows.into_iter().map(|(event, _)| event).collect();
         // The page ended on its bounds (more may follow), or on the events the filter keeps.

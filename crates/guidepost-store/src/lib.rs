@@ -51,6 +51,9 @@ pub use hub::{AppendedEvent, EventsChange, SessionHub};
 pub use sessions::SessionFilter;
 pub use turns::{TurnRecord, TurnState};
 
+/// What [`Store::on_writer`]'s work returns: statements run on the writer's connection.
+pub(crate) type WriterFuture<'c, T> = std::pin::Pin<Box<dyn Future<Output = Result<T>> + Send + 'c>>;
+
 /// Updates retried this many times when a concurrent writer got there first.
 const CAS_ATTEMPTS: usize = 16;
 
@@ -122,6 +125,28 @@ impl Store {
             file.check()?;
         }
         Ok(&self.pool)
+    }
+
+    /// SQLite: runs `work` on the writer's connection (the only one, so nothing else of this
+    /// process writes meanwhile) in a task of its own, so a caller that stops waiting cannot
+    /// leave a transaction open on it. When `work` fails, the transaction it opened is rolled
+    /// back before the connection is used again; on success `work` ends its transaction.
+    pub(crate) async fn on_writer<T, F>(&self, work: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut sqlx::AnyConnection) -> WriterFuture<'c, T> + Send + 'static,
+    {
+        let pool = self.writer()?.clone();
+        let task = tokio::spawn(async move {
+            let mut connection = pool.acquire().await?;
+            let done = work(&mut connection).await;
+            if done.is_err() {
+                // Fails harmlessly when no transaction is open.
+                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
+            }
+            done
+        });
+        task.await.map_err(|_| sqlx::Error::WorkerCrashed)?
     }
 
     /// Whether the store can be read and written: the database answers and, for a SQLite file,

@@ -6,10 +6,10 @@ use guidepost_core::AgentState;
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Row};
 
-use crate::Store;
 use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::ids::{now_us, time_from_us};
+use crate::{Backend, Store};
 
 /// Where a turn is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -177,8 +177,26 @@ fn decode(row: &dyn Columns) -> Result<TurnRecord> {
     })
 }
 
-/// Within a transaction: locks the session of turn `id` (its row on PostgreSQL, the write
-/// lock on SQLite) and returns its id, in one statement; `None` when the turn is unknown.
+/// Claims turn `$4` for `$1` until `$2`, the time now `$3`: when it is pending or its lease
+/// expired.
+const CLAIM: &str = "UPDATE turns SET status = 'running', lease_owner = $1, lease_until_us = $2, started_us = $3, \
+                     attempts = attempts + 1 \
+                     WHERE id = $4 AND (status = 'pending' OR (status = 'running' AND lease_until_us < $3))";
+
+/// Whether turn `t` of the session of turn `me` (whose id is the parameter `me`, the time
+/// now `now`) keeps `me` from starting: it holds a live lease, or it is older, unfinished and
+/// acted on the world (a consequential tool call), so what it did must reach the customer
+/// before a newer turn answers.
+fn busy_condition(me: &str, now: &str) -> String {
+    format!(
+        "me.id = {me} AND t.id <> me.id AND ((t.status = 'running' AND t.lease_until_us >= {now}) OR \
+         (t.status IN ('pending', 'running') \
+         AND (t.created_us < me.created_us OR (t.created_us = me.created_us AND t.trigger_offset < me.trigger_offset)) \
+         AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.turn_id = t.id AND c.consequential = 1)))"
+    )
+}
+
+/// Within a transaction: locks the session of turn `id` (its row on PostgreSQL) and returns its id, in one statement; `None` when the turn is unknown.
 async fn lock_session_of(tx: &mut sqlx::AnyConnection, id: &str) -> Result<Option<String>> {
     let row = sqlx::query(
         "UPDATE sessions SET version = version WHERE id = (SELECT session_id FROM turns WHERE id = $1) RETURNING id",
@@ -216,23 +234,21 @@ impl Store {
     /// session holds a live lease (one turn at a time per session, across processes: the
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
+        if self.backend == Backend::Sqlite {
+            return self.try_claim_in_two_trips(id, owner, lease_ms).await;
+        }
         let mut tx = self.writer()?.begin().await?;
-        // Serializes claims on the session: the row lock on PostgreSQL, the write lock on SQLite.
+        // Serializes claims on the session: the row lock on PostgreSQL.
         let Some(session_id) = lock_session_of(&mut tx, id).await? else {
             return Ok(Claim::Gone);
         };
         // Read the clock once the session is ours: a claim that waited for another turn's
         // end starts after it.
         let now = now_us();
-        // Busy: another turn holds a live lease, or an older turn that acted on the world (a
-        // consequential tool call) has not replied yet: what it did must reach the customer
-        // before a newer turn answers.
-        let busy = sqlx::query(
-            "SELECT 1 AS one FROM turns t, turns me WHERE me.id = $2 AND t.session_id = $1 AND t.id <> me.id AND (\
-             (t.status = 'running' AND t.lease_until_us >= $3) OR (t.status IN ('pending', 'running') \
-             AND (t.created_us < me.created_us OR (t.created_us = me.created_us AND t.trigger_offset < me.trigger_offset)) \
-             AND EXISTS (SELECT 1 FROM tool_calls c WHERE c.turn_id = t.id AND c.consequential = 1)))",
-        )
+        let busy = sqlx::query(AssertSqlSafe(format!(
+            "SELECT 1 AS one FROM turns t, turns me WHERE t.session_id = $1 AND {}",
+            busy_condition("$2", "$3")
+        )))
         .bind(&session_id)
         .bind(id)
         .bind(now)
@@ -242,22 +258,50 @@ impl Store {
         if busy {
             return Ok(Claim::Busy);
         }
-        let done = sqlx::query(
-            "UPDATE turns SET status = 'running', lease_owner = $1, lease_until_us = $2, started_us = $3, \
-             attempts = attempts + 1 \
-             WHERE id = $4 AND (status = 'pending' OR (status = 'running' AND lease_until_us < $3))",
-        )
-        .bind(owner)
-        .bind(now + lease_ms * 1000)
-        .bind(now)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+        let done =
+            sqlx::query(CLAIM).bind(owner).bind(now + lease_ms * 1000).bind(now).bind(id).execute(&mut *tx).await?;
         if done.rows_affected() != 1 {
             return Ok(Claim::Gone);
         }
         tx.commit().await?;
         Ok(Claim::Claimed)
+    }
+
+    /// SQLite: the claim in two round trips to the connection's thread: `BEGIN IMMEDIATE`
+    /// (the database's write lock, which serializes claims across processes), then one script
+    /// that claims the turn unless its session is busy, says what happened and commits.
+    async fn try_claim_in_two_trips(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
+        let (id, owner) = (id.to_string(), owner.to_string());
+        self.on_writer(move |connection| {
+            Box::pin(async move {
+                sqlx::query("BEGIN IMMEDIATE").execute(&mut *connection).await?;
+                // Read the clock once the lock is ours, as above.
+                let now = now_us();
+                let script = format!(
+                    "{CLAIM} AND NOT EXISTS (SELECT 1 FROM turns t, turns me WHERE t.session_id = me.session_id AND {busy});\n\
+                     SELECT changes() AS claimed, EXISTS (SELECT 1 FROM turns WHERE id = $4) AS present, \
+                     EXISTS (SELECT 1 FROM turns t, turns me WHERE t.session_id = me.session_id AND {busy}) AS busy;\n\
+                     COMMIT;",
+                    busy = busy_condition("$4", "$3")
+                );
+                let rows = sqlx::query(AssertSqlSafe(script))
+                    .bind(owner)
+                    .bind(now + lease_ms * 1000)
+                    .bind(now)
+                    .bind(id)
+                    .fetch_all(&mut *connection)
+                    .await?;
+                let flag = |name: &str| rows.iter().find_map(|row| row.try_get::<i64, _>(name).ok()).unwrap_or(0) != 0;
+                Ok(if flag("claimed") {
+                    Claim::Claimed
+                } else if flag("present") && flag("busy") {
+                    Claim::Busy
+                } else {
+                    Claim::Gone
+                })
+            })
+        })
+        .await
     }
 
     /// Asks the session's unfinished turns to stop, as a newer message does: a pending one
@@ -308,12 +352,6 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| StoreError::Corrupt { what: what.clone(), source: e })?;
-        let mut tx = self.writer()?.begin().await?;
-        // Lock the session first (as appending does), so ending and appending never deadlock.
-        let Some(session_id) = lock_session_of(&mut tx, id).await? else {
-            return Ok(false);
-        };
-        let now = now_us();
         let guard = match owner {
             Some(_) => "status = 'running' AND lease_owner = $7",
             None => "(status = 'pending' OR (status = 'running' AND lease_until_us < $7))",
@@ -322,18 +360,58 @@ impl Store {
             "UPDATE turns SET status = $1, finished_us = $2, state = $3, trace = $4, error = $5, lease_owner = NULL, \
              lease_until_us = NULL WHERE id = $6 AND {guard}"
         );
-        let query = sqlx::query(sqlx::AssertSqlSafe(sql))
-            .bind(end.status.unwrap_or(TurnState::Completed).as_str())
-            .bind(now)
-            .bind(state)
-            .bind(end.trace.as_ref().map(Value::to_string))
-            .bind(end.error.clone())
-            .bind(id);
-        let query = match owner {
-            Some(owner) => query.bind(owner.to_string()),
-            None => query.bind(now),
+        let bind = |sql: String, now: i64| {
+            let query = sqlx::query(AssertSqlSafe(sql))
+                .bind(end.status.unwrap_or(TurnState::Completed).as_str())
+                .bind(now)
+                .bind(state.clone())
+                .bind(end.trace.as_ref().map(Value::to_string))
+                .bind(end.error.clone())
+                .bind(id.to_string());
+            match owner {
+                Some(owner) => query.bind(owner.to_string()),
+                None => query.bind(now),
+            }
         };
-        let done = query.execute(&mut *tx).await?;
+        if self.backend == Backend::Sqlite {
+            // The clock is read before the lock is taken: a claim that waits for this end reads
+            // it after, so the turns' recorded times still never overlap.
+            let ended = bind(format!("BEGIN IMMEDIATE;\n{sql} RETURNING session_id"), now_us());
+            let events = end.events;
+            let ended = self
+                .on_writer(move |connection| {
+                    Box::pin(async move {
+                        let rows = ended.fetch_all(&mut *connection).await?;
+                        let Some(session_id) = rows.iter().find_map(|row| row.try_get::<String, _>("session_id").ok())
+                        else {
+                            // The turn is gone, or the lease was lost: nothing is written.
+                            sqlx::query("ROLLBACK").execute(&mut *connection).await?;
+                            return Ok(None);
+                        };
+                        let appended = if events.is_empty() {
+                            sqlx::query("COMMIT").execute(&mut *connection).await?;
+                            Vec::new()
+                        } else {
+                            crate::events::run_append_script(connection, session_id.clone(), events, None, false)
+                                .await?
+                                .0
+                        };
+                        Ok(Some((session_id, appended)))
+                    })
+                })
+                .await?;
+            let Some((session_id, appended)) = ended else {
+                return Ok(false);
+            };
+            self.hub.notify_appended(&session_id, &appended);
+            return Ok(true);
+        }
+        let mut tx = self.writer()?.begin().await?;
+        // Lock the session first (as appending does), so ending and appending never deadlock.
+        let Some(session_id) = lock_session_of(&mut tx, id).await? else {
+            return Ok(false);
+        };
+        let done = bind(sql, now_us()).execute(&mut *tx).await?;
         if done.rows_affected() != 1 {
             return Ok(false);
         }

@@ -163,6 +163,43 @@ store_test!(pages_are_bounded_by_count_and_by_bytes_and_chain_to_the_end, |store
     assert_eq!(store.list_events("s", &limited).await.unwrap().len(), 3);
 });
 
+store_test!(a_whole_session_is_read_whole_however_many_events_it_holds, |store: Store| async move {
+    store.create_session(&session("s", "a", "guest")).await.unwrap();
+    // More events than a page read on the calling thread holds (1,000), and more bytes (4 MiB)
+    // in the large ones, so a whole read must go on past both.
+    let events = (0..1300)
+        .map(|n| {
+            if n % 100 == 7 {
+                NewEventRecord {
+                    source: EventSource::System,
+                    kind: EventKind::Custom,
+                    trace_id: "big".into(),
+                    data: json!({"n": n, "pad": "é".repeat(400_000)}),
+                    metadata: Default::default(),
+                }
+            } else {
+                message("small", &format!("m{n}"))
+            }
+        })
+        .collect();
+    store.append_events("s", events, None).await.unwrap();
+    let all = store.list_events("s", &EventFilter::default()).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.offset).collect::<Vec<_>>(), (0..1300).collect::<Vec<u64>>());
+    let page = store.events_page("s", &EventFilter::default(), usize::MAX, usize::MAX).await.unwrap();
+    assert_eq!((page.events.len(), page.next_offset), (1300, None));
+    // The big ones alone: 13 events of 400,000 characters, over 4 MiB, all read.
+    let big = EventFilter { trace_id: Some("big".into()), ..Default::default() };
+    let read = store.list_events("s", &big).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.offset).collect::<Vec<_>>(), (0..13).map(|k| k * 100 + 7).collect::<Vec<u64>>());
+    // A filter that keeps few of them is answered whole too, from any offset.
+    let late = EventFilter { trace_id: Some("small".into()), min_offset: 1290, ..Default::default() };
+    let read = store.list_events("s", &late).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.offset).collect::<Vec<_>>(), (1290..1300).collect::<Vec<u64>>());
+    // A bound above a direct page's still cuts where it says.
+    let page = store.events_page("s", &EventFilter::default(), 1100, usize::MAX).await.unwrap();
+    assert_eq!((page.events.len(), page.next_offset), (1100, Some(1100)));
+});
+
 store_test!(deleting_a_session_deletes_its_events, |store: Store| async move {
     store.create_session(&session("s", "a", "guest")).await.unwrap();
     store.append_event("s", message("t", "hi")).await.unwrap();

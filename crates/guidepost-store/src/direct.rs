@@ -12,11 +12,12 @@
 //! backends, decoded by the same functions through [`Columns`].
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, StatementStatus};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -96,11 +97,14 @@ const PREPARED: usize = 64;
 pub(crate) struct DirectReader {
     path: PathBuf,
     idle: Mutex<Vec<Connection>>,
+    /// Times a kept statement was prepared again before it ran (its text is what is kept;
+    /// SQLite compiles it again when, say, a value bound to a subquery's LIMIT changed).
+    reprepared: AtomicU64,
 }
 
 impl DirectReader {
     pub(crate) fn new(path: &Path) -> Self {
-        Self { path: path.to_path_buf(), idle: Mutex::new(Vec::new()) }
+        Self { path: path.to_path_buf(), idle: Mutex::new(Vec::new()), reprepared: AtomicU64::new(0) }
     }
 
     fn connection(&self) -> Result<Connection> {
@@ -122,6 +126,12 @@ impl DirectReader {
         }
     }
 
+    /// How many times a kept statement was prepared again so far.
+    #[cfg(test)]
+    pub(crate) fn reprepared(&self) -> u64 {
+        self.reprepared.load(Ordering::Relaxed)
+    }
+
     /// The rows `sql` reads with `args`, each made by `decode`.
     pub(crate) fn rows<T>(
         &self,
@@ -130,7 +140,7 @@ impl DirectReader {
         decode: impl Fn(&dyn Columns) -> Result<T>,
     ) -> Result<Vec<T>> {
         let connection = self.connection()?;
-        let rows = read(&connection, sql, args, decode);
+        let rows = read(&connection, sql, args, decode, &self.reprepared);
         // A connection that failed may be broken: it is not kept.
         if rows.is_ok() {
             self.give_back(connection);
@@ -144,6 +154,7 @@ fn read<T>(
     sql: &str,
     args: &[Arg<'_>],
     decode: impl Fn(&dyn Columns) -> Result<T>,
+    reprepared: &AtomicU64,
 ) -> Result<Vec<T>> {
     let mut statement = connection.prepare_cached(sql)?;
     for index in 1..=statement.parameter_count() {
@@ -163,6 +174,11 @@ fn read<T>(
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
         out.push(decode(row)?);
+    }
+    drop(rows);
+    let again = statement.reset_status(StatementStatus::RePrepare);
+    if again > 0 {
+        reprepared.fetch_add(u64::try_from(again).unwrap_or(0), Ordering::Relaxed);
     }
     Ok(out)
 }

@@ -460,20 +460,23 @@ impl Store {
             texts.push(trace_id.clone());
             conditions.push(format!("trace_id = ${}", texts.len() + 2));
         }
-        let (limit, bytes) = (texts.len() + 3, texts.len() + 4);
+        let bytes = texts.len() + 3;
+        let max_events = max_events.max(1);
+        // The page's count is written into the statement: SQLite prepares a statement again
+        // each time a value bound to a subquery's LIMIT changes (measured with
+        // `sqlite3_stmt_status`: every long poll's read), and a page takes few distinct counts.
+        let limit = i64::try_from(max_events).unwrap_or(i64::MAX);
         let sql = format!(
             "SELECT e.id, e.\"offset\", e.source, e.kind, e.created_us, e.trace_id, e.data, e.metadata, e.deleted, \
              w.running FROM (SELECT \"offset\", size, SUM(size) OVER (ORDER BY \"offset\") AS running FROM \
              (SELECT \"offset\", LENGTH(data) + LENGTH(metadata) AS size FROM events WHERE {} \
-             ORDER BY \"offset\" LIMIT ${limit}) AS kept) AS w \
+             ORDER BY \"offset\" LIMIT {limit}) AS kept) AS w \
              JOIN events AS e ON e.session_id = $1 AND e.\"offset\" = w.\"offset\" \
              WHERE w.running - w.size < ${bytes} ORDER BY e.\"offset\"",
             conditions.join(" AND ")
         );
-        let max_events = max_events.max(1);
         let mut args = vec![Arg::Text(session_id), Arg::Int(i64::try_from(filter.min_offset).unwrap_or(i64::MAX))];
         args.extend(texts.iter().map(|t| Arg::Text(t)));
-        args.push(Arg::Int(i64::try_from(max_events).unwrap_or(i64::MAX)));
         args.push(Arg::Int(i64::try_from(max_bytes).unwrap_or(i64::MAX)));
         let rows = self.read_rows_where(direct, &sql, &args, |row| Ok((decode(row)?, row.int("running")?))).await?;
         let read = rows.last().map_or(0, |(_, running)| *running);
@@ -602,5 +605,51 @@ impl Store {
         Ok(first
             .filter(|first| *first < offset)
             .map(|first| (u64::try_from(offset).unwrap_or(0), trace_id, u64::try_from(first).unwrap_or(0))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use guidepost_core::Session;
+    use guidepost_core::session::SessionMode;
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn pages_read_on_the_calling_thread_run_without_being_prepared_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_sqlite_file(&dir.path().join("store.db")).await.unwrap();
+        let session = Session {
+            id: "s".into(),
+            agent_id: "a".into(),
+            customer_id: "c".into(),
+            creation_utc: chrono::Utc::now(),
+            title: None,
+            mode: SessionMode::Auto,
+            consumption_offsets: Default::default(),
+            metadata: Default::default(),
+            labels: vec![],
+        };
+        store.create_session(&session).await.unwrap();
+        let event = |n: usize| NewEventRecord {
+            source: EventSource::Customer,
+            kind: EventKind::Message,
+            trace_id: format!("t{n}"),
+            data: json!({"message": format!("m{n}")}),
+            metadata: Default::default(),
+        };
+        store.append_events("s", (0..30).map(event).collect(), None).await.unwrap();
+        // As long polls and turns read: pages from moving offsets, whole sessions, filtered.
+        for offset in 0..20 {
+            let filter = EventFilter { min_offset: offset, ..Default::default() };
+            let page = store.events_page("s", &filter, 100, 1 << 20).await.unwrap();
+            assert_eq!(page.events.len(), 30 - usize::try_from(offset).unwrap());
+            assert_eq!(store.list_events("s", &filter).await.unwrap().len(), page.events.len());
+            let traced = EventFilter { trace_id: Some(format!("t{offset}")), ..Default::default() };
+            assert_eq!(store.events_page("s", &traced, 10, 1 << 20).await.unwrap().events.len(), 1);
+        }
+        let direct = store.direct.as_ref().expect("a SQLite file is read on the calling thread");
+        assert_eq!(direct.reprepared(), 0, "a kept statement was compiled again");
     }
 }

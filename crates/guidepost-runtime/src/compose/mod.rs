@@ -106,6 +106,9 @@ pub fn effective_mode(definition: &AgentDefinition, state: &ResponseState) -> Co
 pub struct ComposeInput<'a> {
     /// The agent.
     pub definition: &'a AgentDefinition,
+    /// What the definition itself grounds (see [`Grounding::from_definition`]), found once
+    /// per definition.
+    pub definition_grounding: &'a Grounding,
     /// What preparation gathered.
     pub state: &'a ResponseState,
     /// The whole conversation as (speaker, text), which the reply checks read.
@@ -132,7 +135,7 @@ impl ComposeInput<'_> {
     /// What a reply's facts may come from: the definition, this turn's tool results, the
     /// context variables, the glossary and the date (the conversation is added by the check).
     fn grounding(&self) -> Grounding {
-        let mut grounding = Grounding::from_definition(self.definition);
+        let mut grounding = self.definition_grounding.clone();
         for call in &self.state.tool_calls {
             grounding.add_tool_result(call.ok, &Value::Object(call.arguments.clone()), &call.result);
         }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use guidepost_core::payload::{EventPayload, IdRef, StatusDetail, StatusPayload};
+use guidepost_core::reply_check::Grounding;
 use guidepost_core::session::{ProcessingStage, Status};
 use guidepost_core::{AgentDefinition, AgentState, Tool, ToolId};
 use guidepost_engine::{GuidelineMatcher, MatchKind, MatchingContext};
@@ -47,6 +48,8 @@ use turn::{Ending, Seen, Turn};
 /// Runs an agent's turns.
 pub struct AgentRuntime {
     definition: Arc<AgentDefinition>,
+    /// What the definition grounds in a reply, found once (it walks the whole definition).
+    grounding: Grounding,
     matcher: GuidelineMatcher,
     tools: Arc<ToolRegistry>,
     tool_index: HashMap<ToolId, Tool>,
@@ -73,6 +76,7 @@ impl AgentRuntime {
                 .with_journey_model(models.journey_selection.clone());
         let tool_index = tools.tools().map(|t| (t.id.clone(), t.clone())).collect();
         Self {
+            grounding: Grounding::from_definition(&definition),
             definition,
             matcher,
             tools,
@@ -97,6 +101,7 @@ impl AgentRuntime {
         let state = ResponseState::default();
         let input = crate::compose::ComposeInput {
             definition: &self.definition,
+            definition_grounding: &self.grounding,
             state: &state,
             history: &[],
             shown: &[],

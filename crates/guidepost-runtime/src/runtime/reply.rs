@@ -79,6 +79,7 @@ impl AgentRuntime {
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
         let compose_input = ComposeInput {
             definition: &self.definition,
+            definition_grounding: &self.grounding,
             state,
             history: conversation,
             shown: history.shown,

@@ -60,6 +60,24 @@ pub struct Session {
     pub labels: Vec<String>,
 }
 
+impl Session {
+    /// A session of `agent_id` with `customer_id`, created now: automatic, untitled, with no
+    /// metadata, labels or consumed offsets.
+    pub fn new(id: &str, agent_id: &str, customer_id: &str) -> Self {
+        Self {
+            id: id.into(),
+            agent_id: agent_id.into(),
+            customer_id: customer_id.into(),
+            creation_utc: Utc::now(),
+            title: None,
+            mode: SessionMode::Auto,
+            consumption_offsets: IndexMap::new(),
+            metadata: IndexMap::new(),
+            labels: Vec::new(),
+        }
+    }
+}
+
 /// Who produced an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -7,7 +7,6 @@
 use std::time::Instant;
 
 use guidepost_core::Session;
-use guidepost_core::session::SessionMode;
 use guidepost_store::Store;
 
 /// This process's CPU time so far, in milliseconds (user and system, from /proc).
@@ -26,17 +25,7 @@ async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("store.db");
     let store = Store::open_sqlite_file(&path).await?;
-    let session = Session {
-        id: "s1".into(),
-        agent_id: "a".into(),
-        customer_id: "c".into(),
-        creation_utc: chrono::Utc::now(),
-        title: None,
-        mode: SessionMode::Auto,
-        consumption_offsets: Default::default(),
-        metadata: Default::default(),
-        labels: vec![],
-    };
+    let session = Session::new("s1", "a", "c");
     store.create_session(&session).await?;
     let sql = "SELECT id, version, data FROM sessions WHERE id = $1";
     println!("| read | CPU µs per read | wall µs per read |\n|---|---|---|");

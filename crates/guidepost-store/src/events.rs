@@ -611,7 +611,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use guidepost_core::Session;
-    use guidepost_core::session::SessionMode;
     use serde_json::json;
 
     use super::*;
@@ -620,17 +619,7 @@ mod tests {
     async fn pages_read_on_the_calling_thread_run_without_being_prepared_again() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open_sqlite_file(&dir.path().join("store.db")).await.unwrap();
-        let session = Session {
-            id: "s".into(),
-            agent_id: "a".into(),
-            customer_id: "c".into(),
-            creation_utc: chrono::Utc::now(),
-            title: None,
-            mode: SessionMode::Auto,
-            consumption_offsets: Default::default(),
-            metadata: Default::default(),
-            labels: vec![],
-        };
+        let session = Session::new("s", "a", "c");
         store.create_session(&session).await.unwrap();
         let event = |n: usize| NewEventRecord {
             source: EventSource::Customer,

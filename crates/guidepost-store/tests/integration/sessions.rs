@@ -1,21 +1,10 @@
 use guidepost_core::Session;
-use guidepost_core::session::SessionMode;
 use guidepost_store::{Cursor, PageRequest, SessionFilter, Sort, Store, StoreError};
 
 use crate::store_test;
 
 pub fn session(id: &str, agent: &str, customer: &str) -> Session {
-    Session {
-        id: id.into(),
-        agent_id: agent.into(),
-        customer_id: customer.into(),
-        creation_utc: chrono::Utc::now(),
-        title: None,
-        mode: SessionMode::Auto,
-        consumption_offsets: Default::default(),
-        metadata: Default::default(),
-        labels: vec![],
-    }
+    Session::new(id, agent, customer)
 }
 
 store_test!(sessions_are_filtered_paged_updated_and_deleted, |store: Store| async move {

@@ -42,6 +42,9 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
+/// How long a turn's process is left to settle before its CPU is read (see [`run_size`]).
+const SETTLE: Duration = Duration::from_millis(25);
+
 /// Figures of one turn.
 pub(crate) struct Turn {
     calls: usize,
@@ -156,6 +159,10 @@ async fn run_size(
         let outcome = runtime.process(input, &sink, CancellationToken::new(), EmittingLatch::default()).await;
         let first_token = *sink.first.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let wall = started.elapsed();
+        // What the turn set going finishes after it returns (connections reading the rest of
+        // an answer, tasks that record a call's outcome): counted with the turn, as it would
+        // be at any latency, by letting the process settle before reading its CPU.
+        tokio::time::sleep(SETTLE).await;
         let cpu = Duration::from_nanos(process_cpu_ns().saturating_sub(cpu0));
         if let Some(error) = &outcome.trace.error {
             bail!("turn failed: {error}");

@@ -196,7 +196,8 @@ fn busy_condition(me: &str, now: &str) -> String {
     )
 }
 
-/// Within a transaction: locks the session of turn `id` (its row on PostgreSQL) and returns its id, in one statement; `None` when the turn is unknown.
+/// Within a transaction: locks the session of turn `id` (its row on PostgreSQL) and returns
+/// its id, in one statement; `None` when the turn is unknown.
 async fn lock_session_of(tx: &mut sqlx::AnyConnection, id: &str) -> Result<Option<String>> {
     let row = sqlx::query(
         "UPDATE sessions SET version = version WHERE id = (SELECT session_id FROM turns WHERE id = $1) RETURNING id",

@@ -17,6 +17,26 @@ fn message(trace: &str, text: &str) -> NewEventRecord {
     }
 }
 
+/// `count` customer messages (trace `small`), except those `big` picks: system events of
+/// trace `big` whose data carries `pad`.
+fn mixed(count: usize, big: impl Fn(usize) -> bool, pad: &str) -> Vec<NewEventRecord> {
+    (0..count)
+        .map(|n| {
+            if big(n) {
+                NewEventRecord {
+                    source: EventSource::System,
+                    kind: EventKind::Custom,
+                    trace_id: "big".into(),
+                    data: json!({"n": n, "pad": pad}),
+                    metadata: Default::default(),
+                }
+            } else {
+                message("small", &format!("m{n}"))
+            }
+        })
+        .collect()
+}
+
 store_test!(offsets_stay_dense_and_unique_under_concurrent_appends, |store: Store| async move {
     store.create_session(&session("s", "a", "guest")).await.unwrap();
     let mut tasks = Vec::new();
@@ -114,21 +134,7 @@ store_test!(filters_soft_deletion_updates_and_wakeups, |store: Store| async move
 store_test!(pages_are_bounded_by_count_and_by_bytes_and_chain_to_the_end, |store: Store| async move {
     store.create_session(&session("s", "a", "guest")).await.unwrap();
     // 600 events (more than one scan of the table), every third from the system and large.
-    let events = (0..600)
-        .map(|n| {
-            if n % 3 == 0 {
-                NewEventRecord {
-                    source: EventSource::System,
-                    kind: EventKind::Custom,
-                    trace_id: "big".into(),
-                    data: json!({"n": n, "pad": "p".repeat(1000)}),
-                    metadata: Default::default(),
-                }
-            } else {
-                message("small", &format!("m{n}"))
-            }
-        })
-        .collect();
+    let events = mixed(600, |n| n % 3 == 0, &"p".repeat(1000));
     store.append_events("s", events, None).await.unwrap();
 
     // By count: pages of 70 chain through all 600, in order.
@@ -167,21 +173,7 @@ store_test!(a_whole_session_is_read_whole_however_many_events_it_holds, |store: 
     store.create_session(&session("s", "a", "guest")).await.unwrap();
     // More events than a page read on the calling thread holds (1,000), and more bytes (4 MiB)
     // in the large ones, so a whole read must go on past both.
-    let events = (0..1300)
-        .map(|n| {
-            if n % 100 == 7 {
-                NewEventRecord {
-                    source: EventSource::System,
-                    kind: EventKind::Custom,
-                    trace_id: "big".into(),
-                    data: json!({"n": n, "pad": "é".repeat(400_000)}),
-                    metadata: Default::default(),
-                }
-            } else {
-                message("small", &format!("m{n}"))
-            }
-        })
-        .collect();
+    let events = mixed(1300, |n| n % 100 == 7, &"é".repeat(400_000));
     store.append_events("s", events, None).await.unwrap();
     let all = store.list_events("s", &EventFilter::default()).await.unwrap();
     assert_eq!(all.iter().map(|e| e.offset).collect::<Vec<_>>(), (0..1300).collect::<Vec<u64>>());

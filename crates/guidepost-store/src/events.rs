@@ -12,7 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::hub::AppendedEvent;
 use crate::ids::{new_id, now_us, time_from_us};
 use crate::turns::NewTurn;
-use crate::{Backend, Store};
+use crate::{Backend, Store, commit};
 
 /// An event to append; the store gives it an id, an offset and a time.
 #[derive(Debug, Clone, PartialEq)]
@@ -241,19 +241,20 @@ pub(crate) async fn append_in(
 }
 
 /// SQLite: appends `events` to the session (and registers `turn`, superseding its unfinished
-/// turns) on `connection` in one round trip: one script, ending with `COMMIT`. With `begin`
-/// the script opens its transaction (`BEGIN IMMEDIATE`); without, it ends the one the caller
-/// opened so. Returns the events as stored and whether unfinished turns were superseded.
+/// turns) on `connection` in one round trip, as a write of [`Store::on_writer`]: one script,
+/// ending with [`commit::CLOSE`]. With `open` the script opens its savepoint
+/// ([`commit::OPEN`]); without, it closes the one the caller opened. Returns the events as
+/// stored and whether unfinished turns were superseded.
 pub(crate) async fn run_append_script(
     connection: &mut sqlx::AnyConnection,
     session_id: String,
     events: Vec<NewEventRecord>,
     turn: Option<NewTurn>,
-    begin: bool,
+    open: bool,
 ) -> Result<(Vec<AppendedEvent>, bool)> {
     let count = events.len();
     let (mut stored, texts) = prepared(0, events);
-    let sql = append_script(count, turn.is_some(), begin);
+    let sql = append_script(count, turn.is_some(), open);
     let mut query =
         sqlx::query(AssertSqlSafe(sql)).bind(session_id.clone()).bind(i64::try_from(count).unwrap_or(i64::MAX));
     for (AppendedEvent { event: e, .. }, texts) in stored.iter().zip(texts) {
@@ -277,14 +278,14 @@ pub(crate) async fn run_append_script(
 
 /// The script [`run_append_script`] runs: `count` events (their parameters from `$3` on,
 /// seven each), then the turn's id and creation time when it registers one.
-fn append_script(count: usize, turn: bool, begin: bool) -> String {
+fn append_script(count: usize, turn: bool, open: bool) -> String {
     let param = std::cell::Cell::new(2);
     let next = || {
         param.set(param.get() + 1);
         format!("${}", param.get())
     };
     // $1 is the session, $2 how many events come.
-    let mut sql = String::from(if begin { "BEGIN IMMEDIATE;\n" } else { "" });
+    let mut sql = String::from(if open { commit::OPEN } else { "" });
     sql.push_str("UPDATE sessions SET next_offset = next_offset + $2 WHERE id = $1;\n");
     for start in (0..count).step_by(INSERT_ROWS) {
         let offset = |row: usize| format!("(SELECT next_offset FROM sessions WHERE id = $1) - $2 + {}", start + row);
@@ -301,7 +302,8 @@ fn append_script(count: usize, turn: bool, begin: bool) -> String {
              VALUES ({id}, $1, 'pending', (SELECT next_offset FROM sessions WHERE id = $1) - 1, {created}, 0);\n"
         ));
     }
-    sql.push_str("SELECT next_offset FROM sessions WHERE id = $1;\nCOMMIT;");
+    sql.push_str("SELECT next_offset FROM sessions WHERE id = $1;\n");
+    sql.push_str(commit::CLOSE);
     sql
 }
 

@@ -21,6 +21,7 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+mod commit;
 pub mod db;
 pub mod definitions;
 mod direct;
@@ -74,6 +75,8 @@ pub struct Store {
     /// In memory: the connection that keeps the database alive while the writer's
     /// connection is replaced.
     _memory: Option<AnyPool>,
+    /// SQLite: the writes of [`Store::on_writer`] waiting to be committed together.
+    group: Arc<commit::GroupCommit>,
 }
 
 impl std::fmt::Debug for Store {
@@ -115,7 +118,7 @@ impl Store {
         if backend == Backend::Postgres {
             listen(&url, hub.clone()).await?;
         }
-        Ok(Self { pool, reader, backend, hub, vector_search, file, direct, _memory: memory })
+        Ok(Self { pool, reader, backend, hub, vector_search, file, direct, _memory: memory, group: Arc::default() })
     }
 
     /// The pool to write through, once the store's file is known to be the one it opened and
@@ -128,25 +131,18 @@ impl Store {
     }
 
     /// SQLite: runs `work` on the writer's connection (the only one, so nothing else of this
-    /// process writes meanwhile) in a task of its own, so a caller that stops waiting cannot
-    /// leave a transaction open on it. When `work` fails, the transaction it opened is rolled
-    /// back before the connection is used again; on success `work` ends its transaction.
+    /// process writes meanwhile) inside a transaction it may share with other writes, and
+    /// returns its result once that transaction is committed (see [`commit`]). `work` opens
+    /// its savepoint with [`commit::OPEN`] and, when it succeeds, closes it with
+    /// [`commit::CLOSE`]; when it fails, what it wrote is undone. It runs in a task of its
+    /// own, so a caller that stops waiting cannot leave a transaction open.
     pub(crate) async fn on_writer<T, F>(&self, work: F) -> Result<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut sqlx::AnyConnection) -> WriterFuture<'c, T> + Send + 'static,
     {
-        let pool = self.writer()?.clone();
-        let task = tokio::spawn(async move {
-            let mut connection = pool.acquire().await?;
-            let done = work(&mut connection).await;
-            if done.is_err() {
-                // Fails harmlessly when no transaction is open.
-                let _ = sqlx::query("ROLLBACK").execute(&mut *connection).await;
-            }
-            done
-        });
-        task.await.map_err(|_| sqlx::Error::WorkerCrashed)?
+        let pool = self.writer()?;
+        self.group.run(pool, work).await
     }
 
     /// Whether the store can be read and written: the database answers and, for a SQLite file,

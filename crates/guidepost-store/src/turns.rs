@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, Row};
 use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::ids::{now_us, time_from_us};
-use crate::{Backend, Store};
+use crate::{Backend, Store, commit};
 
 /// Where a turn is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -236,7 +236,7 @@ impl Store {
     /// session row is locked while deciding). See [`Claim`].
     pub async fn try_claim_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
         if self.backend == Backend::Sqlite {
-            return self.try_claim_in_two_trips(id, owner, lease_ms).await;
+            return self.try_claim_in_one_trip(id, owner, lease_ms).await;
         }
         let mut tx = self.writer()?.begin().await?;
         // Serializes claims on the session: the row lock on PostgreSQL.
@@ -268,21 +268,23 @@ impl Store {
         Ok(Claim::Claimed)
     }
 
-    /// SQLite: the claim in two round trips to the connection's thread: `BEGIN IMMEDIATE`
-    /// (the database's write lock, which serializes claims across processes), then one script
-    /// that claims the turn unless its session is busy, says what happened and commits.
-    async fn try_claim_in_two_trips(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
+    /// SQLite: the claim in one round trip to the connection's thread, as a write of
+    /// [`Store::on_writer`] (whose transaction holds the database's write lock, which
+    /// serializes claims across processes): one script claims the turn unless its session is
+    /// busy and says what happened.
+    async fn try_claim_in_one_trip(&self, id: &str, owner: &str, lease_ms: i64) -> Result<Claim> {
         let (id, owner) = (id.to_string(), owner.to_string());
         self.on_writer(move |connection| {
             Box::pin(async move {
-                sqlx::query("BEGIN IMMEDIATE").execute(&mut *connection).await?;
                 // Read the clock once the lock is ours, as above.
                 let now = now_us();
                 let script = format!(
-                    "{CLAIM} AND NOT EXISTS (SELECT 1 FROM turns t, turns me WHERE t.session_id = me.session_id AND {busy});\n\
+                    "{open}{CLAIM} AND NOT EXISTS (SELECT 1 FROM turns t, turns me WHERE t.session_id = me.session_id AND {busy});\n\
                      SELECT changes() AS claimed, EXISTS (SELECT 1 FROM turns WHERE id = $4) AS present, \
                      EXISTS (SELECT 1 FROM turns t, turns me WHERE t.session_id = me.session_id AND {busy}) AS busy;\n\
-                     COMMIT;",
+                     {close}",
+                    open = commit::OPEN,
+                    close = commit::CLOSE,
                     busy = busy_condition("$4", "$3")
                 );
                 let rows = sqlx::query(AssertSqlSafe(script))
@@ -361,36 +363,35 @@ impl Store {
             "UPDATE turns SET status = $1, finished_us = $2, state = $3, trace = $4, error = $5, lease_owner = NULL, \
              lease_until_us = NULL WHERE id = $6 AND {guard}"
         );
-        let bind = |sql: String, now: i64| {
-            let query = sqlx::query(AssertSqlSafe(sql))
-                .bind(end.status.unwrap_or(TurnState::Completed).as_str())
-                .bind(now)
-                .bind(state.clone())
-                .bind(end.trace.as_ref().map(Value::to_string))
-                .bind(end.error.clone())
-                .bind(id.to_string());
-            match owner {
-                Some(owner) => query.bind(owner.to_string()),
+        let status = end.status.unwrap_or(TurnState::Completed).as_str();
+        let trace = end.trace.as_ref().map(Value::to_string);
+        let (error, turn, holder) = (end.error, id.to_string(), owner.map(str::to_string));
+        let bind = move |sql: String, now: i64| {
+            let query =
+                sqlx::query(AssertSqlSafe(sql)).bind(status).bind(now).bind(state).bind(trace).bind(error).bind(turn);
+            match holder {
+                Some(owner) => query.bind(owner),
                 None => query.bind(now),
             }
         };
         if self.backend == Backend::Sqlite {
-            // The clock is read before the lock is taken: a claim that waits for this end reads
-            // it after, so the turns' recorded times still never overlap.
-            let ended = bind(format!("BEGIN IMMEDIATE;\n{sql} RETURNING session_id"), now_us());
+            // The clock is read when the write runs, inside its batch's transaction (which holds
+            // the write lock): a claim that waits for this end reads it after, so the turns'
+            // recorded times never overlap.
             let events = end.events;
             let ended = self
                 .on_writer(move |connection| {
                     Box::pin(async move {
+                        let ended = bind(format!("{}{sql} RETURNING session_id", commit::OPEN), now_us());
                         let rows = ended.fetch_all(&mut *connection).await?;
                         let Some(session_id) = rows.iter().find_map(|row| row.try_get::<String, _>("session_id").ok())
                         else {
-                            // The turn is gone, or the lease was lost: nothing is written.
-                            sqlx::query("ROLLBACK").execute(&mut *connection).await?;
+                            // The turn is gone, or the lease was lost: nothing was written.
+                            sqlx::query(commit::CLOSE).execute(&mut *connection).await?;
                             return Ok(None);
                         };
                         let appended = if events.is_empty() {
-                            sqlx::query("COMMIT").execute(&mut *connection).await?;
+                            sqlx::query(commit::CLOSE).execute(&mut *connection).await?;
                             Vec::new()
                         } else {
                             crate::events::run_append_script(connection, session_id.clone(), events, None, false)

@@ -48,18 +48,17 @@ impl Store {
     /// Caches the vector of `text` under `model`.
     pub async fn cache_embedding(&self, model: &str, text: &str, vector: &[f32]) -> Result<()> {
         let k = key(model, text);
-        sqlx::query(
+        let insert = sqlx::query(
             "INSERT INTO embeddings (key, model, text, dims, vector, created_us) VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (key) DO NOTHING",
         )
-        .bind(&k)
-        .bind(model)
-        .bind(text)
+        .bind(k.clone())
+        .bind(model.to_string())
+        .bind(text.to_string())
         .bind(i64::try_from(vector.len()).unwrap_or(0))
         .bind(to_bytes(vector))
-        .bind(now_us())
-        .execute(self.writer()?)
-        .await?;
+        .bind(now_us());
+        self.write_statement(insert).await?;
         if self.vector_search {
             sqlx::query("UPDATE embeddings SET embedding = CAST($1 AS vector) WHERE key = $2")
                 .bind(pg_vector(vector))

@@ -40,6 +40,7 @@ pub mod values;
 
 use std::sync::Arc;
 
+use sqlx::any::AnyArguments;
 use sqlx::{AnyPool, AssertSqlSafe, Row};
 
 use crate::direct::{Arg, Columns};
@@ -143,6 +144,23 @@ impl Store {
     {
         let pool = self.writer()?;
         self.group.run(pool, work).await
+    }
+
+    /// Runs one statement that writes and returns how many rows it changed. On SQLite it is a
+    /// write of [`Store::on_writer`], committed with the writes around it (one statement needs
+    /// no savepoint: SQLite undoes a statement that fails, alone); elsewhere it runs through
+    /// the pool.
+    pub(crate) async fn write_statement(
+        &self,
+        query: sqlx::query::Query<'static, sqlx::Any, AnyArguments>,
+    ) -> Result<u64> {
+        if self.backend != Backend::Sqlite {
+            return Ok(query.execute(self.writer()?).await?.rows_affected());
+        }
+        self.on_writer(move |connection| {
+            Box::pin(async move { Ok(query.execute(&mut *connection).await?.rows_affected()) })
+        })
+        .await
     }
 
     /// Whether the store can be read and written: the database answers and, for a SQLite file,

@@ -11,10 +11,10 @@
 
 use serde_json::Value;
 
-use crate::Store;
 use crate::direct::{Arg, Columns};
 use crate::error::{Result, StoreError};
 use crate::ids::{now_us, time_from_us};
+use crate::{Backend, Store, commit};
 
 /// Where a recorded call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -142,54 +142,25 @@ impl Store {
     pub async fn record_tool_call_sent(&self, call: &NewToolCall, worker: &str) -> Result<Sending> {
         let arguments = serde_json::to_string(&call.arguments)
             .map_err(|e| StoreError::Corrupt { what: format!("tool call `{}`", call.id), source: e })?;
-        let mut tx = self.pool.begin().await?;
-        // Holds the turn's row until the commit: a claim by another worker waits for this
-        // record, or this finds the lease gone.
-        let held = sqlx::query(
-            "UPDATE turns SET lease_owner = lease_owner WHERE id = $1 AND status = 'running' AND lease_owner = $2",
-        )
-        .bind(&call.turn_id)
-        .bind(worker)
-        .execute(&mut *tx)
-        .await?;
-        if held.rows_affected() != 1 {
-            return Ok(Sending::NotHolder);
+        let call = call.clone();
+        let worker = worker.to_string();
+        if self.backend == Backend::Sqlite {
+            // As a write of `on_writer`: its transaction holds the database's write lock.
+            return self
+                .on_writer(move |connection| {
+                    Box::pin(async move {
+                        sqlx::query(commit::OPEN).execute(&mut *connection).await?;
+                        let sending = record_sent(connection, call, arguments, worker).await?;
+                        sqlx::query(commit::CLOSE).execute(&mut *connection).await?;
+                        Ok(sending)
+                    })
+                })
+                .await;
         }
-        let inserted = sqlx::query(
-            "INSERT INTO tool_calls (id, turn_id, tool, occurrence, arguments, consequential, state, sends, worker, \
-             started_us) VALUES ($1, $2, $3, $4, $5, $6, 'started', 1, $7, $8) ON CONFLICT (id) DO NOTHING",
-        )
-        .bind(&call.id)
-        .bind(&call.turn_id)
-        .bind(&call.tool)
-        .bind(call.occurrence)
-        .bind(arguments)
-        .bind(i64::from(call.consequential))
-        .bind(worker)
-        .bind(now_us())
-        .execute(&mut *tx)
-        .await?;
-        if inserted.rows_affected() == 1 {
-            tx.commit().await?;
-            return Ok(Sending::Recorded);
-        }
-        let again =
-            sqlx::query("UPDATE tool_calls SET sends = sends + 1, worker = $2 WHERE id = $1 AND state = 'started'")
-                .bind(&call.id)
-                .bind(worker)
-                .execute(&mut *tx)
-                .await?;
-        if again.rows_affected() == 1 {
-            tx.commit().await?;
-            return Ok(Sending::Recorded);
-        }
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM tool_calls WHERE id = $1")))
-            .bind(&call.id)
-            .fetch_one(&mut *tx)
-            .await?;
-        let settled = decode(&row)?;
+        let mut tx = self.writer()?.begin().await?;
+        let sending = record_sent(&mut tx, call, arguments, worker).await?;
         tx.commit().await?;
-        Ok(Sending::Settled(Box::new(settled)))
+        Ok(sending)
     }
 
     /// Records how a call ended: what it returned ([`ToolCallState::Returned`], with
@@ -203,16 +174,14 @@ impl Store {
             ToolCallState::Returned => "state IN ('started', 'unconfirmed')",
             ToolCallState::Unconfirmed => "state = 'started'",
         };
-        let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+        let update = sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE tool_calls SET state = $2, outcome = $3, finished_us = $4 WHERE id = $1 AND {guard}"
         )))
-        .bind(id)
+        .bind(id.to_string())
         .bind(state.as_str())
         .bind(outcome.map(Value::to_string))
-        .bind(now_us())
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(now_us());
+        Ok(self.write_statement(update).await? == 1)
     }
 
     /// The calls recorded for a turn, in the order they were first sent.
@@ -243,4 +212,55 @@ impl Store {
             .await?;
         Ok(row.is_some())
     }
+}
+
+/// Within a transaction: [`Store::record_tool_call_sent`]'s statements.
+async fn record_sent(
+    tx: &mut sqlx::AnyConnection,
+    call: NewToolCall,
+    arguments: String,
+    worker: String,
+) -> Result<Sending> {
+    // Holds the turn's row until the commit: a claim by another worker waits for this
+    // record, or this finds the lease gone.
+    let held = sqlx::query(
+        "UPDATE turns SET lease_owner = lease_owner WHERE id = $1 AND status = 'running' AND lease_owner = $2",
+    )
+    .bind(&call.turn_id)
+    .bind(&worker)
+    .execute(&mut *tx)
+    .await?;
+    if held.rows_affected() != 1 {
+        return Ok(Sending::NotHolder);
+    }
+    let inserted = sqlx::query(
+        "INSERT INTO tool_calls (id, turn_id, tool, occurrence, arguments, consequential, state, sends, worker, \
+         started_us) VALUES ($1, $2, $3, $4, $5, $6, 'started', 1, $7, $8) ON CONFLICT (id) DO NOTHING",
+    )
+    .bind(&call.id)
+    .bind(&call.turn_id)
+    .bind(&call.tool)
+    .bind(call.occurrence)
+    .bind(arguments)
+    .bind(i64::from(call.consequential))
+    .bind(&worker)
+    .bind(now_us())
+    .execute(&mut *tx)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok(Sending::Recorded);
+    }
+    let again = sqlx::query("UPDATE tool_calls SET sends = sends + 1, worker = $2 WHERE id = $1 AND state = 'started'")
+        .bind(&call.id)
+        .bind(&worker)
+        .execute(&mut *tx)
+        .await?;
+    if again.rows_affected() == 1 {
+        return Ok(Sending::Recorded);
+    }
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!("SELECT {COLUMNS} FROM tool_calls WHERE id = $1")))
+        .bind(&call.id)
+        .fetch_one(&mut *tx)
+        .await?;
+    Ok(Sending::Settled(Box::new(decode(&row)?)))
 }

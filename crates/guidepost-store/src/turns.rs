@@ -440,15 +440,13 @@ impl Store {
 
     /// Extends the lease of a turn `owner` holds. Returns false when the lease was lost.
     pub async fn renew_turn(&self, id: &str, owner: &str, lease_ms: i64) -> Result<bool> {
-        let done = sqlx::query(
+        let renew = sqlx::query(
             "UPDATE turns SET lease_until_us = $1 WHERE id = $2 AND lease_owner = $3 AND status = 'running'",
         )
         .bind(now_us() + lease_ms * 1000)
-        .bind(id)
-        .bind(owner)
-        .execute(self.writer()?)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        .bind(id.to_string())
+        .bind(owner.to_string());
+        Ok(self.write_statement(renew).await? == 1)
     }
 
     /// Gives a claimed turn back (the process is stopping before the turn replied): it

@@ -12,7 +12,7 @@ pub(crate) fn last_customer(history: &[(String, String)]) -> Option<&str> {
 /// Renders the prompt template `name` (its source is `template`) with `context`. Templates
 /// are part of the program and tested, so an error here is a bug; it fails the stage with
 /// [`LlmError::Prompt`], which the turn's trace and error events name.
-pub fn render(name: &str, template: &str, context: impl Serialize) -> Result<String, LlmError> {
+pub fn render(name: &'static str, template: &'static str, context: impl Serialize) -> Result<String, LlmError> {
     guidepost_core::templates::render_prompt(name, template, context).map_err(|err| {
         tracing::error!(template = name, error = %err, "prompt template failed to render");
         LlmError::Prompt { template: name.to_string(), detail: err.to_string() }

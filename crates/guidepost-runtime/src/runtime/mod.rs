@@ -120,7 +120,7 @@ impl AgentRuntime {
         let decision = || {
             let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
             tools.sort_by(|a, b| a.id.cmp(&b.id));
-            crate::tool_calls::read_ahead_request(&self.definition, &tools)
+            crate::tool_calls::read_ahead_request(self.models.tool_inference.as_ref(), &self.definition, &tools)
         };
         read += usize::from(read_ahead(self.models.tool_inference.as_ref(), decision, "the tool decision's").await);
         // The checks last: the first call of a turn is one of them.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_llm::{OutputFormat, TaskKind};
 use guidepost_runtime::events::{message_text, status_of};
-use guidepost_runtime::{MemorySession, ToolDecision, TurnStatus};
+use guidepost_runtime::{AgentRuntime, MemorySession, RuntimeConfig, RuntimeModels, ToolDecision, TurnStatus};
 use guidepost_testkit::models::{Held, Hold};
 use guidepost_tools::native::NativeTool;
 use serde_json::json;
@@ -326,9 +326,57 @@ async fn the_tool_decision_read_ahead_is_how_the_first_one_begins() {
     let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
     assert_eq!(outcome.messages, ["It is 12 degrees in Paris."]);
     let asked = model.requests_for(&TaskKind::ToolInference).remove(0);
-    // The same answer format, and the same rules up to the conversation.
+    // The same answer format, and the same rules, agent and tools up to the conversation.
     assert_eq!(read[0].output, asked.output);
     let (ahead, now) = (prompt(&read[0]), prompt(&asked));
     let head = now.find("## Conversation").expect("the conversation section");
     assert_eq!(ahead[..head], now[..head]);
+    assert!(now[..head].contains("## Tools\n- get_weather: Current weather for a city"), "{now}");
+}
+
+/// What a small model is asked for when it decides the weather lookup (consequential or
+/// not): the schema of one tool's decision, and the prompt.
+async fn small_model_asked_for(consequential: bool) -> (serde_json::Value, String) {
+    let source = if consequential {
+        WEATHER.replace(
+            "    description: Current weather for a city",
+            "    description: Current weather for a city\n    consequential: true",
+        )
+    } else {
+        WEATHER.to_string()
+    };
+    let definition = inline(&source);
+    let answer = json!({"tools": [{"tool": "get_weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": "Paris"}}]}]});
+    // The checks and the reply on a capable model; the tool decision on a small one.
+    let capable: Arc<dyn guidepost_llm::ChatModel> =
+        Arc::new(with_reply(with_matching(ScriptedModel::new(), weather_oracle()), |_| {
+            "It is 12 degrees in Paris.".into()
+        }));
+    let small = Arc::new(
+        ScriptedModel::new()
+            .with_capabilities(guidepost_llm::ModelCapabilities::SMALL)
+            .when_task(TaskKind::ToolInference)
+            .reply_json(answer),
+    );
+    let models = RuntimeModels { tool_inference: small.clone(), ..RuntimeModels::single(capable, None) };
+    let registry = fixtures(&definition);
+    let rt = Arc::new(AgentRuntime::new(Arc::new(definition), models, Arc::new(registry), RuntimeConfig::default()));
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "What's the weather in Paris?").await;
+    assert_eq!(outcome.messages, ["It is 12 degrees in Paris."], "consequential: {consequential}");
+    let asked = small.requests_for(&TaskKind::ToolInference).remove(0);
+    let OutputFormat::Json { schema, .. } = &asked.output else { panic!("a JSON answer is asked for") };
+    (schema["properties"]["tools"]["items"].clone(), prompt(&asked))
+}
+
+#[tokio::test]
+async fn a_small_model_writes_a_rationale_only_before_a_consequential_call() {
+    // A lookup: its arguments say what it is for.
+    let (item, text) = small_model_asked_for(false).await;
+    assert!(item["properties"].get("rationale").is_none(), "{item}");
+    assert_eq!(item["required"], json!(["tool", "decision", "calls"]));
+    assert!(!text.contains("rationale"), "{text}");
+    // A consequential tool: the rationale is the model's look at whether the customer asked.
+    let (item, text) = small_model_asked_for(true).await;
+    assert_eq!(item["required"], json!(["tool", "rationale", "decision", "calls"]));
+    assert!(text.contains("Give a short rationale before each decision."), "{text}");
 }

@@ -214,7 +214,7 @@ pub async fn run(
         "| size | latency | turn | model calls | embeddings | prompt tokens | waves | engine CPU ms | turn s |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut summary = String::from(
-        "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | first words s (stream mode, turns without tools) | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| size | latency | model calls | prompt tokens | waves | engine CPU ms | turn s | engine CPU ms (stream mode) | first words s (stream mode, turns without tools) | reference calls | reference prompt tokens | reference CPU ms | reference turn s (200 ms) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut long = String::from(
         "| size | prompt tokens, turn 1 | turn 10 | turn 50 | turn 50 / turn 10 |\n|---|---|---|---|---|\n",
@@ -292,12 +292,13 @@ pub async fn run(
             let r = REFERENCE.iter().find(|r| r.0 == size);
             let _ = writeln!(
                 summary,
-                "| {size} | {latency} ms | {:.1} | {:.0} | {:.1} | {:.2} | {:.3} | {:.3} | {} | {} | {} | {} |",
+                "| {size} | {latency} ms | {:.1} | {:.0} | {:.1} | {:.2} | {:.3} | {:.2} | {:.3} | {} | {} | {} | {} |",
                 mean(turns.iter().map(|t| t.calls as f64)),
                 mean(turns.iter().map(|t| t.prompt_tokens as f64)),
                 mean(turns.iter().map(|t| t.waves as f64)),
                 mean(turns.iter().map(|t| t.cpu.as_secs_f64() * 1000.0)),
                 mean(turns.iter().map(|t| t.wall.as_secs_f64())),
+                mean(streamed.iter().map(|t| t.cpu.as_secs_f64() * 1000.0)),
                 mean(first_words.iter().copied()),
                 r.map_or("-".into(), |r| format!("{:.1}", r.1)),
                 r.map_or("-".into(), |r| format!("{:.0}", r.2)),

@@ -224,6 +224,17 @@ impl Expected<'_> {
     }
 }
 
+/// Whether `reply` ends with sentences whose letters are `last` (the customer's message,
+/// as [`voice::letters`] reads it): "Sure! What is the weather in Shanghai?" repeats the
+/// customer's question after words of its own, but "Where are you going from 221 Baker
+/// Street?" asks the next question about the customer's answer ("From 221 Baker Street.").
+fn ends_with_sentences(reply: &str, last: &str) -> bool {
+    let ends = |c: char| matches!(c, '.' | '!' | '?' | '。' | '！' | '？' | '；' | ';' | '\n');
+    std::iter::once(0)
+        .chain(reply.char_indices().filter(|(_, c)| ends(*c)).map(|(i, c)| i + c.len_utf8()))
+        .any(|start| voice::letters(&reply[start..]) == last)
+}
+
 /// The problems of `reply`, in the order of [`ReplyCheck::ALL`]; empty when it passes.
 pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem> {
     let mut problems = Vec::new();
@@ -236,7 +247,7 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     if runs(ReplyCheck::Echo)
         && let Some(last) = last_customer.map(voice::letters)
         && !last.is_empty()
-        && (reply_letters == last || (last.chars().count() >= 6 && reply_letters.ends_with(&last)))
+        && (reply_letters == last || (last.chars().count() >= 6 && ends_with_sentences(reply, &last)))
     {
         problems.push(ReplyProblem::new(ReplyCheck::Echo, reply.trim()));
     }
@@ -407,9 +418,19 @@ mod tests {
     }
 
     #[test]
+    fn a_question_about_the_customers_answer_is_no_echo_of_it() {
+        let h = history(&[("agent", "Where should the driver pick you up?"), ("customer", "From 221 Baker Street.")]);
+        assert!(kinds("Where are you going from 221 Baker Street?", &h, None).is_empty());
+        assert_eq!(kinds("Got it. From 221 Baker Street.", &h, None), [ReplyCheck::Echo]);
+        let zh = history(&[("customer", "北京天气怎么样？")]);
+        assert_eq!(kinds("好的！北京天气怎么样？", &zh, Some("zh")), [ReplyCheck::Echo]);
+    }
+
+    #[test]
     fn each_check_catches_its_kind_of_bad_reply() {
         let h = history(&[("customer", "What is the weather in Shanghai?"), ("agent", "Which day?")]);
         assert_eq!(kinds("What is the weather in Shanghai?", &h, None), [ReplyCheck::Echo]);
+        assert_eq!(kinds("Sure! What is the weather in Shanghai?", &h, None), [ReplyCheck::Echo]);
         assert_eq!(kinds("Which day?", &h, None), [ReplyCheck::Repeated]);
         assert_eq!(kinds("I want to know the weather in Shanghai.", &h, None), [ReplyCheck::CustomerVoice]);
         assert_eq!(kinds("It is 31 degrees in Shanghai.", &h, None), [ReplyCheck::InventedFact]);

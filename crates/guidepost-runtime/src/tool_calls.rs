@@ -505,6 +505,7 @@ pub(crate) fn read_ahead_request(
     {
         return Ok(None);
     }
+    let reasoned = reasoned(model, &batch);
     let context = json!({
         "agent_name": definition.agent.name,
         "agent_description": definition.agent.description,
@@ -515,9 +516,8 @@ pub(crate) fn read_ahead_request(
         "history": [],
         "earlier": null,
         "last_customer": "",
-        "reasoned": reasoned(model, &batch),
+        "reasoned": reasoned,
     });
-    let reasoned = reasoned(model, &batch);
     Ok(Some(request(render("tool_calls.j2", TEMPLATE, context)?, &batch, &HashMap::new(), reasoned)))
 }
 
@@ -562,6 +562,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         .collect();
     let staged: Vec<Value> = input.staged.iter().map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()})).collect();
     let history: Vec<Value> = input.shown.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
+    let reasoned = reasoned(model, batch);
     let mut context = json!({
             "agent_name": input.definition.agent.name,
             "agent_description": input.definition.agent.description,
@@ -572,9 +573,8 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "history": history,
             "earlier": input.earlier,
             "last_customer": crate::prompt::last_customer(input.history),
-            "reasoned": reasoned(model, batch),
+            "reasoned": reasoned,
     });
-    let reasoned = reasoned(model, batch);
     let names: Vec<String> = batch.iter().map(|t| t.id.to_string()).collect();
     let mut asked_again = false;
     let mut copied: HashMap<String, Vec<String>> = HashMap::new();

@@ -37,7 +37,7 @@ pub struct ConversationOptions {
     pub out: Option<PathBuf>,
     /// How long one turn may take.
     pub turn_limit: Duration,
-    /// The pause between opening a conversation and its first message.
+    /// The pause before each message: after the conversation opens, or the reply before.
     pub writing: Duration,
     /// Write each server's standard error to `server-<n>.log` in this folder.
     pub logs: Option<PathBuf>,
@@ -295,9 +295,11 @@ async fn conversation(
         .json()
         .await?;
     let sid = session["id"].as_str().context("the new session has no id")?.to_string();
-    tokio::time::sleep(writing).await;
     let mut turns = Vec::new();
     for message in &conversation.turns {
+        // The customer writes: the first message after the conversation opens, each other
+        // one after the reply before it.
+        tokio::time::sleep(writing).await;
         let figures = turn(http, server, &sid, message, limit).await?;
         eprintln!(
             "  {message:?}: {:.1} s, {} calls, {} new tokens",
@@ -324,7 +326,7 @@ pub async fn run(options: ConversationOptions) -> Result<ExitCode> {
     if !options.writing.is_zero() {
         let _ = writeln!(
             text,
-            "each conversation's first message is sent {} s after it opens\n",
+            "each message is sent {} s after the conversation opens or the reply before it\n",
             options.writing.as_secs()
         );
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use guidepost_core::AgentState;
 use guidepost_runtime::CustomerRef;
-use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, TurnOutcome, TurnStatus};
+use guidepost_runtime::{AgentRuntime, EmittingLatch, MemorySession, TurnInput, TurnOutcome, TurnStatus};
 use guidepost_tools::registry::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
@@ -178,6 +178,20 @@ pub async fn run(options: ChatOptions) -> Result<ExitCode> {
         let printed = live.as_ref().and_then(|l| l.finish());
         if outcome.status.replied() {
             state = outcome.state.clone();
+            if interactive {
+                // While the reply is read and the next message typed, the model reads the
+                // conversation so far, as the next turn's first calls begin with it.
+                let runtime = Arc::clone(&runtime);
+                let after = TurnInput {
+                    session_id: "terminal".into(),
+                    customer: CustomerRef { id: "guest".into(), tags: vec![] },
+                    customer_name: None,
+                    events: session.events(),
+                    previous_state: state.clone(),
+                    trace_id: String::new(),
+                };
+                tokio::spawn(async move { runtime.read_ahead_after(&after).await });
+            }
         }
         if !options.quiet {
             for line in describe(&outcome, &runtime, turn_started.elapsed()) {

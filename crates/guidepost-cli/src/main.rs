@@ -402,9 +402,9 @@ enum Command {
         /// With --conversations: how long one turn may take, in seconds.
         #[arg(long, default_value_t = 600, requires = "conversations")]
         turn_limit_secs: u64,
-        /// With --conversations: how long the customer takes to write the first message after
-        /// the conversation opens, in seconds (the server may use the pause to read ahead;
-        /// 0 sends it at once).
+        /// With --conversations: how long the customer takes to write each message, in
+        /// seconds: the first after the conversation opens, each other one after the reply
+        /// before it (the server may use the pause to read ahead; 0 sends it at once).
         #[arg(long, default_value_t = 0, requires = "conversations")]
         writing_secs: u64,
         /// With --conversations: write each server's standard error (its log; set GUIDEPOST_LOG

@@ -16,6 +16,7 @@ use crate::error::EngineError;
 
 use crate::journeys::prediction::{JourneyPredictor, Prediction};
 use crate::pass::{Pass, PassInput, PredictionInput};
+use crate::prompt::ConversationView;
 use crate::record::{GuidelineMatch, MatchKind, MatchingRecord, PredictionReason, PredictionRecord};
 use crate::touched;
 
@@ -123,13 +124,31 @@ impl GuidelineMatcher {
     /// the other styles' prompts begin with what the turn brings. How many requests a model
     /// read; a failure is only logged (nothing depends on it).
     pub async fn read_ahead(&self) -> usize {
+        let definition = &self.agent.definition;
+        let conversation = ConversationView {
+            agent_name: definition.agent.name.clone(),
+            agent_description: definition.agent.description.clone(),
+            ..ConversationView::default()
+        };
+        self.read_ahead_on(&conversation).await
+    }
+
+    /// Reads ahead, after a turn, what the next turn's checks begin with: the conversation
+    /// of `ctx` (the session as the turn left it, its reply included), shown as the checks
+    /// show it. While the customer writes, a model that keeps prompt prefixes reads the
+    /// reply it just wrote; the next check reads only the customer's new message and its
+    /// statement. How many requests a model read.
+    pub async fn read_ahead_after(&self, ctx: &MatchingContext) -> usize {
+        let conversation = ConversationView::build(&self.agent.definition, ctx, self.config.history_window);
+        self.read_ahead_on(&conversation).await
+    }
+
+    async fn read_ahead_on(&self, conversation: &ConversationView) -> usize {
         let journeys = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
         let asked = [
             (&self.model, self.config.verdicts, guidepost_llm::TaskKind::Matching),
             (&self.journey_model, journeys, guidepost_llm::TaskKind::JourneySelection),
         ];
-        let definition = &self.agent.definition;
-        let (name, description) = (&definition.agent.name, definition.agent.description.as_deref());
         let (mut read, mut seen) = (0, Vec::new());
         for (model, style, task) in asked {
             let single = style.for_model(&model.capabilities()) == crate::VerdictStyle::Single;
@@ -139,8 +158,7 @@ impl GuidelineMatcher {
             seen.push(model.model_id());
             let conditions = self.agent.check_conditions();
             let temperature = self.config.temperature;
-            let requests =
-                crate::batches::single::read_ahead_requests(conditions, name, description, &task, temperature);
+            let requests = crate::batches::single::read_ahead_requests(conditions, conversation, &task, temperature);
             match requests {
                 Ok(requests) => {
                     for request in requests {

@@ -484,14 +484,17 @@ pub async fn infer(model: &dyn ChatModel, input: InferenceInput<'_>) -> Inferenc
     out
 }
 
-/// The request a tool decision for `definition`'s agent begins with (its instructions and
-/// answer format), for reading ahead where a conversation opens, when `tools` are decided
-/// together in one batch that needs the model: which batch a turn asks about is not known
-/// before the turn, and a batch's answer format comes first in its prompt.
+/// The request a tool decision for `definition`'s agent begins with (its instructions, tools
+/// and answer format, then the conversation `shown` so far, after what `earlier` stands
+/// for), for reading ahead while the customer writes, when `tools` are decided together in
+/// one batch that needs the model: which batch a turn asks about is not known before the
+/// turn, and a batch's answer format comes first in its prompt.
 pub(crate) fn read_ahead_request(
     model: &dyn ChatModel,
     definition: &AgentDefinition,
     tools: &[Tool],
+    shown: &[(String, String)],
+    earlier: Option<&str>,
 ) -> Result<Option<ChatRequest>, LlmError> {
     let mut all = batches(definition, tools);
     let batch = match (all.pop(), all.is_empty()) {
@@ -513,12 +516,17 @@ pub(crate) fn read_ahead_request(
         "guidelines": [],
         "variables": [],
         "staged": [],
-        "history": [],
-        "earlier": null,
+        "history": history_view(shown),
+        "earlier": earlier,
         "last_customer": "",
         "reasoned": reasoned,
     });
     Ok(Some(request(render("tool_calls.j2", TEMPLATE, context)?, &batch, &HashMap::new(), reasoned)))
+}
+
+/// The conversation as the prompt lists it, message by message.
+fn history_view(shown: &[(String, String)]) -> Vec<Value> {
+    shown.iter().map(|(speaker, text)| json!({"speaker": speaker, "text": text})).collect()
 }
 
 /// The request deciding `batch` on `prompt`.
@@ -561,7 +569,7 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
         .map(|m| json!({"condition": m.condition, "action": m.action}))
         .collect();
     let staged: Vec<Value> = input.staged.iter().map(|c| json!({"tool": c.tool.name, "arguments": Value::Object(c.arguments.clone()).to_string(), "result": c.result.get("data").cloned().unwrap_or(Value::Null).to_string()})).collect();
-    let history: Vec<Value> = input.shown.iter().map(|(s, t)| json!({"speaker": s, "text": t})).collect();
+    let history = history_view(input.shown);
     let reasoned = reasoned(model, batch);
     let mut context = json!({
             "agent_name": input.definition.agent.name,

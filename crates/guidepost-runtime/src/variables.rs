@@ -95,6 +95,28 @@ pub async fn load_variables(
     customer: &CustomerRef,
     ctx: &ToolContext,
 ) -> IndexMap<String, Value> {
+    values(definition, store, clock, Some((tools, ctx)), customer).await
+}
+
+/// The values of every variable as [`load_variables`] finds them, none refreshed (no tool
+/// is called, nothing is stored): what the prompts of a turn that is not running show, for
+/// reading them ahead.
+pub async fn stored_variables(
+    definition: &AgentDefinition,
+    store: &dyn VariableStore,
+    clock: &dyn Clock,
+    customer: &CustomerRef,
+) -> IndexMap<String, Value> {
+    values(definition, store, clock, None, customer).await
+}
+
+async fn values(
+    definition: &AgentDefinition,
+    store: &dyn VariableStore,
+    clock: &dyn Clock,
+    refresh: Option<(&ToolRegistry, &ToolContext)>,
+    customer: &CustomerRef,
+) -> IndexMap<String, Value> {
     let now = clock.now();
     let mut out = IndexMap::new();
     for variable in &definition.variables {
@@ -105,7 +127,10 @@ pub async fn load_variables(
             _ => false,
         };
         let mut value = stored.map(|s| s.value).or_else(|| variable.value.clone());
-        if stale && let Some(tool) = &variable.tool {
+        if stale
+            && let Some(tool) = &variable.tool
+            && let Some((tools, ctx)) = refresh
+        {
             let record = tools.call(tool, serde_json::Map::new(), ctx, None).await;
             match record.outcome {
                 ToolOutcome::Ok(result) => {

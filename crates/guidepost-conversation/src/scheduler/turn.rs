@@ -63,6 +63,7 @@ impl TurnScheduler {
             Ok(result) => result,
             Err(_) => Processed::NotRun("the turn stopped on an internal error".into()),
         };
+        let mut next = None;
         let end = match result {
             Processed::HandedBack => {
                 sink.flush().await;
@@ -77,11 +78,20 @@ impl TurnScheduler {
                 let error = self.redactor.text(&error);
                 TurnEnd { status: Some(TurnState::Failed), events, error: Some(error), ..TurnEnd::default() }
             }
-            Processed::Done(ran) => self.end_of(&ran, sink.take_held()).await,
+            Processed::Done(ran) => {
+                let end = self.end_of(&ran, sink.take_held()).await;
+                next = Some(ran);
+                end
+            }
         };
         let status = end.status.unwrap_or(TurnState::Failed);
         match self.store.commit_turn(trace_id, &self.worker, end).await {
-            Ok(true) => self.observer.turn_finished(status, started.elapsed()),
+            Ok(true) => {
+                self.observer.turn_finished(status, started.elapsed());
+                if let Some(ran) = next.filter(|_| status == TurnState::Completed) {
+                    self.read_ahead_after(*ran, trace_id);
+                }
+            }
             Ok(false) => tracing::warn!(
                 trace_id,
                 lease_lost = lost.load(Ordering::SeqCst),
@@ -89,6 +99,29 @@ impl TurnScheduler {
             ),
             Err(error) => tracing::error!(%error, trace_id, "could not commit the end of a turn; it runs again"),
         }
+    }
+
+    /// While the customer reads the reply and writes back, the models read ahead what the
+    /// next turn's first calls begin with: the session as turn `trace_id` left it (see
+    /// [`AgentRuntime::read_ahead_after`]), in the background. Nothing waits for it and
+    /// nothing depends on it: it only saves time on a model that keeps prompt prefixes and
+    /// is idle (a turn that comes meanwhile waits for at most one piece of the reading).
+    fn read_ahead_after(&self, ran: Ran, trace_id: &str) {
+        let models = self.agents.models();
+        let roles = [&models.matching, &models.journey_selection, &models.tool_inference];
+        if !roles.iter().any(|model| model.reads_ahead()) {
+            return;
+        }
+        let (store, trace_id) = (self.store.clone(), trace_id.to_string());
+        tokio::spawn(async move {
+            match crate::input::turn_input(&store, &ran.session, &trace_id).await {
+                Ok(input) => {
+                    let read = ran.runtime.read_ahead_after(&input).await;
+                    tracing::debug!(session = %ran.session.id, read, "read ahead for the next turn");
+                }
+                Err(error) => tracing::debug!(%error, "nothing to read ahead for the next turn"),
+            }
+        });
     }
 
     /// What a turn the runtime ran to an end commits: its held events, its state (when it

@@ -71,14 +71,15 @@ pub fn render_single(
 }
 
 /// The requests whose beginning every single check of a conversation shares, read ahead
-/// ([`ChatModel::read_ahead`]) where a conversation opens: the instructions, the worked
-/// example and the agent, once for each language among `conditions` (a statement is asked
-/// under instructions in its own language, see [`render_single`]). A model that keeps
-/// prompt prefixes then reads only the conversation and the statement at the first check.
+/// ([`ChatModel::read_ahead`]) while the customer writes: the instructions, the worked
+/// example, the agent and `conversation` as it stands (none yet where a conversation opens;
+/// the reply just sent, after a turn), once for each language among `conditions` (a
+/// statement is asked under instructions in its own language, see [`render_single`]). A
+/// model that keeps prompt prefixes then reads only the customer's new message and the
+/// statement at the next check.
 pub fn read_ahead_requests<'c>(
     conditions: impl IntoIterator<Item = &'c str>,
-    agent_name: &str,
-    agent_description: Option<&str>,
+    conversation: &ConversationView,
     task: &TaskKind,
     temperature: f32,
 ) -> Result<Vec<guidepost_llm::ChatRequest>, BatchError> {
@@ -90,11 +91,6 @@ pub fn read_ahead_requests<'c>(
             other = true;
         }
     }
-    let conversation = ConversationView {
-        agent_name: agent_name.to_string(),
-        agent_description: agent_description.map(str::to_string),
-        ..ConversationView::default()
-    };
     let languages = [(other, "The customer asks a question"), (chinese, "顾客提了一个问题")];
     let mut requests = Vec::new();
     for (_, statement) in languages.into_iter().filter(|(used, _)| *used) {
@@ -106,7 +102,7 @@ pub fn read_ahead_requests<'c>(
             waits: false,
             examples: Vec::new(),
         };
-        let prompt = render_single(&item, &conversation, Asked::Now)?;
+        let prompt = render_single(&item, conversation, Asked::Now)?;
         requests.push(super::weighed_request(task.clone(), prompt, temperature, (SCHEMA_NAME.into(), answer_schema())));
     }
     Ok(requests)

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use guidepost_core::ToolId;
 use guidepost_engine::record::{FastPath, JourneyDecision};
-use guidepost_engine::{MatchKind, MatcherConfig, StagedToolResult, VerdictStyle};
+use guidepost_engine::{MatchKind, MatcherConfig, MatchingContext, StagedToolResult, VerdictStyle};
 use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use serde_json::json;
@@ -486,4 +486,30 @@ async fn what_a_conversation_opens_with_is_read_ahead_as_its_first_checks_begin(
     let capable = Arc::new(ScriptedModel::new());
     assert_eq!(matcher_with(example("weather"), capable.clone(), None, MatcherConfig::default()).read_ahead().await, 0);
     assert!(capable.read_ahead_requests().is_empty());
+}
+
+#[tokio::test]
+async fn after_a_turn_the_next_checks_begin_with_the_reply_read_ahead() {
+    let model = small_weather_model();
+    let matcher = matcher_with(example("weather"), model.clone(), None, MatcherConfig::default());
+    let mut session = Session::new();
+    let first = matcher.match_turn(&session.customer("你好")).await.unwrap();
+    session.reply(&first, "你好！我是小天，想查哪个城市的天气？");
+    let after = MatchingContext::new(session.events.clone(), session.state.clone());
+    let asked_before = model.requests().len();
+    assert_eq!(matcher.read_ahead_after(&after).await, 1);
+    assert_eq!(model.requests().len(), asked_before, "reading ahead asks nothing");
+    let read = model.read_ahead_requests().pop().unwrap();
+    assert!(user(&read).contains("你好！我是小天，想查哪个城市的天气？"), "the reply just sent: {}", user(&read));
+
+    matcher.match_turn(&session.customer("上海")).await.unwrap();
+    let next = model.requests()[asked_before..].iter().find(|r| r.task == TaskKind::Matching).cloned().unwrap();
+    assert_eq!(read.messages[0], next.messages[0], "the same instructions");
+    assert_eq!(read.output, next.output);
+    // The next check shares everything up to the customer's new message: a model keeping
+    // prompt prefixes reads only that message and the statement.
+    let (ahead, now) = (user(&read), user(&next));
+    let new_message = now.find("customer: 上海").expect("the new message in the conversation");
+    assert_eq!(ahead[..new_message], now[..new_message]);
+    assert!(now[..new_message].ends_with("agent: 你好！我是小天，想查哪个城市的天气？\n"), "{now}");
 }

@@ -117,14 +117,50 @@ impl AgentRuntime {
         };
         let reply = || crate::compose::read_ahead_request(&input);
         let mut read = usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await);
+        read += usize::from(self.read_tool_decision_ahead(&[], None).await);
+        // The checks last: the first call of a turn is one of them.
+        read + self.matcher.read_ahead().await
+    }
+
+    /// Reads ahead, after a turn, what the next turn's first model calls begin with:
+    /// `input` is the session as the turn left it (its events, the reply included, and the
+    /// state it committed), without a new message. The tool decision's prompt and the
+    /// checks' show the conversation before what the next message brings, so a model that
+    /// keeps prompt prefixes reads the reply it just wrote while the customer reads it and
+    /// writes back; the next turn's calls read only the new message and their question. Called where a turn was committed, in the background;
+    /// does the same as [`read_ahead`](Self::read_ahead) otherwise (no variable is
+    /// refreshed, no tool called). How many prompts a model read.
+    pub async fn read_ahead_after(&self, input: &TurnInput) -> usize {
+        let models = [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference];
+        if !models.iter().any(|m| m.reads_ahead()) {
+            return 0;
+        }
+        let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
+        ctx.variables = crate::variables::stored_variables(
+            &self.definition,
+            self.variables.as_ref(),
+            self.clock.as_ref(),
+            &input.customer,
+        )
+        .await;
+        ctx.customer_name = input.customer_name.clone();
+        let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
+        let history = self.prompt_history(input, &conversation);
+        let read = usize::from(self.read_tool_decision_ahead(history.shown, history.earlier.as_deref()).await);
+        // The checks last: the next turn's first call is one of them.
+        read + self.matcher.read_ahead_after(&ctx).await
+    }
+
+    /// Reads ahead the tool decision's prompt, up to the conversation `shown` (after what
+    /// `earlier` stands for), where the agent's tools are decided in one batch.
+    async fn read_tool_decision_ahead(&self, shown: &[(String, String)], earlier: Option<&str>) -> bool {
+        let model = self.models.tool_inference.as_ref();
         let decision = || {
             let mut tools: Vec<Tool> = self.tool_index.values().cloned().collect();
             tools.sort_by(|a, b| a.id.cmp(&b.id));
-            crate::tool_calls::read_ahead_request(self.models.tool_inference.as_ref(), &self.definition, &tools)
+            crate::tool_calls::read_ahead_request(model, &self.definition, &tools, shown, earlier)
         };
-        read += usize::from(read_ahead(self.models.tool_inference.as_ref(), decision, "the tool decision's").await);
-        // The checks last: the first call of a turn is one of them.
-        read + self.matcher.read_ahead().await
+        read_ahead(model, decision, "the tool decision's").await
     }
 
     /// Uses these hooks.

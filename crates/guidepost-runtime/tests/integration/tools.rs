@@ -334,6 +334,49 @@ async fn the_tool_decision_read_ahead_is_how_the_first_one_begins() {
     assert!(now[..head].contains("## Tools\n- get_weather: Current weather for a city"), "{now}");
 }
 
+#[tokio::test]
+async fn after_a_turn_the_next_tool_decision_begins_with_the_reply_read_ahead() {
+    let definition = inline(WEATHER);
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        let city = if last_customer(&prompt(r)).contains("Paris") { json!("Paris") } else { json!(null) };
+        Ok(json!({"tools": [{"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
+    });
+    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
+        if p.contains("## Before acting, ask the customer for\n- city") {
+            "Which city should I check?".into()
+        } else {
+            "It is 12 degrees in Paris.".into()
+        }
+    }));
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let session = MemorySession::new();
+    let first = turn(&rt, &session, &Default::default(), "What's the weather like?").await;
+    assert_eq!(first.messages, ["Which city should I check?"]);
+    let after = guidepost_runtime::TurnInput {
+        session_id: "s1".into(),
+        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
+        customer_name: None,
+        events: session.events(),
+        previous_state: first.state.clone(),
+        trace_id: String::new(),
+    };
+    let asked_before = model.requests().len();
+    // The tool decision's prompt (the capable model's checks begin with the turn).
+    assert_eq!(rt.read_ahead_after(&after).await, 1);
+    assert_eq!(model.requests().len(), asked_before, "reading ahead asks nothing");
+    let read = model.read_ahead_requests().pop().unwrap();
+    assert_eq!(read.task, TaskKind::ToolInference);
+
+    let second = turn(&rt, &session, &first.state, "What's the weather in Paris?").await;
+    assert_eq!(second.messages, ["It is 12 degrees in Paris."]);
+    let asked = model.requests_for(&TaskKind::ToolInference).pop().unwrap();
+    assert_eq!(read.output, asked.output);
+    let (ahead, now) = (prompt(&read), prompt(&asked));
+    let new_message = now.find("customer: What's the weather in Paris?").expect("the new message");
+    assert_eq!(ahead[..new_message], now[..new_message]);
+    assert!(now[..new_message].ends_with("agent: Which city should I check?\n"), "{now}");
+}
+
 /// What a small model is asked for when it decides the weather lookup (consequential or
 /// not): the schema of one tool's decision, and the prompt.
 async fn small_model_asked_for(consequential: bool) -> (serde_json::Value, String) {

@@ -301,3 +301,34 @@ async fn a_new_conversation_has_its_reply_prompt_read_ahead_while_the_customer_w
     let events = server.turn(&session, "你好").await;
     assert_eq!(messages(&events).len(), 1);
 }
+
+#[tokio::test]
+async fn after_a_reply_the_next_tool_decision_is_read_ahead_with_it_while_the_customer_writes() {
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = read.clone();
+    let server = TestServer::start_with_models(move |mut models| {
+        models.tool_inference = std::sync::Arc::new(ReadsAhead { inner: models.tool_inference.clone(), read: kept });
+        models
+    })
+    .await;
+    let seen = || read.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    let session = server.session("weather").await;
+    let events = server.turn(&session, "上海").await;
+    let reply = messages(&events).pop().expect("a reply");
+    // In the background, once the turn is committed: the conversation with the reply.
+    let with_reply = |requests: &[guidepost_llm::ChatRequest]| {
+        requests.iter().any(|r| r.last_user_message().contains(&format!("{reply}\n")))
+    };
+    let mut waited = 0;
+    while !with_reply(&seen()) && waited < 1200 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let requests = seen();
+    let ahead = requests.iter().find(|r| r.last_user_message().contains(&format!("{reply}\n"))).expect("read ahead");
+    assert_eq!(ahead.task, guidepost_llm::TaskKind::ToolInference);
+    assert!(ahead.last_user_message().contains("customer: 上海\n"), "{}", ahead.last_user_message());
+    // The conversation goes on as before.
+    let events = server.turn(&session, "那北京呢？").await;
+    assert_eq!(messages(&events).len(), 1);
+}

@@ -273,20 +273,152 @@ fn strip_keys(value: &mut Value, keys: &[&str]) {
     }
 }
 
-/// The figures of `reply` that nothing grounds. Small counts without a unit ("2 options")
-/// and list markers are not facts worth checking.
+/// Whether `figure` is a fact worth checking: not a list marker, nor a small count without
+/// a unit ("2 options").
+fn worth_checking(figure: &Figure) -> bool {
+    !figure.list_marker
+        && (figure.has_unit || !figure.value.is_some_and(|v| v.fract() == 0.0 && (0.0..=10.0).contains(&v)))
+}
+
+/// The figures of `reply` that nothing grounds.
 pub(super) fn ungrounded(reply: &str, grounding: &Grounding) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for figure in figures(reply) {
-        if figure.list_marker {
-            continue;
-        }
-        if !figure.has_unit && figure.value.is_some_and(|v| v.fract() == 0.0 && (0.0..=10.0).contains(&v)) {
-            continue;
-        }
-        if !grounding.grounds(&figure) && !out.contains(&figure.text) {
+        if worth_checking(&figure) && !grounding.grounds(&figure) && !out.contains(&figure.text) {
             out.push(figure.text);
         }
+    }
+    out
+}
+
+/// Figures of `reply` that only the conversation grounds, moved from what the customer named
+/// before to what their latest message names, as `figure (new subject)`. A figure counts as
+/// moved when, in a sentence of the reply:
+/// - nothing of this turn gives it (`grounding`: the definition, this turn's tool results,
+///   variables, glossary, the date), only messages of `history` do;
+/// - every message that gives it names something an earlier message of the customer named
+///   (the subject it was given for) which the sentence does not name;
+/// - and the sentence names something of the customer's latest message that no message
+///   giving the figure names.
+///
+/// "好的，北京现在多云，气温 20°C" after "上海" was answered "上海现在多云，气温 20°C" and the
+/// customer asked "那北京呢？" moves 20°C from 上海 to 北京. Repeating a figure for what it was
+/// given for, or one the customer's latest message states itself, is no move.
+pub(super) fn borrowed(reply: &str, grounding: &Grounding, history: &[(String, String)]) -> Vec<String> {
+    let Some(latest) = history.iter().rposition(|(who, _)| who == "customer") else { return Vec::new() };
+    let asked_now = names(&history[latest].1);
+    let named_before: BTreeSet<String> =
+        history[..latest].iter().filter(|(who, _)| who == "customer").flat_map(|(_, text)| names(text)).collect();
+    if asked_now.is_empty() || named_before.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for sentence in sentences(reply) {
+        let said = sentence.to_lowercase();
+        let now: Vec<&String> = asked_now.iter().filter(|n| said.contains(n.as_str())).collect();
+        if now.is_empty() {
+            continue;
+        }
+        for figure in figures(sentence) {
+            if !worth_checking(&figure) || grounding.grounds(&figure) {
+                continue;
+            }
+            let givers: Vec<String> = history
+                .iter()
+                .filter(|(_, text)| {
+                    let mut given = Grounding::new();
+                    given.add_text(text);
+                    given.grounds(&figure)
+                })
+                .map(|(_, text)| text.to_lowercase())
+                .collect();
+            let given_for_another =
+                |text: &String| named_before.iter().any(|n| text.contains(n.as_str()) && !said.contains(n.as_str()));
+            if givers.is_empty() || !givers.iter().all(given_for_another) {
+                continue;
+            }
+            let new_subject = now
+                .iter()
+                .filter(|n| !givers.iter().any(|text| text.contains(n.as_str())))
+                .max_by_key(|n| n.chars().count());
+            if let Some(subject) = new_subject {
+                let item = format!("{} ({subject})", figure.text);
+                if !out.contains(&item) {
+                    out.push(item);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Words a message may name a subject with, lowercased: its words of three letters or more
+/// (two or more digits) in alphabetic scripts, and every run of two to four characters of its
+/// Chinese, Japanese or Korean text, leaving out the commonest words that name nothing.
+fn names(text: &str) -> BTreeSet<String> {
+    const COMMON: &[&str] = &[
+        "the", "and", "what", "about", "how", "with", "that", "this", "for", "you", "your", "please", "thanks",
+        "thank", "can", "could", "would", "also", "then", "just", "there", "here", "hello", "yes", "not", "any",
+        "好的", "谢谢", "什么", "怎么", "还有", "一下", "可以", "请问", "你好", "您好", "那么", "然后", "这个", "那个",
+        "我们", "你们", "是的", "不是", "没有",
+    ];
+    let lowered = text.to_lowercase();
+    let mut out = BTreeSet::new();
+    let mut word = String::new();
+    let mut run: Vec<char> = Vec::new();
+    let flush = |word: &mut String, run: &mut Vec<char>, out: &mut BTreeSet<String>| {
+        let digits = word.chars().all(|c| c.is_ascii_digit());
+        if word.chars().count() >= 3 || (digits && word.len() >= 2) {
+            out.insert(std::mem::take(word));
+        }
+        word.clear();
+        for len in 2..=4 {
+            for piece in run.windows(len) {
+                out.insert(piece.iter().collect());
+            }
+        }
+        run.clear();
+    };
+    for c in lowered.chars() {
+        if super::voice::is_dense_script(c) {
+            if !word.is_empty() {
+                let mut none = Vec::new();
+                flush(&mut word, &mut none, &mut out);
+            }
+            run.push(c);
+        } else if c.is_alphanumeric() {
+            if !run.is_empty() {
+                let mut none = String::new();
+                flush(&mut none, &mut run, &mut out);
+            }
+            word.push(c);
+        } else {
+            flush(&mut word, &mut run, &mut out);
+        }
+    }
+    flush(&mut word, &mut run, &mut out);
+    out.retain(|n| !COMMON.contains(&n.as_str()));
+    out
+}
+
+/// The sentences of `text`: split after `。！？；`, a line break, and `.!?;` followed by a space
+/// or the end (a decimal point is not an end).
+fn sentences(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next_is_space = chars.peek().is_none_or(|(_, n)| n.is_whitespace());
+        let ends =
+            matches!(c, '。' | '！' | '？' | '；' | '\n') || (matches!(c, '.' | '!' | '?' | ';') && next_is_space);
+        if ends {
+            let end = i + c.len_utf8();
+            out.push(&text[start..end]);
+            start = end;
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
     }
     out
 }
@@ -324,5 +456,63 @@ mod tests {
         assert!(ungrounded("明天是11月26日。", &g).is_empty());
         assert!(ungrounded("Tomorrow, November 26th, it is open.", &g).is_empty());
         assert_eq!(ungrounded("It will be 26 degrees.", &g), ["26"]);
+    }
+
+    fn conversation(turns: &[(&str, &str)]) -> Vec<(String, String)> {
+        turns.iter().map(|(who, text)| (who.to_string(), text.to_string())).collect()
+    }
+
+    #[test]
+    fn a_figure_given_for_one_city_said_of_another_is_borrowed() {
+        let history = conversation(&[
+            ("customer", "你好"),
+            ("agent", "你好！我是小天，可以查询北京、上海、广州的天气。"),
+            ("customer", "上海"),
+            ("agent", "上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"),
+            ("customer", "那北京呢？"),
+        ]);
+        let nothing = Grounding::new();
+        assert_eq!(
+            borrowed("好的，北京现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？", &nothing, &history),
+            ["20 (北京)", "60 (北京)"]
+        );
+        // Looked up this turn, the same figures are Beijing's own.
+        let mut looked_up = Grounding::new();
+        looked_up.add_json(&json!({"city": "北京", "temperature": 20, "humidity": 60}));
+        assert!(borrowed("北京现在多云，气温 20°C，湿度 60%。", &looked_up, &history).is_empty());
+        // Said again of the city it was given for, or without a figure, it is no move.
+        assert!(borrowed("上海是 20°C；北京我还没有查。", &nothing, &history).is_empty());
+        assert!(borrowed("我这就帮您查北京的天气。", &nothing, &history).is_empty());
+
+        let english = conversation(&[
+            ("customer", "What is the weather in Shanghai?"),
+            ("agent", "It is 20°C and cloudy in Shanghai."),
+            ("customer", "And in Beijing?"),
+        ]);
+        assert_eq!(borrowed("In Beijing it is 20°C and cloudy.", &nothing, &english), ["20 (beijing)"]);
+        assert!(borrowed("Shanghai is 20°C. I have not looked up Beijing yet.", &nothing, &english).is_empty());
+    }
+
+    #[test]
+    fn a_figure_restated_for_the_same_subject_is_not_borrowed() {
+        // The customer's new words name no other subject the figure was taken from.
+        let history = conversation(&[
+            ("customer", "How much is the blue shirt?"),
+            ("agent", "It costs $20."),
+            ("customer", "What was the price again?"),
+        ]);
+        assert!(borrowed("The price is $20.", &Grounding::new(), &history).is_empty());
+        // A figure the latest message states itself is the customer's own.
+        let history = conversation(&[
+            ("customer", "Is it 20°C in Shanghai?"),
+            ("agent", "Yes, 20°C in Shanghai."),
+            ("customer", "Is Beijing 20°C too?"),
+        ]);
+        assert!(borrowed("Beijing: 20°C as well, I cannot confirm it yet.", &Grounding::new(), &history).is_empty());
+    }
+
+    #[test]
+    fn sentences_end_at_stops_but_not_at_decimal_points() {
+        assert_eq!(sentences("It is 20.5°C. Humid! 好的。再见"), ["It is 20.5°C.", " Humid!", " 好的。", "再见"]);
     }
 }

@@ -60,11 +60,15 @@ pub enum ReplyCheck {
     /// and the reply does not say that something could not be done: it would pass for an
     /// answer.
     HidesFailedLookup,
+    /// The reply gives a figure of an earlier answer about something the customer named
+    /// before to what the customer's latest message names instead, when nothing of this turn
+    /// gave that figure: Shanghai's 20°C said of Beijing after "And Beijing?".
+    BorrowedFact,
 }
 
 impl ReplyCheck {
     /// Every check.
-    pub const ALL: [ReplyCheck; 8] = [
+    pub const ALL: [ReplyCheck; 9] = [
         ReplyCheck::Echo,
         ReplyCheck::Repeated,
         ReplyCheck::CustomerVoice,
@@ -73,6 +77,7 @@ impl ReplyCheck {
         ReplyCheck::DeniesToolResult,
         ReplyCheck::Unasked,
         ReplyCheck::HidesFailedLookup,
+        ReplyCheck::BorrowedFact,
     ];
 
     /// The check's name as written in scenarios and traces (`customer_voice`).
@@ -86,6 +91,7 @@ impl ReplyCheck {
             ReplyCheck::DeniesToolResult => "denies_tool_result",
             ReplyCheck::Unasked => "unasked",
             ReplyCheck::HidesFailedLookup => "hides_failed_lookup",
+            ReplyCheck::BorrowedFact => "borrowed_fact",
         }
     }
 }
@@ -130,6 +136,10 @@ impl ReplyProblem {
                 "the lookup {} failed this turn (its service did not answer properly), but the reply reads as if it had worked. Tell the customer you could not look it up right now; state nothing it would have returned.",
                 self.evidence
             ),
+            ReplyCheck::BorrowedFact => format!(
+                "it states {}: that figure was given for something else earlier in the conversation, and nothing this turn gave it for what the customer now asks about. Do not reuse it; say you do not have that information yet.",
+                self.evidence
+            ),
         }
     }
 }
@@ -148,6 +158,9 @@ impl std::fmt::Display for ReplyProblem {
             ReplyCheck::Unasked => write!(f, "unasked: asks nothing although it needs {}", self.evidence),
             ReplyCheck::HidesFailedLookup => {
                 write!(f, "hides_failed_lookup: does not say that {} could not be looked up", self.evidence)
+            }
+            ReplyCheck::BorrowedFact => {
+                write!(f, "borrowed_fact: states {}, a figure given earlier for something else", self.evidence)
             }
         }
     }
@@ -290,6 +303,12 @@ pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem>
     }
     if runs(ReplyCheck::HidesFailedLookup) && !context.failed_lookups.is_empty() && !denial::admits_failure(reply) {
         problems.push(ReplyProblem::new(ReplyCheck::HidesFailedLookup, context.failed_lookups.join(", ")));
+    }
+    if runs(ReplyCheck::BorrowedFact) {
+        let borrowed = facts::borrowed(reply, context.grounding, context.history);
+        if !borrowed.is_empty() {
+            problems.push(ReplyProblem::new(ReplyCheck::BorrowedFact, borrowed.join(", ")));
+        }
     }
     problems
 }

@@ -39,7 +39,7 @@ pub(super) fn content_units(text: &str) -> BTreeSet<String> {
     units
 }
 
-fn is_dense_script(c: char) -> bool {
+pub(super) fn is_dense_script(c: char) -> bool {
     matches!(c, '\u{4E00}'..='\u{9FFF}' | '\u{3400}'..='\u{4DBF}' | '\u{3040}'..='\u{30FF}' | '\u{AC00}'..='\u{D7AF}' | '\u{0E00}'..='\u{0E7F}')
 }
 

@@ -186,4 +186,10 @@ pub struct AgentState {
     pub applied_guideline_ids: Vec<String>,
     /// Position in each active journey.
     pub journey_paths: IndexMap<String, crate::path::JourneyPath>,
+    /// Per active journey, the transitions ahead of where it stands whose conditions the
+    /// customer already met (by id: "I need a taxi to the airport" gives the destination
+    /// before the pickup is asked for): when the journey reaches their step, it goes on
+    /// without asking again. A transition taken is dropped.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub journey_answers: IndexMap<String, Vec<String>>,
 }

@@ -28,6 +28,10 @@ pub struct MatchingOutcome {
     pub matches: Vec<GuidelineMatch>,
     /// Active journeys and where each stands; store these in the turn's `AgentState`.
     pub journey_paths: IndexMap<String, JourneyPath>,
+    /// Transitions ahead of each active journey the customer already answered; store these
+    /// in the turn's `AgentState` too.
+    #[serde(default)]
+    pub journey_answers: IndexMap<String, Vec<String>>,
     /// Why everything was decided.
     pub record: MatchingRecord,
     /// Matches before resolution (carried into later iterations of the same turn).
@@ -219,6 +223,7 @@ impl GuidelineMatcher {
                 ctx,
                 iteration: 1,
                 paths_in,
+                answers_in: ctx.previous_state.journey_answers.clone(),
                 evaluate_only: None,
                 select_only: None,
                 carried: Vec::new(),
@@ -266,6 +271,7 @@ impl GuidelineMatcher {
                 ctx,
                 iteration: previous.record.iteration + 1,
                 paths_in: previous.journey_paths.clone(),
+                answers_in: previous.journey_answers.clone(),
                 evaluate_only: Some(evaluate),
                 select_only: Some(select),
                 carried: previous.unresolved.clone(),

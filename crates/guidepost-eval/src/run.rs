@@ -342,8 +342,12 @@ async fn context_of(
         .iter()
         .filter_map(|(j, states)| JourneyPath::from_states(states.clone()).map(|p| (j.clone(), p)))
         .collect();
-    let previous =
-        AgentState { trace_id: "before".into(), applied_guideline_ids: case.spec.state.applied.clone(), journey_paths };
+    let previous = AgentState {
+        trace_id: "before".into(),
+        applied_guideline_ids: case.spec.state.applied.clone(),
+        journey_paths,
+        ..AgentState::default()
+    };
     let mut ctx = MatchingContext::new(session.events(), previous);
     ctx.variables = case.spec.variables.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let staged = case

@@ -106,6 +106,10 @@ pub struct ResponseState {
     pub tool_enabled_matches: Vec<GuidelineMatch>,
     /// Active journeys and where each stands.
     pub journey_paths: IndexMap<String, JourneyPath>,
+    /// Transitions ahead of each journey the customer already answered (see
+    /// [`guidepost_core::AgentState::journey_answers`]).
+    #[serde(default)]
+    pub journey_answers: IndexMap<String, Vec<String>>,
     /// Where the journeys stood when the turn began (to tell which steps this turn entered).
     pub previous_journey_paths: IndexMap<String, JourneyPath>,
     /// Tool calls made so far in this turn.
@@ -129,6 +133,7 @@ impl ResponseState {
         self.ordinary_matches = outcome.ordinary().cloned().collect();
         self.tool_enabled_matches = outcome.tool_enabled().cloned().collect();
         self.journey_paths = outcome.journey_paths.clone();
+        self.journey_answers = outcome.journey_answers.clone();
         for record in &outcome.record.journeys {
             let steps: Vec<String> = match &record.decision {
                 JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),

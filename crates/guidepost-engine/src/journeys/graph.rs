@@ -120,6 +120,11 @@ impl JourneyGraph {
         self.nodes.get(id)
     }
 
+    /// The step transition `edge_id` leaves from.
+    pub fn source_of(&self, edge_id: &str) -> Option<&JourneyNode> {
+        self.nodes.values().find(|n| n.edges.iter().any(|e| e.id == edge_id))
+    }
+
     /// The root node.
     pub fn root(&self) -> Option<&JourneyNode> {
         self.nodes.get(START_STATE)

@@ -164,7 +164,8 @@ impl JourneySelector {
     }
 
     /// For models that judge one condition at a time ([`crate::VerdictStyle::Single`]): the
-    /// engine walks the journey itself, asking about each conditional transition out of
+    /// engine walks the journey itself (through the transitions in `answered` without asking:
+    /// the customer met them in an earlier message, before the journey reached them), asking about each conditional transition out of
     /// where the customer stands (one yes-or-no question each) and following one that holds,
     /// on through forks and through questions the customer already answered, until a tool
     /// step or a step where the agent must speak. A transition holds from the model's
@@ -181,6 +182,7 @@ impl JourneySelector {
         graph: &JourneyGraph,
         path: &JourneyPath,
         starting: bool,
+        answered: &[String],
         conversation: &ConversationView,
     ) -> ModelSelection {
         let mut asked = Asking::default();
@@ -244,6 +246,20 @@ impl JourneySelector {
                 && node.edges.iter().all(|e| graph.node(&e.to).is_some_and(|n| n.consequential))
             {
                 break;
+            }
+            // A question the customer answered in an earlier message, before the journey
+            // reached it, is gone on from without asking again.
+            if node.is_customer_dependent()
+                && let Some(edge) = node.edges.iter().find(|e| e.condition.is_some() && answered.contains(&e.id))
+            {
+                let condition = edge.condition.as_deref().unwrap_or_default();
+                asked.notes.push(format!("{condition}: answered in an earlier message"));
+                if edge.to == path.current() || steps.contains(&edge.to) {
+                    break;
+                }
+                steps.push(edge.to.clone());
+                at = edge.to.clone();
+                continue;
             }
             let rests = !(node.kind == NodeKind::Fork || (!entered && node.kind == NodeKind::Tool));
             let how = Exit { rests, reached: entered };

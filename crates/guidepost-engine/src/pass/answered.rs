@@ -143,8 +143,12 @@ impl<'a> Pass<'a> {
     }
 
     /// Walks the journeys whose move was deterministic on along the transitions the
-    /// customer's latest message already satisfied.
-    pub(super) fn walk_on_answers(&self, state: &mut State<'a>) {
+    /// customer's latest message already satisfied, or an earlier one did (`answers_in`, by
+    /// journey). Transitions that held beyond where a walk rests are kept for later turns
+    /// ([`State::answered_ahead`]): "I need a taxi to the airport" gives the destination
+    /// while the journey still asks for the pickup address.
+    pub(super) fn walk_on_answers(&self, state: &mut State<'a>, answers_in: &IndexMap<String, Vec<String>>) {
+        let none = Vec::new();
         for (journey, decision) in &mut state.decisions {
             if decision.fast_path.is_none() {
                 continue;
@@ -156,20 +160,25 @@ impl<'a> Pass<'a> {
             let (Some(graph), Some(landing)) = (self.agent.journey(journey), decision.change.path.as_ref()) else {
                 continue;
             };
+            let before = answers_in.get(journey).unwrap_or(&none);
             // Transitions asked with the checks, held to the journeys' threshold.
             let threshold = self
                 .config
                 .journey_verdict_threshold
                 .or(self.config.verdict_threshold)
                 .unwrap_or_else(|| self.model.capabilities().verdict_threshold);
-            let held = |edge: &crate::journeys::graph::JourneyEdge| {
+            let checked = |edge: &crate::journeys::graph::JourneyEdge| {
                 self.agent.transition_item(journey, &edge.id).and_then(|item| state.steps.held_at(&item.id, threshold))
+            };
+            let held = |edge: &crate::journeys::graph::JourneyEdge| {
+                if before.contains(&edge.id) { Some(true) } else { checked(edge) }
             };
             let room = self.config.max_advance_steps.saturating_sub(steps_so_far.len());
             let more = walk_on(graph, landing.current(), held, room);
+            let ahead = transitions_to_check(graph, landing.current(), self.config.max_advance_steps);
             // Every transition looked at ahead of the move, held or not.
-            let looked: Vec<String> = transitions_to_check(graph, landing.current(), self.config.max_advance_steps)
-                .into_iter()
+            let looked: Vec<String> = ahead
+                .iter()
                 .filter_map(|edge| {
                     let item = self.agent.transition_item(journey, &edge.id)?;
                     let (_, p) = state.steps.verdict(&item.id)?;
@@ -180,6 +189,18 @@ impl<'a> Pass<'a> {
                 .collect();
             if !looked.is_empty() {
                 decision.rationale = format!("{}; looked ahead: {}", decision.rationale, looked.join("; "));
+            }
+            // Answers to questions beyond the one the journey now rests at: not out of the
+            // landing step or a step walked through (this message moved the journey there).
+            let passed: Vec<&str> = std::iter::once(landing.current()).chain(more.iter().map(String::as_str)).collect();
+            let kept: Vec<String> = ahead
+                .iter()
+                .filter(|edge| graph.source_of(&edge.id).is_some_and(|from| !passed.contains(&from.id.as_str())))
+                .filter(|edge| checked(edge) == Some(true))
+                .map(|edge| edge.id.clone())
+                .collect();
+            if !kept.is_empty() {
+                state.answered_ahead.insert(journey.clone(), kept);
             }
             if more.is_empty() {
                 continue;

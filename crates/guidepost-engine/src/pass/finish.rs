@@ -81,6 +81,26 @@ impl<'a> Pass<'a> {
                 }
             }
         }
+        // Answers ahead, kept for the journeys still active until the journey passes the step
+        // they answer.
+        let mut answers: IndexMap<String, Vec<String>> = IndexMap::new();
+        for (journey, path) in &paths {
+            let Some(graph) = self.agent.journey(journey) else { continue };
+            let passed = &path.states()[..path.states().len().saturating_sub(1)];
+            let before = input.answers_in.get(journey).into_iter().flatten();
+            let kept: Vec<String> = before
+                .chain(state.answered_ahead.get(journey).into_iter().flatten())
+                .filter(|edge| graph.source_of(edge).is_some_and(|from| !passed.contains(&from.id)))
+                .fold(Vec::new(), |mut kept, edge| {
+                    if !kept.contains(edge) {
+                        kept.push(edge.clone());
+                    }
+                    kept
+                });
+            if !kept.is_empty() {
+                answers.insert(journey.clone(), kept);
+            }
+        }
         // Node matches: fresh for decided journeys, carried for the others.
         for (journey, path) in &paths {
             match state.decisions.get(journey) {
@@ -235,6 +255,7 @@ impl<'a> Pass<'a> {
         Ok(MatchingOutcome {
             matches: resolved.matches,
             journey_paths: paths,
+            journey_answers: answers,
             record: state.record,
             unresolved: state.raw,
             considered_journeys: considered,

@@ -33,6 +33,9 @@ pub(crate) struct PassInput<'a> {
     pub iteration: u32,
     /// Journey paths at the start of the pass.
     pub paths_in: IndexMap<String, JourneyPath>,
+    /// Transitions ahead of each journey the customer answered before (see
+    /// [`guidepost_core::AgentState::journey_answers`]).
+    pub answers_in: IndexMap<String, Vec<String>>,
     /// Only these guidelines are evaluated; the others keep their `carried` verdict.
     pub evaluate_only: Option<BTreeSet<String>>,
     /// Only these active journeys get node selection; the others keep their node.
@@ -84,6 +87,8 @@ enum Task<'a> {
         path: JourneyPath,
         starting: bool,
         full: bool,
+        /// Transitions ahead the customer answered before (by id).
+        answered: Vec<String>,
     },
     /// The forks a decided move ended on (see [`forks`]).
     Forks(Box<forks::ForkTask>),
@@ -131,6 +136,9 @@ struct State<'a> {
     correctable: BTreeSet<String>,
     /// Tools that ran in this turn.
     tools_ran: Vec<ToolId>,
+    /// Per journey, transitions beyond where its move rests that the latest message already
+    /// satisfied (see [`answered`]).
+    answered_ahead: BTreeMap<String, Vec<String>>,
 }
 
 impl<'a> Pass<'a> {
@@ -162,7 +170,7 @@ impl<'a> Pass<'a> {
                 TaskResult::Disambiguation(disambiguation::evaluate(self.model, head, targets, conversation, t).await)
             }
             Task::Forks(task) => TaskResult::Forks(Box::new(self.leave_forks(task, conversation).await)),
-            Task::Journey { journey, path, starting, full } => {
+            Task::Journey { journey, path, starting, full, answered } => {
                 let Some(graph) = self.agent.journey(journey) else {
                     return TaskResult::Journey(Box::new(ModelSelection {
                         change: PathChange {
@@ -180,7 +188,7 @@ impl<'a> Pass<'a> {
                 let model = self.journey_model;
                 let style = self.config.journey_verdicts.unwrap_or(self.config.verdicts);
                 let selection = if style.for_model(&model.capabilities()) == VerdictStyle::Single && !full {
-                    selector.select_stepwise(model, graph, path, *starting, conversation).await
+                    selector.select_stepwise(model, graph, path, *starting, answered, conversation).await
                 } else {
                     selector.select_with_model(model, graph, path, *starting, conversation).await
                 };
@@ -237,9 +245,13 @@ impl<'a> Pass<'a> {
                 fast_path: Some(fast_path),
                 batch: None,
             }),
-            SelectionPlan::NeedsModel => {
-                Err(Task::Journey { journey: journey.to_string(), path: path.clone(), starting, full: false })
-            }
+            SelectionPlan::NeedsModel => Err(Task::Journey {
+                journey: journey.to_string(),
+                path: path.clone(),
+                starting,
+                full: false,
+                answered: Vec::new(),
+            }),
         }
     }
 
@@ -287,6 +299,7 @@ impl<'a> Pass<'a> {
             steps: answered::StepVerdicts::default(),
             correctable: BTreeSet::new(),
             tools_ran: tools_ran.clone(),
+            answered_ahead: BTreeMap::new(),
         };
 
         // Candidates, by category.
@@ -336,7 +349,12 @@ impl<'a> Pass<'a> {
                 Ok(decision) => {
                     state.decisions.insert(journey.clone(), decision);
                 }
-                Err(task) => selections.push(task),
+                Err(mut task) => {
+                    if let Task::Journey { answered, .. } = &mut task {
+                        answered.clone_from(input.answers_in.get(journey).unwrap_or(&Vec::new()));
+                    }
+                    selections.push(task)
+                }
             }
         }
         // The starting journeys' first moves, planned once: the step checks read them, and
@@ -416,7 +434,13 @@ impl<'a> Pass<'a> {
             // without reading it get a selection that sees the whole journey.
             for journey in std::mem::take(&mut state.correctable) {
                 if let Some(path) = input.paths_in.get(&journey) {
-                    second.push(Task::Journey { journey, path: path.clone(), starting: false, full: true });
+                    second.push(Task::Journey {
+                        journey,
+                        path: path.clone(),
+                        starting: false,
+                        full: true,
+                        answered: Vec::new(),
+                    });
                 }
             }
         }
@@ -444,7 +468,7 @@ impl<'a> Pass<'a> {
             }
         }
 
-        self.walk_on_answers(&mut state);
+        self.walk_on_answers(&mut state, &input.answers_in);
         let forks = self.fork_tasks(&state);
         self.wave(forks, &conversation, &mut state, &input.paths_in).await;
         self.finish(input, state, &conversation, &tools_ran).await

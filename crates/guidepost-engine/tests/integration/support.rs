@@ -69,6 +69,7 @@ impl Session {
             }
         }
         self.state.journey_paths = outcome.journey_paths.clone();
+        self.state.journey_answers = outcome.journey_answers.clone();
     }
 }
 

@@ -309,6 +309,42 @@ async fn an_opening_message_that_answers_the_first_questions_fast_forwards_the_j
 }
 
 #[tokio::test]
+async fn details_given_before_they_were_asked_are_not_asked_for_again() {
+    let model = small_details_model();
+    let matcher = matcher(example("taxi"), model.clone());
+    let mut session = Session::new();
+    // The destination and the time come before the pickup address: the journey waits for
+    // the pickup, and keeps the two answers for when it gets there.
+    let first = matcher.match_turn(&session.customer("I need a taxi to the airport at 6pm")).await.unwrap();
+    assert_eq!(path_of(&first, "book_taxi"), Some(states(&["initial", "pickup"])));
+    assert_eq!(first.journey_answers["book_taxi"].len(), 2, "{:?}", first.journey_answers);
+    session.reply(&first, "Where should I pick you up?");
+    // The pickup address alone: on past the questions answered before, to the confirmation.
+    let second = matcher.match_turn(&session.customer("From 12 Main Street")).await.unwrap();
+    assert_eq!(
+        path_of(&second, "book_taxi"),
+        Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])),
+        "{:?}",
+        second.record.journey("book_taxi")
+    );
+    assert!(second.journey_answers.is_empty(), "answers used are dropped: {:?}", second.journey_answers);
+    let why = &second.record.journey("book_taxi").unwrap().rationale;
+    assert!(why.contains("The customer gave the destination: answered in an earlier message"), "{why}");
+
+    // Without the earlier answers, the same message leaves the journey at the destination.
+    let mut forgetful = Session::new();
+    forgetful.state.journey_paths = first.journey_paths.clone();
+    let o = matcher.match_turn(&forgetful.customer("From 12 Main Street")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
+
+    // What moved the journey is no answer for later: the pickup given at the start is used
+    // at once.
+    let o = matcher.match_turn(&Session::new().customer("Taxi from 12 Main Street please")).await.unwrap();
+    assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff"])));
+    assert!(o.journey_answers.is_empty(), "{:?}", o.journey_answers);
+}
+
+#[tokio::test]
 async fn a_correction_undoes_a_move_that_would_not_read_the_message() {
     let all = ["initial", "pickup", "dropoff", "time", "confirm", "book", "booked"];
     let at_the_end = || {

@@ -303,6 +303,7 @@ impl AgentRuntime {
         let mut turn = Turn::new(&self.definition, &input, sink, &cancel, &latch, "utterance");
         turn.state = ResponseState {
             journey_paths: input.previous_state.journey_paths.clone(),
+            journey_answers: input.previous_state.journey_answers.clone(),
             previous_journey_paths: input.previous_state.journey_paths.clone(),
             ..ResponseState::default()
         };
@@ -367,6 +368,7 @@ impl AgentRuntime {
             trace_id: input.trace_id.clone(),
             applied_guideline_ids: applied,
             journey_paths: state.journey_paths.clone(),
+            journey_answers: state.journey_answers.clone(),
         }
     }
 

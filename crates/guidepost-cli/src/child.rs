@@ -35,6 +35,64 @@ pub fn turn_bar(total: u64) -> indicatif::ProgressBar {
     bar
 }
 
+/// The signals that ask the process to stop (Ctrl-C, and SIGTERM on Unix), listened for from
+/// the moment this is made: one that comes before [`StopSignals::recv`] is awaited is not lost,
+/// and does not end the process the default way, leaving its child processes behind.
+pub struct StopSignals {
+    #[cfg(unix)]
+    interrupt: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    terminate: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    /// Starts listening (within a Tokio runtime).
+    pub fn listen() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self { interrupt: signal(SignalKind::interrupt()).ok(), terminate: signal(SignalKind::terminate()).ok() }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Waits for the first of them. Which one came.
+    pub async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn next(signal: Option<&mut tokio::signal::unix::Signal>) {
+                match signal {
+                    Some(signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            }
+            tokio::select! {
+                () = next(self.interrupt.as_mut()) => "Ctrl-C",
+                () = next(self.terminate.as_mut()) => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+/// Runs `work` (a benchmark) until it ends or the process is asked to stop: then `work` is
+/// dropped, and with it the child processes it started (servers, the fake model), each
+/// killed and reaped, instead of being left running.
+pub async fn until_stopped<T>(work: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let mut signals = StopSignals::listen();
+    tokio::select! {
+        result = work => result,
+        signal = signals.recv() => bail!("stopped by {signal}; the servers it started were stopped too"),
+    }
+}
+
 /// A child process, killed and reaped when dropped.
 pub struct ChildProcess(pub Child);
 

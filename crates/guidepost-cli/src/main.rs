@@ -666,16 +666,18 @@ fn main() -> ExitCode {
             server_logs,
         } => match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
             Ok(rt) => match conversations {
-                Some(file) => rt.block_on(bench_conversations::run(bench_conversations::ConversationOptions {
-                    file,
-                    servers,
-                    threads,
-                    out,
-                    turn_limit: std::time::Duration::from_secs(turn_limit_secs),
-                    writing: std::time::Duration::from_secs(writing_secs),
-                    logs: server_logs,
-                })),
-                None => rt.block_on(bench::run(agents, sizes, latency_ms, out, !no_http, calls)),
+                Some(file) => rt.block_on(child::until_stopped(bench_conversations::run(
+                    bench_conversations::ConversationOptions {
+                        file,
+                        servers,
+                        threads,
+                        out,
+                        turn_limit: std::time::Duration::from_secs(turn_limit_secs),
+                        writing: std::time::Duration::from_secs(writing_secs),
+                        logs: server_logs,
+                    },
+                ))),
+                None => rt.block_on(child::until_stopped(bench::run(agents, sizes, latency_ms, out, !no_http, calls))),
             },
             Err(e) => Err(e.into()),
         },
@@ -692,7 +694,7 @@ fn main() -> ExitCode {
                 step: std::time::Duration::from_secs(step_secs.max(1)),
             };
             match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt.block_on(load::run(options)),
+                Ok(rt) => rt.block_on(child::until_stopped(load::run(options))),
                 Err(e) => Err(e.into()),
             }
         }

@@ -78,24 +78,7 @@ fn api_keys(file: Option<&PathBuf>) -> Result<Vec<(String, guidepost_server::acc
 }
 
 async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
-    }
+    crate::child::StopSignals::listen().recv().await;
     eprintln!("shutting down: no new turns; turns already replying finish, the others resume on the next start");
 }
 

@@ -68,3 +68,63 @@ fn a_bad_conversations_file_is_an_error_that_names_it() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("conversations.yaml") && stderr.contains("`conversations` is empty"), "{stderr}");
 }
+
+/// The processes whose parent is `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                // The parent is the second field after the command, which is in parentheses.
+                stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn a_bench_asked_to_stop_stops_the_servers_it_started() {
+    let fake = fake_model();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("conversations.yaml");
+    let agents = crate::repo_root().join("examples/agents");
+    std::fs::write(
+        &file,
+        format!(
+            "agents: {}\nconversations:\n  - id: taxi\n    agent: taxi\n    turns: [\"I need a taxi\"]\n",
+            agents.display()
+        ),
+    )
+    .unwrap();
+    // The customer takes ten minutes to write: the bench waits with its server running.
+    let bench = std::process::Command::new(bin())
+        .args(["bench", "--conversations"])
+        .arg(&file)
+        .args(["--writing-secs", "600"])
+        .env("GUIDEPOST_MODEL", format!("openai-compatible:{}/v1#gpt-4.1", fake.url))
+        .env("GUIDEPOST_EMBEDDER", format!("openai-compatible:{}/v1#fake-embed", fake.url))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut servers = Vec::new();
+    for _ in 0..600 {
+        servers = children_of(bench.id());
+        if !servers.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!servers.is_empty(), "the bench started no server");
+    let term = std::process::Command::new("kill").args(["-TERM", &bench.id().to_string()]).status().unwrap();
+    assert!(term.success());
+    let output = bench.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
+    for server in servers {
+        assert!(!std::path::Path::new(&format!("/proc/{server}")).exists(), "server {server} still runs: {stderr}");
+    }
+}

@@ -191,8 +191,9 @@ async function chatView(agentId, sessionId) {
   const sidebar = h("aside", { class: "sidebar" }, picker, newButton, h("a", { href: `#/agents/${encodeURIComponent(agentId)}` }, "Agent definition"), sessionsList);
   const messages = h("div", { class: "messages", role: "log", "aria-live": "polite", "aria-label": "Conversation" });
   const status = h("div", { class: "status", "aria-live": "polite" });
-  const input = h("textarea", { rows: 1, placeholder: sessionId ? "Write as the customer… (Enter sends, Shift+Enter for a new line)" : "Start a new conversation first", "aria-label": "Message", disabled: !sessionId });
-  const send = h("button", { class: "primary", disabled: !sessionId, type: "submit" }, "Send");
+  // Enabled once Enter and Send are wired (below): a message typed before would be lost.
+  const input = h("textarea", { rows: 1, placeholder: sessionId ? "Write as the customer… (Enter sends, Shift+Enter for a new line)" : "Start a new conversation first", "aria-label": "Message", disabled: true });
+  const send = h("button", { class: "primary", disabled: true, type: "submit" }, "Send");
   const composer = h("form", { class: "composer" }, input, send);
   const conversation = h("section", { class: "conversation" }, messages, status, composer);
   const inspector = h("aside", { class: "inspector", "aria-label": "Inspector", hidden: true });
@@ -306,6 +307,8 @@ async function chatView(agentId, sessionId) {
   }
   composer.addEventListener("submit", submit);
   input.addEventListener("keydown", (e) => { if (e.key === "Enter" && !e.shiftKey) submit(e); });
+  input.disabled = false;
+  send.disabled = false;
   input.focus();
 
   async function inspect(traceId, node) {

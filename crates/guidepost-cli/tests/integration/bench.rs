@@ -4,20 +4,22 @@
 use crate::guidepost;
 use crate::serve::{bin, fake_model};
 
+/// A conversations file in `dir` with one conversation with the example taxi agent, its
+/// customer messages `turns` (YAML strings, comma-separated).
+fn taxi_conversation(dir: &std::path::Path, turns: &str) -> std::path::PathBuf {
+    let file = dir.join("conversations.yaml");
+    let agents = crate::repo_root().join("examples/agents");
+    let text =
+        format!("agents: {}\nconversations:\n  - id: taxi\n    agent: taxi\n    turns: [{turns}]\n", agents.display());
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
 #[test]
 fn the_conversations_bench_reports_every_turn_of_every_server() {
     let fake = fake_model();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("conversations.yaml");
-    let agents = crate::repo_root().join("examples/agents");
-    std::fs::write(
-        &file,
-        format!(
-            "agents: {}\nconversations:\n  - id: taxi\n    agent: taxi\n    turns: [\"I need a taxi\", \"12 Oak Street\"]\n",
-            agents.display()
-        ),
-    )
-    .unwrap();
+    let file = taxi_conversation(dir.path(), r#""I need a taxi", "12 Oak Street""#);
     let logs = dir.path().join("logs");
     let output = guidepost()
         .args(["bench", "--conversations"])
@@ -88,16 +90,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 fn a_bench_asked_to_stop_stops_the_servers_it_started() {
     let fake = fake_model();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("conversations.yaml");
-    let agents = crate::repo_root().join("examples/agents");
-    std::fs::write(
-        &file,
-        format!(
-            "agents: {}\nconversations:\n  - id: taxi\n    agent: taxi\n    turns: [\"I need a taxi\"]\n",
-            agents.display()
-        ),
-    )
-    .unwrap();
+    let file = taxi_conversation(dir.path(), r#""I need a taxi""#);
     // The customer takes ten minutes to write: the bench waits with its server running.
     let bench = std::process::Command::new(bin())
         .args(["bench", "--conversations"])

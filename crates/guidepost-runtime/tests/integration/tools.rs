@@ -34,22 +34,27 @@ fn weather_oracle() -> Oracle {
     Arc::new(|c: &str, last: &str, _: &str| c.contains("weather") && last.to_lowercase().contains("weather"))
 }
 
-#[tokio::test]
-async fn a_missing_required_parameter_makes_the_agent_ask_for_it() {
-    let definition = inline(WEATHER);
-    let model = ScriptedModel::new()
-        .when_task(TaskKind::ToolInference)
-        .reply_with(|r| {
-            let city = if last_customer(&prompt(r)).contains("Paris") { json!("Paris") } else { json!(null) };
-            Ok(json!({"tools": [{"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
-        });
-    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
+/// A model that looks the weather up for Paris, and otherwise finds the city missing; its
+/// reply asks for the city when the prompt says it is missing, and tells Paris' weather
+/// otherwise.
+fn asks_for_the_city() -> Arc<ScriptedModel> {
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        let city = if last_customer(&prompt(r)).contains("Paris") { json!("Paris") } else { json!(null) };
+        Ok(json!({"tools": [{"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
+    });
+    Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
         if p.contains("## Before acting, ask the customer for\n- city") {
             "Which city should I check?".into()
         } else {
             "It is 12 degrees in Paris.".into()
         }
-    }));
+    }))
+}
+
+#[tokio::test]
+async fn a_missing_required_parameter_makes_the_agent_ask_for_it() {
+    let definition = inline(WEATHER);
+    let model = asks_for_the_city();
     let registry = fixtures(&definition);
     let rt = runtime(definition, model.clone(), registry);
     let session = MemorySession::new();
@@ -337,17 +342,7 @@ async fn the_tool_decision_read_ahead_is_how_the_first_one_begins() {
 #[tokio::test]
 async fn after_a_turn_the_next_tool_decision_begins_with_the_reply_read_ahead() {
     let definition = inline(WEATHER);
-    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
-        let city = if last_customer(&prompt(r)).contains("Paris") { json!("Paris") } else { json!(null) };
-        Ok(json!({"tools": [{"tool": "get_weather", "rationale": "the customer wants the weather", "decision": "needs_to_run", "calls": [{"arguments": {"city": city}}]}]}))
-    });
-    let model = Arc::new(with_reply(with_matching(model, weather_oracle()), |p| {
-        if p.contains("## Before acting, ask the customer for\n- city") {
-            "Which city should I check?".into()
-        } else {
-            "It is 12 degrees in Paris.".into()
-        }
-    }));
+    let model = asks_for_the_city();
     let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
     let session = MemorySession::new();
     let first = turn(&rt, &session, &Default::default(), "What's the weather like?").await;

@@ -165,8 +165,9 @@ impl JourneySelector {
 
     /// For models that judge one condition at a time ([`crate::VerdictStyle::Single`]): the
     /// engine walks the journey itself (through the transitions in `answered` without asking:
-    /// the customer met them in an earlier message, before the journey reached them), asking about each conditional transition out of
-    /// where the customer stands (one yes-or-no question each) and following one that holds,
+    /// the customer met them in an earlier message, before the journey reached them), asking
+    /// about each conditional transition out of where the customer stands (one yes-or-no
+    /// question each) and following one that holds,
     /// on through forks and through questions the customer already answered, until a tool
     /// step or a step where the agent must speak. A transition holds from the model's
     /// threshold (see [`single::evaluate`]); among those that hold the likeliest is taken.

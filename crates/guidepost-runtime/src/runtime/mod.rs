@@ -127,9 +127,10 @@ impl AgentRuntime {
     /// state it committed), without a new message. The tool decision's prompt and the
     /// checks' show the conversation before what the next message brings, so a model that
     /// keeps prompt prefixes reads the reply it just wrote while the customer reads it and
-    /// writes back; the next turn's calls read only the new message and their question. Called where a turn was committed, in the background;
-    /// does the same as [`read_ahead`](Self::read_ahead) otherwise (no variable is
-    /// refreshed, no tool called). How many prompts a model read.
+    /// writes back; the next turn's calls read only the new message and their question.
+    /// Called where a turn was committed, in the background; otherwise as
+    /// [`read_ahead`](Self::read_ahead) (no variable is refreshed, no tool called). How many
+    /// prompts a model read.
     pub async fn read_ahead_after(&self, input: &TurnInput) -> usize {
         let models = [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference];
         if !models.iter().any(|m| m.reads_ahead()) {

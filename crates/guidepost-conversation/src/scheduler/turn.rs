@@ -107,9 +107,7 @@ impl TurnScheduler {
     /// nothing depends on it: it only saves time on a model that keeps prompt prefixes and
     /// is idle (a turn that comes meanwhile waits for at most one piece of the reading).
     fn read_ahead_after(&self, ran: Ran, trace_id: &str) {
-        let models = self.agents.models();
-        let roles = [&models.matching, &models.journey_selection, &models.tool_inference];
-        if !roles.iter().any(|model| model.reads_ahead()) {
+        if !ran.runtime.reads_ahead_after() {
             return;
         }
         let (store, trace_id) = (self.store.clone(), trace_id.to_string());

@@ -132,8 +132,7 @@ impl AgentRuntime {
     /// [`read_ahead`](Self::read_ahead) (no variable is refreshed, no tool called). How many
     /// prompts a model read.
     pub async fn read_ahead_after(&self, input: &TurnInput) -> usize {
-        let models = [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference];
-        if !models.iter().any(|m| m.reads_ahead()) {
+        if !self.reads_ahead_after() {
             return 0;
         }
         let mut ctx = MatchingContext::new(input.events.clone(), input.previous_state.clone());
@@ -150,6 +149,14 @@ impl AgentRuntime {
         let read = usize::from(self.read_tool_decision_ahead(history.shown, history.earlier.as_deref()).await);
         // The checks last: the next turn's first call is one of them.
         read + self.matcher.read_ahead_after(&ctx).await
+    }
+
+    /// Whether [`read_ahead_after`](Self::read_ahead_after) has anything to do: a model of the
+    /// checks or the tool decision keeps prompt prefixes.
+    pub fn reads_ahead_after(&self) -> bool {
+        [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference]
+            .iter()
+            .any(|m| m.reads_ahead())
     }
 
     /// Reads ahead the tool decision's prompt, up to the conversation `shown` (after what

@@ -276,6 +276,7 @@ impl Inner {
             temperature: req.temperature.map(f64::from),
             seed: self.options.seed,
             stop: req.stop.clone(),
+            draft_tokens: self.options.draft_tokens,
         };
         let decode = |ids: &[u32]| self.tokenizer.decode(ids);
         if let Some(progress) = progress {
@@ -340,6 +341,8 @@ impl Inner {
             new = generation.prompt_tokens - generation.cached_prompt_tokens,
             generated = generation.token_ids.len(),
             passes = generation.decode_passes,
+            drafted = generation.drafted,
+            accepted = generation.accepted,
             prefill_ms = generation.prefill.as_millis() as u64,
             decode_ms = generation.decode.as_millis() as u64,
             cache_mb = current / (1 << 20),

@@ -484,11 +484,55 @@ impl Decoder {
         (self.cache.bytes(), self.saved.bytes())
     }
 
-    /// Evaluates `tokens` after everything evaluated so far and returns the logits after
-    /// the last of them.
-    pub(crate) fn step(&mut self, tokens: &[u32]) -> Result<Vec<f32>, LocalError> {
+    /// Positions the current cache holds (the prompt and the answer evaluated so far, and
+    /// any drafted tokens not yet taken back).
+    pub(crate) fn evaluated(&self) -> usize {
+        self.cache.tokens.len()
+    }
+
+    /// Evaluates `tokens` after everything evaluated so far, then `draft` after them in the
+    /// same pass (tokens the answer may go on with), and returns the logits after the last of
+    /// `tokens` and, for each drafted token, the hidden state after it: its logits, through
+    /// [`logits_after`](Self::logits_after), only once the answer gets that far (the output
+    /// layer is a large share of a pass, row by row). Drafted tokens the answer does not take
+    /// are taken back with [`rewind`](Self::rewind).
+    pub(crate) fn step_drafting(
+        &mut self,
+        tokens: &[u32],
+        draft: &[u32],
+    ) -> Result<(Vec<f32>, Vec<Tensor>), LocalError> {
         let last = tokens.len().saturating_sub(1);
-        Ok(self.evaluate(tokens, &[last], &mut |_, _| {})?.into_iter().next().unwrap_or_default())
+        let all: Vec<u32> = tokens.iter().chain(draft).copied().collect();
+        let pos = self.cache.tokens.len();
+        if draft.is_empty() || all.len() > PREFILL_CHUNK {
+            let logits = self.evaluate(tokens, &[last], &mut |_, _| {})?.into_iter().next().unwrap_or_default();
+            return Ok((logits, Vec::new()));
+        }
+        if pos + all.len() > self.hp.positions {
+            return Err(LocalError::ContextOverflow {
+                prompt_tokens: pos + all.len(),
+                max_tokens: 0,
+                context: self.hp.positions,
+            });
+        }
+        let hidden = match self.hidden(&all, pos, &mut |_| {}) {
+            Ok(x) => x,
+            Err(e) => {
+                self.forget();
+                return Err(e);
+            }
+        };
+        self.cache.tokens.extend_from_slice(&all);
+        let after = self.logits_after(&hidden.narrow(1, last, 1)?)?;
+        let drafted = (last + 1..all.len()).map(|row| hidden.narrow(1, row, 1)).collect::<Result<Vec<_>, _>>()?;
+        Ok((after, drafted))
+    }
+
+    /// The logits after one position, from its hidden state (see
+    /// [`step_drafting`](Self::step_drafting)).
+    pub(crate) fn logits_after(&self, hidden: &Tensor) -> Result<Vec<f32>, LocalError> {
+        let normed = rms_norm(hidden, &self.norm, self.hp.rms_eps)?;
+        Ok(self.output.forward(&normed)?.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?)
     }
 
     /// Evaluates `tokens` after everything evaluated so far, in chunks of
@@ -540,18 +584,20 @@ impl Decoder {
         rows: &[usize],
         on_layer: &mut dyn FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, LocalError> {
+        let x = self.hidden(tokens, pos, on_layer)?;
+        rows.iter().map(|&row| self.logits_after(&x.narrow(1, row, 1)?)).collect()
+    }
+
+    /// Runs `tokens` at positions from `pos` through every block and returns their hidden
+    /// states. `on_layer` hears how many layers are done.
+    fn hidden(&mut self, tokens: &[u32], pos: usize, on_layer: &mut dyn FnMut(usize)) -> Result<Tensor, LocalError> {
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embedding.embedding(&ids)?.unsqueeze(0)?;
         for (i, (block, cache)) in self.blocks.iter().zip(&mut self.cache.layers).enumerate() {
             x = block.forward(&x, pos, &self.rope, &self.hp, cache)?;
             on_layer(i + 1);
         }
-        let mut logits = Vec::with_capacity(rows.len());
-        for &row in rows {
-            let hidden = rms_norm(&x.narrow(1, row, 1)?, &self.norm, self.hp.rms_eps)?;
-            logits.push(self.output.forward(&hidden)?.flatten_all()?.to_dtype(DType::F32)?.to_vec1()?);
-        }
-        Ok(logits)
+        Ok(x)
     }
 
     /// Empties the current cache (the caches kept aside are whole, and stay).

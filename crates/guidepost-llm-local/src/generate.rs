@@ -1,6 +1,7 @@
 //! The generation loop: prefill (reusing the cached prefix), greedy or sampled decoding, stop
 //! tokens, and (optionally) a grammar that masks the logits at every step.
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use guidepost_llm::progress::CallProgress;
@@ -22,6 +23,8 @@ pub(crate) struct DecodeParams {
     pub(crate) seed: u64,
     /// Stop sequences in the text.
     pub(crate) stop: Vec<String>,
+    /// Most tokens drafted after a pass of a greedy answer (see [`draft_after`]).
+    pub(crate) draft_tokens: usize,
 }
 
 /// Why generation ended.
@@ -53,6 +56,11 @@ pub struct Generation {
     /// prompt's pass evaluated already (a guessed start) and the end of an answer the grammar
     /// finished.
     pub decode_passes: usize,
+    /// Tokens evaluated ahead of the answer: a guessed start, and drafts after each pass (see
+    /// [`LocalOptions::draft_tokens`](crate::LocalOptions::draft_tokens)).
+    pub drafted: usize,
+    /// Of the tokens evaluated ahead, those the answer took without a pass of its own.
+    pub accepted: usize,
     /// Why it ended.
     pub finish: FinishReason,
     /// Under a grammar: every step where it allowed more than one token, with the likeliest
@@ -154,7 +162,23 @@ impl Generator {
         let prefill = self.decoder.prefill_guessing(prompt, &guess, &mut on_read)?;
         let cached_prompt_tokens = prefill.reused;
         let mut logits = prefill.logits;
-        let mut after_guess = prefill.after_guess;
+        // Tokens evaluated ahead of the answer (the guessed start, then the tokens drafted with
+        // each pass), with the logits after each where the pass kept them: the answer takes
+        // them without a pass of its own for as long as the model chooses them.
+        let mut ahead: VecDeque<(u32, Option<After>)> = match prefill.after_guess {
+            Some(after) => {
+                let last = guess.len().saturating_sub(1);
+                guess.iter().enumerate().map(|(i, &t)| (t, (i == last).then(|| After::Logits(after.clone())))).collect()
+            }
+            None => VecDeque::new(),
+        };
+        let (mut drafted, mut accepted) = (ahead.len(), 0usize);
+        // How many tokens the next draft may hold: doubled after a draft taken whole, cut to
+        // one more than was taken after one that was not (a pass with a long draft the
+        // answer leaves costs about a third more than a pass without).
+        let mut draft_len = params.draft_tokens;
+        // Of `ahead`, how many tokens the last draft put there.
+        let mut last_draft = 0usize;
         let prefill = start.elapsed();
         let start = Instant::now();
         let mut out: Vec<u32> = Vec::new();
@@ -227,22 +251,44 @@ impl Generator {
                 }
                 next_mask = Some(mask);
             }
-            // The guessed start, already evaluated, stands when the model chose it.
-            logits = match after_guess.take() {
-                Some(guessed) if feed == guess => guessed,
-                guessed => {
-                    if guessed.is_some() {
-                        self.decoder.rewind(prompt.len());
+            // Tokens evaluated ahead stand when the model chose them.
+            logits = match take_ahead(&mut ahead, &feed) {
+                Some(after) => {
+                    accepted += feed.len();
+                    match after {
+                        After::Logits(logits) => logits,
+                        After::Hidden(hidden) => self.decoder.logits_after(&hidden)?,
                     }
+                }
+                None => {
+                    if last_draft > 0 {
+                        let taken = last_draft.saturating_sub(ahead.len());
+                        draft_len = if taken == last_draft {
+                            (draft_len * 2).min(params.draft_tokens)
+                        } else {
+                            (taken + 1).min(params.draft_tokens)
+                        };
+                    }
+                    self.decoder.rewind(self.decoder.evaluated() - ahead.len());
+                    ahead.clear();
                     decode_passes += 1;
-                    self.decoder.step(&feed)?
+                    // Greedy answers often repeat what the prompt or the answer itself says
+                    // (names, addresses, a tool's words): what followed the answer's last
+                    // words there is evaluated in the same pass, as a draft.
+                    let draft = match sampler {
+                        None => draft_after(prompt, &out, params.max_tokens.saturating_sub(out.len()).min(draft_len)),
+                        Some(_) => Vec::new(),
+                    };
+                    let (after_feed, after_draft) = self.decoder.step_drafting(&feed, &draft)?;
+                    drafted += after_draft.len();
+                    last_draft = after_draft.len();
+                    ahead = draft.into_iter().zip(after_draft.into_iter().map(|h| Some(After::Hidden(h)))).collect();
+                    after_feed
                 }
             };
         };
-        if after_guess.is_some() {
-            // Ended before the guess was used: the cache holds the prompt only.
-            self.decoder.rewind(prompt.len());
-        }
+        // Tokens evaluated ahead that the answer did not take are not part of it.
+        self.decoder.rewind(self.decoder.evaluated() - ahead.len());
         if finish == FinishReason::Length {
             emit(&text, &mut emitted, on_text);
         }
@@ -254,10 +300,58 @@ impl Generator {
             prefill,
             decode: start.elapsed(),
             decode_passes,
+            drafted,
+            accepted,
             finish,
             decisions,
         })
     }
+}
+
+/// Longest and shortest runs of the answer's last tokens looked up in the text before them.
+/// A single token (a quote, a comma) is found almost anywhere, and what followed it there
+/// seldom follows it again.
+const DRAFT_MATCH: (usize, usize) = (3, 2);
+
+/// A draft of what the answer `out` goes on with: the tokens that followed the latest earlier
+/// occurrence of its last tokens (three, else two) in the prompt and the answer, at most
+/// `limit` of them. Empty when nothing matches.
+fn draft_after(prompt: &[u32], out: &[u32], limit: usize) -> Vec<u32> {
+    if limit == 0 || out.is_empty() {
+        return Vec::new();
+    }
+    let text: Vec<u32> = prompt.iter().chain(out).copied().collect();
+    for n in (DRAFT_MATCH.1..=DRAFT_MATCH.0.min(text.len() - 1)).rev() {
+        let tail = &text[text.len() - n..];
+        // The latest occurrence that has at least one token after it, the tail itself aside.
+        let found = (0..text.len() - n).rev().find(|&start| &text[start..start + n] == tail);
+        if let Some(start) = found {
+            let from = start + n;
+            return text[from..text.len().min(from + limit)].to_vec();
+        }
+    }
+    Vec::new()
+}
+
+/// What was kept of a position evaluated ahead of the answer.
+enum After {
+    /// The logits after it (a guessed start).
+    Logits(Vec<f32>),
+    /// Its hidden state, which gives the logits (a drafted token).
+    Hidden(candle_core::Tensor),
+}
+
+/// Takes `feed` off the front of `ahead` when the tokens evaluated ahead begin with it and
+/// what gives the logits after its last token was kept; returns that.
+fn take_ahead<T>(ahead: &mut VecDeque<(u32, Option<T>)>, feed: &[u32]) -> Option<T> {
+    let last = feed.len().checked_sub(1)?;
+    let matches = ahead.len() > last
+        && ahead.iter().zip(feed).all(|((token, _), fed)| token == fed)
+        && ahead.get(last).is_some_and(|(_, logits)| logits.is_some());
+    if !matches {
+        return None;
+    }
+    ahead.drain(..=last).next_back().and_then(|(_, logits)| logits)
 }
 
 /// The tokens `matcher` forces at the start of the answer, as the model would write them: the
@@ -386,6 +480,40 @@ mod tests {
         let mut one = SimpleVob::alloc(5);
         one.allow_token(2);
         assert_eq!(decision(&[0.0; 5], &one, 0), None, "a forced token is no decision");
+    }
+
+    #[test]
+    fn a_draft_is_what_followed_the_answers_last_tokens_most_recently() {
+        // The answer ends in 5 6: the prompt had 5 6 7 8 and, later, 5 6 9; the later wins.
+        let prompt = [1, 5, 6, 7, 8, 2, 5, 6, 9, 3];
+        assert_eq!(draft_after(&prompt, &[4, 5, 6], 8), [9, 3, 4, 5, 6]);
+        assert_eq!(draft_after(&prompt, &[4, 5, 6], 2), [9, 3], "at most the limit");
+        // Two tokens at least: 5 alone is not looked up.
+        assert_eq!(draft_after(&[1, 8, 5, 7], &[8, 5], 3), [7, 8, 5]);
+        assert_eq!(draft_after(&[1, 5, 7], &[8, 5], 3), Vec::<u32>::new());
+        assert_eq!(draft_after(&[1, 2], &[9], 4), Vec::<u32>::new(), "no match, no draft");
+        assert_eq!(draft_after(&[1, 2], &[], 4), Vec::<u32>::new());
+        assert_eq!(draft_after(&[1, 2, 1], &[2], 0), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn tokens_ahead_are_taken_only_when_the_answer_chose_them_and_their_logits_were_kept() {
+        let ahead = |tokens: &[(u32, bool)]| -> VecDeque<(u32, Option<Vec<f32>>)> {
+            tokens.iter().map(|&(t, kept)| (t, kept.then(|| vec![t as f32]))).collect()
+        };
+        let mut drafted = ahead(&[(7, true), (8, true), (9, true)]);
+        assert_eq!(take_ahead(&mut drafted, &[7]), Some(vec![7.0]));
+        assert_eq!(take_ahead(&mut drafted, &[8, 9]), Some(vec![9.0]), "a forced run taken whole");
+        assert!(drafted.is_empty());
+        let mut drafted = ahead(&[(7, true), (8, true)]);
+        assert_eq!(take_ahead(&mut drafted, &[8]), None, "another token: nothing taken");
+        assert_eq!(drafted.len(), 2);
+        assert_eq!(take_ahead(&mut drafted, &[7, 8, 9]), None, "longer than what is ahead");
+        // A guessed start keeps the logits after its last token only.
+        let mut guessed = ahead(&[(3, false), (4, true)]);
+        assert_eq!(take_ahead(&mut guessed, &[3]), None);
+        assert_eq!(take_ahead(&mut guessed, &[3, 4]), Some(vec![4.0]));
+        assert_eq!(take_ahead::<Vec<f32>>(&mut VecDeque::new(), &[]), None);
     }
 
     #[test]

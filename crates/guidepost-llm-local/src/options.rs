@@ -26,6 +26,11 @@ pub struct LocalOptions {
     /// files are then only needed if a call reaches the model, and that call fails naming the
     /// fetch command.
     pub check_files_at_build: bool,
+    /// Most tokens drafted after each pass of a greedy answer, from what followed the answer's
+    /// last words earlier in the prompt or the answer, and evaluated in the same pass: the
+    /// answer takes those the model chooses without a pass of their own (its text is the same
+    /// as without drafts). 0 turns drafting off.
+    pub draft_tokens: usize,
 }
 
 impl Default for LocalOptions {
@@ -38,6 +43,7 @@ impl Default for LocalOptions {
             schema_in_prompt: true,
             seed: 299_792_458,
             check_files_at_build: true,
+            draft_tokens: 8,
         }
     }
 }

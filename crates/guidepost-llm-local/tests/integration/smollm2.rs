@@ -139,6 +139,58 @@ fn a_structured_answer_takes_one_pass_per_choice_and_none_for_what_the_grammar_f
 }
 
 #[test]
+fn drafted_tokens_save_passes_and_leave_the_answer_as_it_was() {
+    let without =
+        LocalChatModel::load("local:smollm2", &LocalOptions { draft_tokens: 0, ..super::common::options() }).unwrap();
+    let copy = ChatRequest::new(TaskKind::Generation)
+        .system("You repeat addresses exactly.")
+        .user("Repeat this address: 221 Baker Street, Marylebone, London NW1 6XE, United Kingdom.")
+        .max_tokens(40);
+    let booking = ChatRequest::new(TaskKind::ToolInference)
+        .user("Book a taxi from 221 Baker Street, Marylebone to King's Cross St Pancras station at 7 pm.")
+        .json_output(
+            "book",
+            json!({
+                "type": "object",
+                "properties": {"pickup": {"type": "string"}, "destination": {"type": "string"}, "time": {"type": "string"}},
+                "required": ["pickup", "destination", "time"],
+                "additionalProperties": false
+            }),
+        )
+        .max_tokens(80);
+    for request in [copy, booking] {
+        let plain = without.answer_blocking(&request).unwrap().generation;
+        let drafted = smollm2().answer_blocking(&request).unwrap().generation;
+        assert_eq!(drafted.text, plain.text, "drafts do not change the answer");
+        assert_eq!(drafted.token_ids, plain.token_ids);
+        // Without drafts, only a JSON answer's guessed start is evaluated ahead.
+        assert_eq!(plain.accepted, plain.drafted);
+        assert!(drafted.accepted > plain.accepted, "the answer repeats the prompt: drafts are taken {drafted:?}");
+        assert!(drafted.accepted <= drafted.drafted);
+        assert!(
+            drafted.decode_passes < plain.decode_passes,
+            "{} vs {} passes",
+            drafted.decode_passes,
+            plain.decode_passes
+        );
+        eprintln!(
+            "{} tokens: {} passes without drafts, {} with ({} of {} drafted taken), decode {:?} vs {:?}",
+            plain.token_ids.len(),
+            plain.decode_passes,
+            drafted.decode_passes,
+            drafted.accepted,
+            drafted.drafted,
+            plain.decode,
+            drafted.decode
+        );
+        // Drafts the model did not take are not left in the cache: the same request again
+        // reuses the prompt and gives the same answer.
+        let again = smollm2().answer_blocking(&request).unwrap().generation;
+        assert_eq!(again.token_ids, plain.token_ids);
+    }
+}
+
+#[test]
 fn nested_schemas_are_enforced() {
     let schema = json!({
         "type": "object",

@@ -55,6 +55,10 @@ pub struct CompositionTrace {
     /// Whether the agent's fallback reply was sent because no written reply passed.
     #[serde(default)]
     pub fallback: bool,
+    /// The last reply the model wrote, when it went out without the sentences that only said
+    /// the customer's words again (the sent reply is what was left).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mended_from: Option<String>,
     /// Whether the reply only said that a request's outcome is being checked (a
     /// consequential call's outcome was lost and it was not sent again): no model wrote it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

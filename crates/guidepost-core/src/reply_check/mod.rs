@@ -248,6 +248,45 @@ fn ends_with_sentences(reply: &str, last: &str) -> bool {
         .any(|start| voice::letters(&reply[start..]) == last)
 }
 
+/// `reply` without the sentences that only say again what the customer just wrote ("Hello! I
+/// need a taxi. Can you give me the pickup address?" after "Hello, I need a taxi."), when
+/// something of the agent's own is left (more than a greeting or an acknowledgement); `None`
+/// when no sentence repeats the customer or nothing would be left. Small models often open
+/// a reply by restating the request in the customer's voice, the rest of the reply being
+/// right: the reply is kept without it, provided it then passes every check
+/// ([`check_reply`]), instead of being asked for again.
+pub fn without_customers_words(reply: &str, context: &ReplyContext<'_>) -> Option<String> {
+    let customer = voice::letters(context.last_customer()?);
+    let ends = |c: char| matches!(c, '.' | '!' | '?' | '。' | '！' | '？' | '；' | ';' | '\n');
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for (i, c) in reply.char_indices() {
+        if ends(c) {
+            sentences.push(&reply[start..i + c.len_utf8()]);
+            start = i + c.len_utf8();
+        }
+    }
+    sentences.push(&reply[start..]);
+    // A sentence of the customer's: its words all in the customer's message, in order, and
+    // more than a greeting or a word or two.
+    let repeats = |sentence: &str| {
+        let own = voice::letters(sentence);
+        let long = own.chars().count() >= 8 || own.chars().filter(|c| voice::is_dense_script(*c)).count() >= 4;
+        long && !voice::is_greeting(&sentence.to_lowercase()) && customer.contains(&own)
+    };
+    let kept: Vec<&str> = sentences.iter().copied().filter(|s| !repeats(s)).collect();
+    if kept.len() == sentences.len() {
+        return None;
+    }
+    let mended = kept.concat().trim().to_string();
+    // What is left must say something: a sentence beyond a greeting and a short reply word.
+    let says_something = kept.iter().any(|s| {
+        let own = voice::letters(s);
+        own.chars().count() >= 8 || own.chars().filter(|c| voice::is_dense_script(*c)).count() >= 4
+    });
+    (says_something && check_reply(&mended, context).is_empty()).then_some(mended)
+}
+
 /// The problems of `reply`, in the order of [`ReplyCheck::ALL`]; empty when it passes.
 pub fn check_reply(reply: &str, context: &ReplyContext<'_>) -> Vec<ReplyProblem> {
     let mut problems = Vec::new();
@@ -434,6 +473,45 @@ mod tests {
             failed_lookups: &[],
         };
         check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+    }
+
+    fn mended(reply: &str, history: &[(String, String)], language: Option<&str>) -> Option<String> {
+        let grounding = Grounding::new();
+        let context = ReplyContext {
+            history,
+            grounding: &grounding,
+            language,
+            checks: &ReplyCheck::ALL,
+            must_ask: &[],
+            failed_lookups: &[],
+        };
+        without_customers_words(reply, &context)
+    }
+
+    #[test]
+    fn a_reply_that_opens_with_the_customers_request_is_kept_without_it() {
+        let h = history(&[("customer", "Hello, I need a taxi.")]);
+        let reply = "Hello! I need a taxi. Can you please provide me with the pickup address?";
+        assert_eq!(kinds(reply, &h, None), [ReplyCheck::CustomerVoice]);
+        assert_eq!(
+            mended(reply, &h, None).as_deref(),
+            Some("Hello! Can you please provide me with the pickup address?")
+        );
+        // In Chinese, and where the repeated sentence is not the first.
+        let zh = history(&[("customer", "你好，我想查一下北京的天气")]);
+        assert_eq!(
+            mended("好的。我想查一下北京的天气。请稍等，我马上为您查询。", &zh, Some("zh")).as_deref(),
+            Some("好的。请稍等，我马上为您查询。")
+        );
+        // Nothing of the agent's own left: no mended reply.
+        assert_eq!(mended("Sure! I need a taxi.", &h, None), None);
+        let where_to =
+            history(&[("agent", "Where should the driver pick you up?"), ("customer", "From 221 Baker Street.")]);
+        assert_eq!(mended("Got it. From 221 Baker Street.", &where_to, None), None);
+        // A reply that repeats no sentence of the customer's is not touched.
+        assert_eq!(mended("Where would you like to go?", &h, None), None);
+        // Left with a problem of its own, the reply is not mended either.
+        assert_eq!(mended(reply, &h, Some("zh")), None, "an English reply from an agent that speaks Chinese");
     }
 
     #[test]

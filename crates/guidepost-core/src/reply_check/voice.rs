@@ -137,7 +137,7 @@ pub(super) fn restated_sentence(reply: &str, last_customer: Option<&str>) -> Opt
 }
 
 /// Whether `prefix` is empty or only a greeting and punctuation ("Hello, ", "你好，").
-fn is_greeting(prefix: &str) -> bool {
+pub(super) fn is_greeting(prefix: &str) -> bool {
     const GREETINGS: &[&str] = &["hi", "hello", "hey", "good morning", "good evening", "你好", "您好", "嗨", "bonjour"];
     let mut rest = prefix.trim_matches(|c: char| !c.is_alphanumeric());
     for g in GREETINGS {

@@ -15,7 +15,9 @@ pub mod field_stream;
 
 use futures::StreamExt;
 use guidepost_core::agent::{CompositionMode, OutputMode};
-use guidepost_core::reply_check::{Grounding, ReplyCheck, ReplyContext, ReplyProblem, check_reply, fallback_reply};
+use guidepost_core::reply_check::{
+    Grounding, ReplyCheck, ReplyContext, ReplyProblem, check_reply, fallback_reply, without_customers_words,
+};
 use guidepost_core::{AgentDefinition, Criticality};
 use guidepost_engine::{GuidelineMatch, MatchKind};
 use guidepost_llm::{ChatModel, ChatRequest, LlmError, OutputFormat, Role, StreamEvent, TaskKind, Usage};
@@ -50,6 +52,9 @@ pub struct Composed {
     /// Whether the text is the agent's fallback reply, sent because no reply the model
     /// wrote passed the reply checks.
     pub fallback: bool,
+    /// The last reply the model wrote, when it goes out without the sentences that only said
+    /// the customer's words again (see [`without_customers_words`]): the text is what was left.
+    pub mended: Option<String>,
     /// Mode used.
     pub mode: CompositionMode,
     /// Model usage.
@@ -151,6 +156,17 @@ impl ComposeInput<'_> {
 
     /// The problems of a reply the model wrote.
     fn check(&self, reply: &str, grounding: &Grounding) -> Vec<ReplyProblem> {
+        self.in_reply_context(grounding, |context| check_reply(reply, context))
+    }
+
+    /// A reply that failed its checks, without the sentences that only repeat the customer,
+    /// when it then passes them (see [`without_customers_words`]).
+    fn mended(&self, reply: &str, grounding: &Grounding) -> Option<String> {
+        self.in_reply_context(grounding, |context| without_customers_words(reply, context))
+    }
+
+    /// `f` with what the checks of a reply hold it to.
+    fn in_reply_context<T>(&self, grounding: &Grounding, f: impl FnOnce(&ReplyContext<'_>) -> T) -> T {
         let (missing, invalid) = self.state.tool_insights.most_pressing();
         let mut must_ask: Vec<String> = missing.iter().chain(&invalid).map(|m| m.display_name.clone()).collect();
         must_ask
@@ -164,7 +180,7 @@ impl ComposeInput<'_> {
             must_ask: &must_ask,
             failed_lookups: &failed_lookups,
         };
-        check_reply(reply, &context)
+        f(&context)
     }
 
     /// The reply that says a request's outcome is being checked, in the language the reply
@@ -474,12 +490,19 @@ pub async fn compose(
             let mut answer = fluid_call(model, &input, &ctx, &choices, None, &mut usage, on_written).await?;
             let mut reply_checks = Vec::new();
             let mut fallback = false;
+            // The reply as the model wrote it, when it goes out without some of its sentences.
+            let mut mended = None;
             // A reply that fails a check (an echo, the customer's voice, a figure from
             // nowhere, the wrong language) is asked for once more with the reason; when the
-            // second fails too, the fallback reply goes out instead, marked as such.
+            // second fails too, the fallback reply goes out instead, marked as such. A reply
+            // whose only fault is a sentence that says the customer's words again goes out
+            // without it, when it then passes (no second call).
             if chosen_template(&answer).is_none() {
                 let problems = input.check(&answer.reply, &grounding);
-                if !problems.is_empty() {
+                if let Some(kept) = (!problems.is_empty()).then(|| input.mended(&answer.reply, &grounding)).flatten() {
+                    reply_checks.push(problems);
+                    mended = Some(std::mem::replace(&mut answer.reply, kept));
+                } else if !problems.is_empty() {
                     ctx["rejected_echo"] = json!(answer.reply.trim());
                     ctx["rejected_why"] =
                         json!(problems.iter().map(ReplyProblem::explanation).collect::<Vec<_>>().join(" Also, "));
@@ -491,11 +514,17 @@ pub async fn compose(
                         .await?;
                     if chosen_template(&answer).is_none() {
                         let problems = input.check(&answer.reply, &grounding);
-                        // Saying again what the agent already said (a question the customer
-                        // left unanswered), or not asking for a missing detail, is poor but not
-                        // unsafe; the rest is.
-                        fallback =
-                            problems.iter().any(|p| !matches!(p.check, ReplyCheck::Repeated | ReplyCheck::Unasked));
+                        if let Some(kept) =
+                            (!problems.is_empty()).then(|| input.mended(&answer.reply, &grounding)).flatten()
+                        {
+                            mended = Some(std::mem::replace(&mut answer.reply, kept));
+                        } else {
+                            // Saying again what the agent already said (a question the customer
+                            // left unanswered), or not asking for a missing detail, is poor but
+                            // not unsafe; the rest is.
+                            fallback =
+                                problems.iter().any(|p| !matches!(p.check, ReplyCheck::Repeated | ReplyCheck::Unasked));
+                        }
                         reply_checks.push(problems);
                     }
                 }
@@ -518,6 +547,7 @@ pub async fn compose(
                 draft: (!answer.draft.is_empty()).then_some(answer.draft),
                 reply_checks,
                 fallback,
+                mended,
                 mode,
                 usage,
                 followed,

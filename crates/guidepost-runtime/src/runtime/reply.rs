@@ -189,6 +189,7 @@ impl AgentRuntime {
             self_check: composed.self_check.clone(),
             reply_checks: composed.reply_checks.clone(),
             fallback: composed.fallback,
+            mended_from: composed.mended.clone(),
             outcome_check: false,
             followed: composed.followed.clone(),
             model_calls: composed.usage.iter().map(|u| u.calls).sum(),

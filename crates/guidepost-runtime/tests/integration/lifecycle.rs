@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use guidepost_core::EventKind;
+use guidepost_core::reply_check::ReplyCheck;
 use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::ScriptedModel;
 use guidepost_runtime::CustomerRef;
@@ -218,6 +219,21 @@ async fn preambles_are_off_by_default_and_tagged_when_enabled() {
 fn reasked(refusal: &'static str, first: &'static str, then: &'static str) -> Arc<ScriptedModel> {
     let reply = move |prompt: &str| if prompt.contains(refusal) { then } else { first }.to_string();
     Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), reply))
+}
+
+#[tokio::test]
+async fn a_reply_that_opens_with_the_customers_request_goes_out_without_it_and_is_not_asked_for_again() {
+    let written = "Hi! I want a refund for my lamp. Could you give me your order number, please?";
+    let model = Arc::new(with_reply(with_matching(ScriptedModel::new(), shop_oracle()), move |_| written.into()));
+    let rt = runtime(inline(SHOP), model.clone(), guidepost_tools::registry::ToolRegistry::new());
+    let outcome = turn(&rt, &MemorySession::new(), &Default::default(), "Hi, I want a refund for my lamp.").await;
+    assert_eq!(outcome.messages, ["Hi! Could you give me your order number, please?"]);
+    assert_eq!(model.requests_for(&TaskKind::Generation).len(), 1, "no second call");
+    let composition = &outcome.trace.composition;
+    assert_eq!(composition.mended_from.as_deref(), Some(written));
+    assert!(!composition.fallback);
+    let refused: Vec<ReplyCheck> = composition.reply_checks.iter().flatten().map(|p| p.check).collect();
+    assert_eq!(refused, [ReplyCheck::CustomerVoice], "the trace keeps what the checks found");
 }
 
 #[tokio::test]

@@ -248,13 +248,15 @@ fn ends_with_sentences(reply: &str, last: &str) -> bool {
         .any(|start| voice::letters(&reply[start..]) == last)
 }
 
-/// `reply` without the sentences that only say again what the customer just wrote ("Hello! I
-/// need a taxi. Can you give me the pickup address?" after "Hello, I need a taxi."), when
-/// something of the agent's own is left (more than a greeting or an acknowledgement); `None`
-/// when no sentence repeats the customer or nothing would be left. Small models often open
-/// a reply by restating the request in the customer's voice, the rest of the reply being
-/// right: the reply is kept without it, provided it then passes every check
-/// ([`check_reply`]), instead of being asked for again.
+/// `reply` without the sentences at its opening that only say again what the customer just
+/// wrote ("Hello! I need a taxi. Can you give me the pickup address?" after "Hello, I need a
+/// taxi."), when something of the agent's own follows them (more than a greeting or an
+/// acknowledgement); `None` when no opening sentence repeats the customer, when one comes
+/// after words of the agent's own (a reply that ends with the customer's question has not
+/// answered it), or when nothing would be left. Small models often open a reply by restating
+/// the request in the customer's voice, the rest of the reply being right: the reply is kept
+/// without it, provided it then passes every check ([`check_reply`]), instead of being asked
+/// for again.
 pub fn without_customers_words(reply: &str, context: &ReplyContext<'_>) -> Option<String> {
     let customer = voice::letters(context.last_customer()?);
     let ends = |c: char| matches!(c, '.' | '!' | '?' | '。' | '！' | '？' | '；' | ';' | '\n');
@@ -267,24 +269,32 @@ pub fn without_customers_words(reply: &str, context: &ReplyContext<'_>) -> Optio
         }
     }
     sentences.push(&reply[start..]);
-    // A sentence of the customer's: its words all in the customer's message, in order, and
-    // more than a greeting or a word or two.
-    let repeats = |sentence: &str| {
+    // More than a greeting or a word or two ("OK.", "好的。").
+    let says = |sentence: &str| {
         let own = voice::letters(sentence);
-        let long = own.chars().count() >= 8 || own.chars().filter(|c| voice::is_dense_script(*c)).count() >= 4;
-        long && !voice::is_greeting(&sentence.to_lowercase()) && customer.contains(&own)
+        own.chars().count() >= 8 || own.chars().filter(|c| voice::is_dense_script(*c)).count() >= 4
     };
-    let kept: Vec<&str> = sentences.iter().copied().filter(|s| !repeats(s)).collect();
-    if kept.len() == sentences.len() {
-        return None;
+    // A sentence of the customer's: its words all in the customer's message, in order.
+    let repeats = |sentence: &str| {
+        says(sentence) && !voice::is_greeting(&sentence.to_lowercase()) && customer.contains(&voice::letters(sentence))
+    };
+    // Only the opening restates: a reply that says the customer's words after words of its
+    // own (a question repeated at its end) has not answered it, and is not mended.
+    let mut kept = Vec::new();
+    let (mut removed, mut own) = (false, false);
+    for sentence in sentences {
+        if repeats(sentence) {
+            if own {
+                return None;
+            }
+            removed = true;
+        } else {
+            own |= says(sentence) && !voice::is_greeting(&sentence.to_lowercase());
+            kept.push(sentence);
+        }
     }
     let mended = kept.concat().trim().to_string();
-    // What is left must say something: a sentence beyond a greeting and a short reply word.
-    let says_something = kept.iter().any(|s| {
-        let own = voice::letters(s);
-        own.chars().count() >= 8 || own.chars().filter(|c| voice::is_dense_script(*c)).count() >= 4
-    });
-    (says_something && check_reply(&mended, context).is_empty()).then_some(mended)
+    (removed && own && check_reply(&mended, context).is_empty()).then_some(mended)
 }
 
 /// The problems of `reply`, in the order of [`ReplyCheck::ALL`]; empty when it passes.
@@ -508,6 +518,14 @@ mod tests {
         let where_to =
             history(&[("agent", "Where should the driver pick you up?"), ("customer", "From 221 Baker Street.")]);
         assert_eq!(mended("Got it. From 221 Baker Street.", &where_to, None), None);
+        let morning = history(&[("customer", "Good morning, I need a taxi.")]);
+        assert_eq!(
+            mended("Good morning! I need a taxi. Where should the driver pick you up?", &morning, None).as_deref(),
+            Some("Good morning! Where should the driver pick you up?")
+        );
+        // The customer's question repeated after words of its own: not answered, not mended.
+        let fund = history(&[("customer", "Which fund should I put that money in?")]);
+        assert_eq!(mended("Your balance is 15000 USD. Which fund should I put that money in?", &fund, None), None);
         // A reply that repeats no sentence of the customer's is not touched.
         assert_eq!(mended("Where would you like to go?", &h, None), None);
         // Left with a problem of its own, the reply is not mended either.

@@ -472,7 +472,12 @@ mod tests {
         pairs.iter().map(|(s, t)| (s.to_string(), t.to_string())).collect()
     }
 
-    fn kinds(reply: &str, history: &[(String, String)], language: Option<&str>) -> Vec<ReplyCheck> {
+    /// `f` with every check on, no grounding, nothing to ask.
+    fn in_context<T>(
+        history: &[(String, String)],
+        language: Option<&str>,
+        f: impl FnOnce(&ReplyContext<'_>) -> T,
+    ) -> T {
         let grounding = Grounding::new();
         let context = ReplyContext {
             history,
@@ -482,20 +487,15 @@ mod tests {
             must_ask: &[],
             failed_lookups: &[],
         };
-        check_reply(reply, &context).into_iter().map(|p| p.check).collect()
+        f(&context)
+    }
+
+    fn kinds(reply: &str, history: &[(String, String)], language: Option<&str>) -> Vec<ReplyCheck> {
+        in_context(history, language, |context| check_reply(reply, context).into_iter().map(|p| p.check).collect())
     }
 
     fn mended(reply: &str, history: &[(String, String)], language: Option<&str>) -> Option<String> {
-        let grounding = Grounding::new();
-        let context = ReplyContext {
-            history,
-            grounding: &grounding,
-            language,
-            checks: &ReplyCheck::ALL,
-            must_ask: &[],
-            failed_lookups: &[],
-        };
-        without_customers_words(reply, &context)
+        in_context(history, language, |context| without_customers_words(reply, context))
     }
 
     #[test]

@@ -56,9 +56,17 @@ fn describe(outcome: &TurnOutcome, runtime: &AgentRuntime, elapsed: std::time::D
         lines.push(format!("missing for {}: {}", missing.tool.name, missing.parameter));
     }
     let composition = &outcome.trace.composition;
+    let last = composition.reply_checks.len().saturating_sub(1);
     for (attempt, problems) in composition.reply_checks.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
         let found: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        lines.push(format!("reply {} refused: {}", attempt + 1, found.join("; ")));
+        match &composition.mended_from {
+            Some(written) if attempt == last => lines.push(format!(
+                "reply {} sent without its opening, which repeated the customer ({}); the model wrote: {written}",
+                attempt + 1,
+                found.join("; ")
+            )),
+            _ => lines.push(format!("reply {} refused: {}", attempt + 1, found.join("; "))),
+        }
     }
     if composition.fallback {
         lines.push("fallback reply sent: no reply the model wrote passed the checks".to_string());

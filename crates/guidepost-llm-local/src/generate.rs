@@ -174,8 +174,8 @@ impl Generator {
         };
         let (mut drafted, mut accepted) = (ahead.len(), 0usize);
         // How many tokens the next draft may hold: doubled after a draft taken whole, cut to
-        // one more than was taken after one that was not (a pass with a long draft the
-        // answer leaves costs about a third more than a pass without).
+        // one more than was taken after one that was not (every drafted token adds a row to
+        // the pass through the blocks, taken or not).
         let mut draft_len = params.draft_tokens;
         // Of `ahead`, how many tokens the last draft put there.
         let mut last_draft = 0usize;

@@ -88,15 +88,12 @@ impl<'a> Pass<'a> {
             let Some(graph) = self.agent.journey(journey) else { continue };
             let passed = &path.states()[..path.states().len().saturating_sub(1)];
             let before = input.answers_in.get(journey).into_iter().flatten();
-            let kept: Vec<String> = before
-                .chain(state.answered_ahead.get(journey).into_iter().flatten())
-                .filter(|edge| graph.source_of(edge).is_some_and(|from| !passed.contains(&from.id)))
-                .fold(Vec::new(), |mut kept, edge| {
-                    if !kept.contains(edge) {
-                        kept.push(edge.clone());
-                    }
-                    kept
-                });
+            let mut kept: Vec<String> = Vec::new();
+            for edge in before.chain(state.answered_ahead.get(journey).into_iter().flatten()) {
+                if !kept.contains(edge) && graph.source_of(edge).is_some_and(|from| !passed.contains(&from.id)) {
+                    kept.push(edge.clone());
+                }
+            }
             if !kept.is_empty() {
                 answers.insert(journey.clone(), kept);
             }
@@ -171,7 +168,7 @@ impl<'a> Pass<'a> {
                 }
             }
             for journey in &activated {
-                match self.plan_journey(journey, &JourneyPath::start(), true, tools_ran, true) {
+                match self.plan_journey(journey, &JourneyPath::start(), true, tools_ran, true, &[]) {
                     Ok(d) => {
                         state.decisions.insert(journey.clone(), d);
                     }

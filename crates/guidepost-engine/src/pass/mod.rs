@@ -215,7 +215,9 @@ impl<'a> Pass<'a> {
         self.fold(tasks.into_iter().zip(results).collect(), wave, state, paths);
     }
 
-    /// Plans node selection for `journey` at `path`: a fast-path decision, or a model task.
+    /// Plans node selection for `journey` at `path`: a fast-path decision, or a model task
+    /// (which goes on without asking through the transitions in `answered`, answered in an
+    /// earlier message).
     fn plan_journey(
         &self,
         journey: &str,
@@ -223,6 +225,7 @@ impl<'a> Pass<'a> {
         starting: bool,
         tools_ran: &[ToolId],
         entered_this_turn: bool,
+        answered: &[String],
     ) -> Result<Decision, Task<'a>> {
         let Some(graph) = self.agent.journey(journey) else {
             return Ok(Decision {
@@ -250,7 +253,7 @@ impl<'a> Pass<'a> {
                 path: path.clone(),
                 starting,
                 full: false,
-                answered: Vec::new(),
+                answered: answered.to_vec(),
             }),
         }
     }
@@ -345,16 +348,12 @@ impl<'a> Pass<'a> {
                 continue;
             }
             let entered = ctx.previous_state.journey_paths.get(journey) != Some(path);
-            match self.plan_journey(journey, path, false, &tools_ran, entered) {
+            let answered = input.answers_in.get(journey).map_or(&[][..], Vec::as_slice);
+            match self.plan_journey(journey, path, false, &tools_ran, entered, answered) {
                 Ok(decision) => {
                     state.decisions.insert(journey.clone(), decision);
                 }
-                Err(mut task) => {
-                    if let Task::Journey { answered, .. } = &mut task {
-                        answered.clone_from(input.answers_in.get(journey).unwrap_or(&Vec::new()));
-                    }
-                    selections.push(task)
-                }
+                Err(task) => selections.push(task),
             }
         }
         // The starting journeys' first moves, planned once: the step checks read them, and
@@ -362,7 +361,7 @@ impl<'a> Pass<'a> {
         let start_plans: Vec<(&String, Result<Decision, Task<'a>>)> =
             if input.evaluate_only.is_none() || ready.is_some() {
                 let start = JourneyPath::start();
-                starting.iter().map(|j| (j, self.plan_journey(j, &start, true, &tools_ran, true))).collect()
+                starting.iter().map(|j| (j, self.plan_journey(j, &start, true, &tools_ran, true, &[]))).collect()
             } else {
                 Vec::new()
             };
@@ -454,7 +453,7 @@ impl<'a> Pass<'a> {
             }
             if let Some(decision) = state.speculative.remove(journey) {
                 state.decisions.insert(journey.clone(), decision);
-            } else if let Err(task) = self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true) {
+            } else if let Err(task) = self.plan_journey(journey, &JourneyPath::start(), true, &tools_ran, true, &[]) {
                 second.push(task);
             }
         }
@@ -532,7 +531,7 @@ impl<'a> Pass<'a> {
                 if known.as_ref().is_some_and(|held| !held.contains(&journey)) {
                     continue;
                 }
-                match self.plan_journey(&journey, &JourneyPath::start(), true, tools_ran, true) {
+                match self.plan_journey(&journey, &JourneyPath::start(), true, tools_ran, true, &[]) {
                     Ok(decision) => fast.push((journey.clone(), decision)),
                     Err(task) if self.config.speculative_journey_selection || known.is_some() => {
                         planned.push((journey.clone(), task));

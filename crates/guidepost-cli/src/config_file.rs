@@ -28,6 +28,8 @@
 //!                                 # the two answers together
 //!   compare_exits: false          # where several conditional ways lead on from a journey
 //!                                 # step, ask which one holds, or none, in one comparison
+//!   second_look: true             # where the questions about a journey step's exits were
+//!                                 # unsure or contested, compare the exits before moving
 //!   tasks:                        # per-task overrides of the settings above
 //!     matching: { verdicts: direct }
 //!     journey_selection: { verdicts: single }   # walk transitions one question at a time
@@ -66,6 +68,7 @@ struct Engine {
     verdict_threshold: Option<f32>,
     ask_both_ways: Option<bool>,
     compare_exits: Option<bool>,
+    second_look: Option<bool>,
     #[serde(default)]
     tasks: Tasks,
 }
@@ -202,6 +205,9 @@ pub fn runtime_config_from(
     }
     if let Some(compare) = engine.compare_exits {
         m.compare_exits = compare;
+    }
+    if let Some(second) = engine.second_look {
+        m.second_look = second;
     }
     if let Some(task) = &engine.tasks.matching {
         if let Some(v) = task.verdicts {

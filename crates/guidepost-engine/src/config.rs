@@ -129,6 +129,10 @@ pub struct MatcherConfig {
     /// ([`crate::batches::single::choose`], both orders), instead of a yes-or-no question per
     /// way (see [`crate::JourneySelector::compare_exits`]).
     pub compare_exits: bool,
+    /// Where the yes-or-no questions about a question step's exits leave the way on unsure
+    /// or contested, compare the exits side by side before moving (see
+    /// [`crate::JourneySelector::second_look`]).
+    pub second_look: bool,
 }
 
 impl Default for MatcherConfig {
@@ -149,6 +153,7 @@ impl Default for MatcherConfig {
             journey_verdict_threshold: None,
             ask_both_ways: false,
             compare_exits: false,
+            second_look: true,
         }
     }
 }

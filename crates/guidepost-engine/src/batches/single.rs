@@ -143,7 +143,8 @@ pub const MAX_CHOICES: usize = 9;
 /// Asks which one of `statements` is true, once in their order and once in reverse, and
 /// returns how likely each is, averaged over the two askings. With `last_stays`, the last
 /// statement (a "none of the above") stays last in both. A small model favours a
-/// position in a list; asked both ways, that preference cancels out. A model that reports
+/// position in a list; asked both ways, that preference cancels out (one statement with a
+/// last "none of these" is asked once: both orders are the same). A model that reports
 /// no odds counts its pick as certain. Two statements at least and [`MAX_CHOICES`] at most.
 ///
 /// Asked one at a time, a statement a small model reads as about the customer can be
@@ -172,7 +173,9 @@ pub async fn choose(
     let schema = serde_json::json!({"type": "string", "enum": labels});
     let reversed: Vec<usize> =
         if last_stays { (0..n - 1).rev().chain(std::iter::once(n - 1)).collect() } else { (0..n).rev().collect() };
-    let orders: [Vec<usize>; 2] = [(0..n).collect(), reversed];
+    let natural: Vec<usize> = (0..n).collect();
+    // One statement and "none of these" read the same both ways: asked once.
+    let orders: Vec<Vec<usize>> = if reversed == natural { vec![natural] } else { vec![natural, reversed] };
     for order in &orders {
         let asked: Vec<&str> = order.iter().map(|&i| statements[i]).collect();
         let prompt = render_choice(&asked, conversation);

@@ -4,6 +4,12 @@
 //! checks already found to hold, else one asked now that holds, else the unconditional exit,
 //! else the one the model names when asked which holds (see
 //! [`JourneySelector::leave_forks`](crate::journeys::selection::JourneySelector)).
+//!
+//! The same wave takes a second look where such a move landed on a question and the checks
+//! on its exits were unsure (none held, one was likelier than not) or contested (more than one
+//! was): the exits are compared side by side, with "none of these", and the move goes on along
+//! the one chosen. "那北京呢？" after a weather report is a message the unconditional move to
+//! "ask whether to go on" did not read; its check put "asks about a city" at 0.61.
 
 use std::collections::HashMap;
 
@@ -28,6 +34,11 @@ pub(crate) struct ForkTask {
     change: PathChange,
     /// Verdicts on transitions the pass already asked, by transition id.
     known: HashMap<String, ExitVerdict>,
+    /// The move landed on a question whose checks were unsure or contested: a second look
+    /// decides whether it goes on (see [`JourneySelector::look_again`]).
+    ///
+    /// [`JourneySelector::look_again`]: crate::journeys::selection::JourneySelector
+    look_again: bool,
 }
 
 impl<'a> Pass<'a> {
@@ -44,7 +55,8 @@ impl<'a> Pass<'a> {
                 .as_ref()
                 .and_then(|p| graph.node(p.current()))
                 .is_some_and(|n| n.kind == NodeKind::Fork);
-            if !moved || !on_fork {
+            let look_again = state.look_again.contains(journey);
+            if !moved || !(on_fork || look_again) {
                 continue;
             }
             let mut known = HashMap::new();
@@ -68,6 +80,7 @@ impl<'a> Pass<'a> {
                 starting: decision.path_before.is_none(),
                 change: decision.change.clone(),
                 known,
+                look_again,
             })));
         }
         tasks
@@ -92,9 +105,11 @@ impl<'a> Pass<'a> {
         };
         let Some(graph) = self.agent.journey(&task.journey) else { return selection };
         let known = |edge: &JourneyEdge| task.known.get(&edge.id).copied();
-        self.selector()
-            .leave_forks(self.journey_model, (graph, &task.from, task.starting), conversation, selection, &known)
-            .await
+        let at = (graph, &task.from, task.starting);
+        if task.look_again {
+            return self.selector().look_again(self.journey_model, at, conversation, selection, &known).await;
+        }
+        self.selector().leave_forks(self.journey_model, at, conversation, selection, &known).await
     }
 
     /// Folds the outcome of a fork task into its journey's decision.

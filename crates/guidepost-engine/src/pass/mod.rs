@@ -139,6 +139,9 @@ struct State<'a> {
     /// Per journey, transitions beyond where its move rests that the latest message already
     /// satisfied (see [`answered`]).
     answered_ahead: BTreeMap<String, Vec<String>>,
+    /// Journeys whose move was decided without reading the latest message and landed on a
+    /// question its checks left unsure or contested: a second look decides (see [`forks`]).
+    look_again: BTreeSet<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -149,6 +152,7 @@ impl<'a> Pass<'a> {
             verdict_threshold: self.config.journey_verdict_threshold.or(self.config.verdict_threshold),
             both_ways: self.config.ask_both_ways,
             compare_exits: self.config.compare_exits,
+            second_look: self.config.second_look,
         }
     }
 
@@ -303,6 +307,7 @@ impl<'a> Pass<'a> {
             correctable: BTreeSet::new(),
             tools_ran: tools_ran.clone(),
             answered_ahead: BTreeMap::new(),
+            look_again: BTreeSet::new(),
         };
 
         // Candidates, by category.

@@ -179,11 +179,13 @@ async fn a_journey_waiting_at_a_tool_step_reads_a_changed_request() {
 #[tokio::test]
 async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so() {
     // At the address question, the model leans towards "an address was given" (0.62) but not
-    // up to its 0.7: the journey stays, and the record says it stayed and why.
+    // up to its 0.7: the journey stays, and the record says it stayed and why. (A single
+    // exit gets no second look: there is nothing to compare it with.)
     fn p(statement: &str, _: &str) -> f32 {
         if statement == "The customer gave an address" { 0.62 } else { 0.1 }
     }
-    let matcher = matcher(inline(SHOP), small_model(p, |_| true));
+    let model = small_model(p, |_| true);
+    let matcher = matcher(inline(SHOP), model.clone());
     let o =
         matcher.match_turn(&at(&["initial", "item", "fee", "address"]).customer("Near the station.")).await.unwrap();
     assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("address"));
@@ -195,6 +197,7 @@ async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so
         "{}",
         record.rationale
     );
+    assert!(model.requests().iter().all(|r| !schema_is("Choice")(r)), "no comparison was asked");
 }
 
 #[tokio::test]
@@ -282,6 +285,116 @@ async fn exits_compared_side_by_side_take_the_one_the_message_gives_or_none() {
     let o = matcher.match_turn(&weather_at_report().customer("What a lovely day.")).await.unwrap();
     assert_eq!(last(&o).as_deref(), Some("report"), "none holds: the journey waits at its question");
     assert!(o.record.journey("weather").unwrap().rationale.contains("none holds"));
+}
+
+#[tokio::test]
+async fn exits_the_questions_left_unsure_or_contested_get_a_second_look() {
+    // One question per exit (the default): "And in Lyon?" is put at 0.6 of asking about a
+    // city, short of 0.7; "No more, thanks." is found both to ask about a city and to want no
+    // more lookups. Set side by side, the model names what the message says. "What a lovely
+    // day." is denied both ways with no doubt: no second look, the journey waits.
+    fn p(statement: &str, message: &str) -> f32 {
+        match (message, statement) {
+            ("And in Lyon?", "The customer asks about a city") => 0.6,
+            ("No more, thanks.", _) => 0.75,
+            _ => 0.1,
+        }
+    }
+    let model = || {
+        Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
+            let listed = choices_of(user(req)).expect("a numbered list");
+            let wanted = match last_customer(req).as_str() {
+                "No more, thanks." => "The customer wants no more lookups",
+                "And in Lyon?" => "The customer asks about a city",
+                _ => "None of the statements above is true",
+            };
+            Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
+        }))
+    };
+    let last = |o: &guidepost_engine::MatchingOutcome| path_of(o, "weather").and_then(|p| p.last().cloned());
+    let scripted = model();
+    let matcher = matcher_with(inline(LOOKUP), scripted.clone(), None, MatcherConfig::default());
+    let o = matcher.match_turn(&weather_at_report().customer("And in Lyon?")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("lookup"));
+    let rationale = &o.record.journey("weather").unwrap().rationale;
+    assert!(rationale.contains("unsure: a second look; compared: The customer asks about a city"), "{rationale}");
+    let choices = |m: &ScriptedModel| m.requests().iter().filter(|r| schema_is("Choice")(r)).count();
+    assert_eq!(choices(&scripted), 2, "two exits and none of these: asked in both orders");
+    let o = matcher.match_turn(&weather_at_report().customer("No more, thanks.")).await.unwrap();
+    assert_eq!(last(&o), None, "the journey ended");
+    assert!(o.record.journey("weather").unwrap().rationale.contains("contested: a second look"));
+    let before = choices(&scripted);
+    let o = matcher.match_turn(&weather_at_report().customer("What a lovely day.")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("report"), "the journey waits at its question");
+    assert_eq!(choices(&scripted), before, "no second look where the answers were sure");
+    // Without it, the unsure answer leaves the journey where it was.
+    let off = MatcherConfig { second_look: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(LOOKUP), model(), None, off);
+    let o = matcher.match_turn(&weather_at_report().customer("And in Lyon?")).await.unwrap();
+    assert_eq!(last(&o).as_deref(), Some("report"));
+}
+
+const REPORT_THEN_ASK: &str = r#"
+agent: { name: Sky }
+journeys:
+  - id: weather
+    title: Weather
+    conditions: [The customer wants to know the weather]
+    start: lookup
+    states:
+      - { id: lookup, tool: get_weather, next: report }
+      - { id: report, chat: Tell the weather, next: more }
+      - id: more
+        chat: Ask whether to look up another city
+        next:
+          - { to: lookup, when: The customer asks about a city }
+          - { to: end, when: The customer wants no more lookups }
+tools:
+  - name: get_weather
+    description: Looks up the weather
+    parameters: { city: { type: string } }
+"#;
+
+#[tokio::test]
+async fn a_move_made_without_reading_the_message_gets_a_second_look_where_its_checks_were_unsure() {
+    // The report was told and rested on; the unconditional move on to "more" does not read
+    // "And in Lyon?", whose check puts "asks about a city" at 0.6: compared side by side, it
+    // holds, and the move goes on to the lookup in the same pass.
+    fn p(statement: &str, message: &str) -> f32 {
+        match (message, statement) {
+            ("And in Lyon?", "The customer asks about a city") => 0.6,
+            _ => 0.1,
+        }
+    }
+    let model = Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
+        let listed = choices_of(user(req)).expect("a numbered list");
+        let wanted = match last_customer(req).as_str() {
+            "And in Lyon?" => "The customer asks about a city",
+            _ => "None of the statements above is true",
+        };
+        Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
+    }));
+    let at_report = || {
+        let mut session = Session::new();
+        let path = JourneyPath::from_states(states(&["initial", "lookup", "report"])).unwrap();
+        session.state.journey_paths.insert("weather".into(), path);
+        session
+    };
+    let matcher = matcher_with(inline(REPORT_THEN_ASK), model.clone(), None, MatcherConfig::default());
+    let o = matcher.match_turn(&at_report().customer("And in Lyon?")).await.unwrap();
+    assert_eq!(path_of(&o, "weather").and_then(|p| p.last().cloned()).as_deref(), Some("lookup"));
+    let rationale = &o.record.journey("weather").unwrap().rationale;
+    assert!(rationale.contains("at `more`, unsure: a second look; compared:"), "{rationale}");
+    // A message the checks are sure of moves nothing and asks nothing more.
+    let choices = model.requests().iter().filter(|r| schema_is("Choice")(r)).count();
+    let o = matcher.match_turn(&at_report().customer("Nice.")).await.unwrap();
+    assert_eq!(path_of(&o, "weather").and_then(|p| p.last().cloned()).as_deref(), Some("more"));
+    assert_eq!(model.requests().iter().filter(|r| schema_is("Choice")(r)).count(), choices);
+    // Without the second look, the unsure check leaves the journey at the question.
+    let off = MatcherConfig { second_look: false, ..MatcherConfig::default() };
+    let matcher = matcher_with(inline(REPORT_THEN_ASK), model, None, off);
+    let o = matcher.match_turn(&at_report().customer("And in Lyon?")).await.unwrap();
+    assert_eq!(path_of(&o, "weather").and_then(|p| p.last().cloned()).as_deref(), Some("more"));
 }
 
 const PLAN: &str = r#"

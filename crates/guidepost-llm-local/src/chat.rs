@@ -19,7 +19,7 @@ use crate::decoder::Decoder;
 use crate::error::LocalError;
 use crate::generate::{DecodeParams, FinishReason, Generation, Generator};
 use crate::gguf::{self, GgufSource, Metadata};
-use crate::options::{LocalOptions, configure_threads};
+use crate::options::{LocalOptions, configure_kernels, configure_threads};
 use crate::requant::RequantReport;
 use crate::spec::ChatModelSpec;
 use crate::tokenizer::GgufTokenizer;
@@ -120,6 +120,8 @@ impl LocalChatModel {
         if let Some(threads) = options.threads {
             configure_threads(threads);
         }
+        let kernels = configure_kernels(options.amx);
+        tracing::debug!(kernels, "local model kernels");
         let start = Instant::now();
         let (content, reader) = gguf::open(source)?;
         let md = Metadata(&content);

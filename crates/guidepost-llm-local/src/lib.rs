@@ -134,7 +134,7 @@ pub use fetch::{FetchReport, ModelKind, QWEN_PARTS, fetch_models, minilm_dir, sh
 pub use generate::{Decision, FinishReason, Generation};
 pub use gguf::GgufSource;
 pub use multifile::{MultiFile, sort_by_part_number};
-pub use options::{LocalOptions, configure_threads, default_models_dir};
+pub use options::{LocalOptions, configure_kernels, configure_threads, default_models_dir};
 pub use provider::LocalProviderFactory;
 pub use requant::RequantReport;
 pub use spec::{ChatModelSpec, DEFAULT_CHAT_SPEC, DEFAULT_EMBEDDER_SPEC, EmbedderSpec, QWEN_VERDICT_THRESHOLD};

@@ -155,6 +155,16 @@ pub enum JourneyDecision {
     Deactivated,
 }
 
+impl JourneyDecision {
+    /// The nodes a start or a move entered, in order; `None` for any other decision.
+    pub fn steps(&self) -> Option<&[String]> {
+        match self {
+            Self::Started { steps } | Self::Advanced { steps } => Some(steps),
+            _ => None,
+        }
+    }
+}
+
 /// Which deterministic rule decided without a model call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -461,10 +461,7 @@ impl JourneySelector {
         mut selection: ModelSelection,
         known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
     ) -> ModelSelection {
-        let mut steps = match &selection.change.decision {
-            JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
-            _ => return selection,
-        };
+        let Some(mut steps) = selection.change.decision.steps().map(<[String]>::to_vec) else { return selection };
         let on_fork = |steps: &[String]| steps.last().and_then(|s| graph.node(s)).filter(|n| n.kind == NodeKind::Fork);
         if on_fork(&steps).is_none() {
             return selection;
@@ -498,15 +495,7 @@ impl JourneySelector {
         } else {
             advance(graph, path, &steps, starting, self.max_steps.max(steps.len()))
         };
-        if let Some(u) = asked.usage {
-            Usage::sum_into(&mut selection.usage, &u);
-        }
-        selection.estimated_tokens += asked.estimated_tokens;
-        if !asked.notes.is_empty() {
-            let before = std::mem::take(&mut selection.rationale);
-            let notes = asked.notes.join("; ");
-            selection.rationale = if before.is_empty() { notes } else { format!("{before}; {notes}") };
-        }
+        asked.add_to(&mut selection);
         selection
     }
 
@@ -624,10 +613,7 @@ impl JourneySelector {
         mut selection: ModelSelection,
         known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
     ) -> ModelSelection {
-        let mut steps = match &selection.change.decision {
-            JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } => steps.clone(),
-            _ => return selection,
-        };
+        let Some(mut steps) = selection.change.decision.steps().map(<[String]>::to_vec) else { return selection };
         let Some(node) = steps.last().and_then(|s| graph.node(s)) else { return selection };
         let exits: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
         let Some(verdicts) = exits.iter().map(|e| known(e)).collect::<Option<Vec<_>>>() else { return selection };
@@ -642,13 +628,7 @@ impl JourneySelector {
             Ok(_) => {}
             Err(error) => selection.error = Some(error),
         }
-        if let Some(u) = asked.usage {
-            Usage::sum_into(&mut selection.usage, &u);
-        }
-        selection.estimated_tokens += asked.estimated_tokens;
-        let notes = asked.notes.join("; ");
-        selection.rationale =
-            if selection.rationale.is_empty() { notes } else { format!("{}; {notes}", selection.rationale) };
+        asked.add_to(&mut selection);
         if selection.error.is_some() {
             return selection;
         }
@@ -722,6 +702,21 @@ struct Asking {
     usage: Option<Usage>,
     estimated_tokens: usize,
     notes: Vec<String>,
+}
+
+impl Asking {
+    /// Adds the questions' cost to `selection`, and their notes after its rationale.
+    fn add_to(self, selection: &mut ModelSelection) {
+        if let Some(u) = self.usage {
+            Usage::sum_into(&mut selection.usage, &u);
+        }
+        selection.estimated_tokens += self.estimated_tokens;
+        if !self.notes.is_empty() {
+            let before = std::mem::take(&mut selection.rationale);
+            let notes = self.notes.join("; ");
+            selection.rationale = if before.is_empty() { notes } else { format!("{before}; {notes}") };
+        }
+    }
 }
 
 /// The threshold of a question that only decides whether a fuller decision is made (the

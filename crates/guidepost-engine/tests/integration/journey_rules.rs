@@ -243,12 +243,11 @@ fn weather_at_report() -> Session {
     session
 }
 
-/// Asked one exit at a time, this model affirms "asks about a city" for any message and
-/// denies "wants no more lookups"; set side by side it names what the message says.
-fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
-    fn p(statement: &str, _: &str) -> f32 {
-        if statement == "The customer asks about a city" { 0.8 } else { 0.2 }
-    }
+/// A model whose yes-or-no answers on the weather exits give p(yes) = `p(statement, the
+/// customer's latest message)`, and which, set the exits side by side, names what the message
+/// says: "No more, thanks." wants no more lookups, "And in Lyon?" asks about a city, anything
+/// else none of these.
+fn names_what_the_message_says(p: fn(&str, &str) -> f32) -> Arc<ScriptedModel> {
     Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
         let listed = choices_of(user(req)).expect("a numbered list");
         let wanted = match last_customer(req).as_str() {
@@ -258,6 +257,15 @@ fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
         };
         Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
     }))
+}
+
+/// Asked one exit at a time, this model affirms "asks about a city" for any message and
+/// denies "wants no more lookups"; set side by side it names what the message says.
+fn one_at_a_time_wrong() -> Arc<ScriptedModel> {
+    fn p(statement: &str, _: &str) -> f32 {
+        if statement == "The customer asks about a city" { 0.8 } else { 0.2 }
+    }
+    names_what_the_message_says(p)
 }
 
 #[tokio::test]
@@ -300,17 +308,7 @@ async fn exits_the_questions_left_unsure_or_contested_get_a_second_look() {
             _ => 0.1,
         }
     }
-    let model = || {
-        Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
-            let listed = choices_of(user(req)).expect("a numbered list");
-            let wanted = match last_customer(req).as_str() {
-                "No more, thanks." => "The customer wants no more lookups",
-                "And in Lyon?" => "The customer asks about a city",
-                _ => "None of the statements above is true",
-            };
-            Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
-        }))
-    };
+    let model = || names_what_the_message_says(p);
     let last = |o: &guidepost_engine::MatchingOutcome| path_of(o, "weather").and_then(|p| p.last().cloned());
     let scripted = model();
     let matcher = matcher_with(inline(LOOKUP), scripted.clone(), None, MatcherConfig::default());
@@ -334,26 +332,13 @@ async fn exits_the_questions_left_unsure_or_contested_get_a_second_look() {
     assert_eq!(last(&o).as_deref(), Some("report"));
 }
 
-const REPORT_THEN_ASK: &str = r#"
-agent: { name: Sky }
-journeys:
-  - id: weather
-    title: Weather
-    conditions: [The customer wants to know the weather]
-    start: lookup
-    states:
-      - { id: lookup, tool: get_weather, next: report }
-      - { id: report, chat: Tell the weather, next: more }
-      - id: more
-        chat: Ask whether to look up another city
-        next:
-          - { to: lookup, when: The customer asks about a city }
-          - { to: end, when: The customer wants no more lookups }
-tools:
-  - name: get_weather
-    description: Looks up the weather
-    parameters: { city: { type: string } }
-"#;
+/// [`LOOKUP`] with the report told in a step of its own and the question asked after it.
+fn report_then_ask() -> guidepost_core::AgentDefinition {
+    let question = "      - id: report\n        chat: Tell the weather and ask whether to look up another city\n";
+    let told_then_asked = "      - { id: report, chat: Tell the weather, next: more }\n      - id: more\n        chat: Ask whether to look up another city\n";
+    assert!(LOOKUP.contains(question));
+    inline(&LOOKUP.replace(question, told_then_asked))
+}
 
 #[tokio::test]
 async fn a_move_made_without_reading_the_message_gets_a_second_look_where_its_checks_were_unsure() {
@@ -366,21 +351,14 @@ async fn a_move_made_without_reading_the_message_gets_a_second_look_where_its_ch
             _ => 0.1,
         }
     }
-    let model = Arc::new(verdicts_by(p).when(schema_is("Choice")).reply_with(move |req| {
-        let listed = choices_of(user(req)).expect("a numbered list");
-        let wanted = match last_customer(req).as_str() {
-            "And in Lyon?" => "The customer asks about a city",
-            _ => "None of the statements above is true",
-        };
-        Ok(json!((listed.iter().position(|s| *s == wanted).expect("offered") + 1).to_string()))
-    }));
+    let model = names_what_the_message_says(p);
     let at_report = || {
         let mut session = Session::new();
         let path = JourneyPath::from_states(states(&["initial", "lookup", "report"])).unwrap();
         session.state.journey_paths.insert("weather".into(), path);
         session
     };
-    let matcher = matcher_with(inline(REPORT_THEN_ASK), model.clone(), None, MatcherConfig::default());
+    let matcher = matcher_with(report_then_ask(), model.clone(), None, MatcherConfig::default());
     let o = matcher.match_turn(&at_report().customer("And in Lyon?")).await.unwrap();
     assert_eq!(path_of(&o, "weather").and_then(|p| p.last().cloned()).as_deref(), Some("lookup"));
     let rationale = &o.record.journey("weather").unwrap().rationale;
@@ -392,7 +370,7 @@ async fn a_move_made_without_reading_the_message_gets_a_second_look_where_its_ch
     assert_eq!(model.requests().iter().filter(|r| schema_is("Choice")(r)).count(), choices);
     // Without the second look, the unsure check leaves the journey at the question.
     let off = MatcherConfig { second_look: false, ..MatcherConfig::default() };
-    let matcher = matcher_with(inline(REPORT_THEN_ASK), model, None, off);
+    let matcher = matcher_with(report_then_ask(), model, None, off);
     let o = matcher.match_turn(&at_report().customer("And in Lyon?")).await.unwrap();
     assert_eq!(path_of(&o, "weather").and_then(|p| p.last().cloned()).as_deref(), Some("more"));
 }

@@ -83,9 +83,10 @@ pub struct JourneySelector {
     /// Where the yes-or-no questions about the exits of the question step the journey stands
     /// at leave the way on unsure (none holds, yet one was found likelier than not) or
     /// contested (more than one was found likelier than not), the exits are compared side by
-    /// side, with "none of these", before the journey moves or stays. Asked one at a time, a small model put "那北京呢？" (after a weather report)
-    /// at p 0.61 of asking about a city, short of its 0.70; the second look costs a call only
-    /// where the first answers were unsure.
+    /// side, with "none of these", before the journey moves or stays. Asked one at a time, a
+    /// small model put "那北京呢？" (after a weather report) at p 0.61 of asking about a city,
+    /// short of its 0.70; the second look costs a call only where the first answers were
+    /// unsure (see [`Self::wants_second_look`]).
     pub second_look: bool,
 }
 

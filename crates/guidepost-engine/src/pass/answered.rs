@@ -16,7 +16,7 @@ use indexmap::IndexMap;
 use super::{Decision, Pass, State, Task};
 use crate::catalog::MatchableGuideline;
 use crate::journeys::graph::{JourneyEdge, JourneyGraph, JourneyNode};
-use crate::journeys::selection::{ExitVerdict, verdict_note};
+use crate::journeys::selection::verdict_note;
 use crate::record::{FastPath, JourneyDecision};
 
 /// Whether the walk may pass `node` on the customer's answers: a question (the customer may
@@ -203,24 +203,9 @@ impl<'a> Pass<'a> {
                 state.answered_ahead.insert(journey.clone(), kept);
             }
             if more.is_empty() {
-                // The message moved nothing: where the checks on the landing question were
-                // unsure or contested, a second look decides (see `forks`).
-                if let Some(node) = graph.node(landing.current()) {
-                    let verdicts: Option<Vec<_>> = node
-                        .edges
-                        .iter()
-                        .filter(|e| e.condition.is_some())
-                        .map(|e| {
-                            let item = self.agent.transition_item(journey, &e.id)?;
-                            let (_, p) = state.steps.verdict(&item.id)?;
-                            let holds = state.steps.held_at(&item.id, threshold)?;
-                            Some(ExitVerdict { holds, probability: p, threshold: p.map(|_| threshold) })
-                        })
-                        .collect();
-                    if verdicts.is_some_and(|v| self.selector().wants_second_look(node, &v).is_some()) {
-                        state.look_again.insert(journey.clone());
-                    }
-                }
+                // The message moved nothing: where the checks on the question the move landed
+                // on were unsure or contested, a second look decides (see `forks`).
+                state.unread.insert(journey.clone());
                 continue;
             }
             let starting = decision.path_before.is_none();

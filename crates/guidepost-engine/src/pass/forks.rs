@@ -49,14 +49,10 @@ impl<'a> Pass<'a> {
             let Some(graph) = self.agent.journey(journey) else { continue };
             let moved =
                 matches!(decision.change.decision, JourneyDecision::Started { .. } | JourneyDecision::Advanced { .. });
-            let on_fork = decision
-                .change
-                .path
-                .as_ref()
-                .and_then(|p| graph.node(p.current()))
-                .is_some_and(|n| n.kind == NodeKind::Fork);
-            let look_again = state.look_again.contains(journey);
-            if !moved || !(on_fork || look_again) {
+            let landing = decision.change.path.as_ref().and_then(|p| graph.node(p.current()));
+            let on_fork = landing.is_some_and(|n| n.kind == NodeKind::Fork);
+            let unread = landing.filter(|_| state.unread.contains(journey));
+            if !moved || !(on_fork || unread.is_some()) {
                 continue;
             }
             let mut known = HashMap::new();
@@ -73,6 +69,16 @@ impl<'a> Pass<'a> {
                         known.insert(edge.id.clone(), ExitVerdict { holds, probability, threshold });
                     }
                 }
+            }
+            // A question the move landed on without reading the message: a second look where
+            // the checks on its exits were unsure or contested.
+            let look_again = unread.is_some_and(|node| {
+                let exits = node.edges.iter().filter(|e| e.condition.is_some());
+                let verdicts: Option<Vec<ExitVerdict>> = exits.map(|e| known.get(&e.id).copied()).collect();
+                verdicts.is_some_and(|v| self.selector().wants_second_look(node, &v).is_some())
+            });
+            if !on_fork && !look_again {
+                continue;
             }
             tasks.push(Task::Forks(Box::new(ForkTask {
                 journey: journey.clone(),

@@ -139,9 +139,10 @@ struct State<'a> {
     /// Per journey, transitions beyond where its move rests that the latest message already
     /// satisfied (see [`answered`]).
     answered_ahead: BTreeMap<String, Vec<String>>,
-    /// Journeys whose move was decided without reading the latest message and landed on a
-    /// question its checks left unsure or contested: a second look decides (see [`forks`]).
-    look_again: BTreeSet<String>,
+    /// Journeys whose move was decided without reading the latest message and went no further
+    /// on its answers: where the checks on the question it landed on were unsure or contested,
+    /// a second look decides (see [`forks`]).
+    unread: BTreeSet<String>,
 }
 
 impl<'a> Pass<'a> {
@@ -307,7 +308,7 @@ impl<'a> Pass<'a> {
             correctable: BTreeSet::new(),
             tools_ran: tools_ran.clone(),
             answered_ahead: BTreeMap::new(),
-            look_again: BTreeSet::new(),
+            unread: BTreeSet::new(),
         };
 
         // Candidates, by category.

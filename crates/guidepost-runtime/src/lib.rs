@@ -36,6 +36,6 @@ pub use events::{EventSink, MemorySession, NewEvent};
 pub use hooks::{EngineHooks, HookAction, NoHooks};
 pub use runtime::{AgentRuntime, EmittingLatch, PULSE_EVERY, TurnInput, TurnOutcome, TurnStatus};
 pub use session::{SessionRunner, TurnHandle};
-pub use state::{ResponseState, ToolDecision, ToolInsights};
+pub use state::{AskedInstead, ResponseState, ToolDecision, ToolInsights};
 pub use trace::{DegradedStage, Stage, TurnTrace};
 pub use variables::CustomerRef;

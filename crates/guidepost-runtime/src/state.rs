@@ -3,7 +3,7 @@
 
 use guidepost_core::{AgentDefinition, Capability, JourneyPath, Term, ToolId};
 use guidepost_engine::record::JourneyDecision;
-use guidepost_engine::{GuidelineMatch, MatchingOutcome};
+use guidepost_engine::{GuidelineMatch, MatchKind, MatchingOutcome};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -64,6 +64,20 @@ impl ToolInsights {
         let keep = |p: &&ParameterInsight| Some(p.precedence) == min;
         (self.missing.iter().filter(keep).collect(), self.invalid.iter().filter(keep).collect())
     }
+}
+
+/// A journey that rests at a question instead of the tool step it moved into (see
+/// [`ResponseState::ask_before_tools`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskedInstead {
+    /// The journey.
+    pub journey: String,
+    /// The tool step it had moved into.
+    pub tool_step: String,
+    /// The question it rests at.
+    pub question: String,
+    /// Why, for the trace.
+    pub note: String,
 }
 
 /// One tool call of this turn and its result, as the model and the session see it.
@@ -196,6 +210,53 @@ impl ResponseState {
             }
         }
         out
+    }
+
+    /// Journeys that moved into a tool step this turn whose tool could not run for want of an
+    /// argument nobody gave rest instead at the question that leads into that step, where
+    /// the step before offered one ([`guidepost_engine::journeys::paths::question_before_tool`]):
+    /// the reply asks for what is missing either way, and the next turn reads the answer
+    /// as the answer to that question. The tool step's match gives way to the question's.
+    /// The journeys moved.
+    pub fn ask_before_tools(&mut self, agent: &guidepost_engine::CompiledAgent) -> Vec<AskedInstead> {
+        let mut moved = Vec::new();
+        let journeys: Vec<String> = self.journey_paths.keys().cloned().collect();
+        for journey in journeys {
+            let (Some(graph), Some(path)) = (agent.journey(&journey), self.journey_paths.get(&journey)) else {
+                continue;
+            };
+            let at = path.current().to_string();
+            let Some(node) = graph.node(&at) else { continue };
+            let entered_now = self.entered_states(&journey).contains(&at);
+            let ran = self.tool_calls.iter().any(|c| node.tools.contains(&c.tool));
+            let wanting: Vec<&str> = self
+                .tool_insights
+                .missing
+                .iter()
+                .filter(|m| node.tools.contains(&m.tool))
+                .map(|m| m.parameter.as_str())
+                .collect();
+            if !entered_now || ran || wanting.is_empty() {
+                continue;
+            }
+            let Some(asked) = guidepost_engine::journeys::paths::question_before_tool(graph, path) else { continue };
+            let question = asked.current().to_string();
+            let note =
+                format!("rested at `{question}` instead of `{at}`: its tool cannot run without {}", wanting.join(", "));
+            self.tool_enabled_matches.retain(
+                |m| !matches!(&m.kind, MatchKind::JourneyNode { journey: j, node } if *j == journey && *node == at),
+            );
+            if let Some(m) = guidepost_engine::journeys::paths::node_match(graph, &asked, &note) {
+                self.ordinary_matches.push(m);
+            }
+            if let Some(entered) = self.entered.get_mut(&journey) {
+                entered.retain(|s| *s != at);
+                entered.push(question.clone());
+            }
+            self.journey_paths.insert(journey.clone(), asked);
+            moved.push(AskedInstead { journey, tool_step: at, question, note });
+        }
+        moved
     }
 
     /// The states of `journey` this turn entered, in order: the path beyond the part it

@@ -430,6 +430,25 @@ pub fn fallback_reply(agent: &crate::Agent, language: Option<&str>) -> String {
     .to_string()
 }
 
+/// The reply sent in strict composition when no approved template fits the message: the
+/// agent's `no_match_reply`, or a request to say it another way in `language` (English when
+/// it has none, or none of these).
+pub fn no_match_reply(agent: &crate::Agent, language: Option<&str>) -> String {
+    if let Some(text) = &agent.no_match_reply {
+        return text.clone();
+    }
+    match language.map(primary_subtag).as_deref() {
+        Some("zh") => "抱歉，我没太明白您的意思。能换个说法吗？",
+        Some("ja") => "申し訳ありません、よく分かりませんでした。別の言い方でお願いできますか？",
+        Some("fr") => "Désolé, je ne suis pas sûr d'avoir compris. Pourriez-vous le dire autrement ?",
+        Some("de") => "Entschuldigung, ich bin nicht sicher, ob ich das verstanden habe. Könnten Sie es anders sagen?",
+        Some("es") => "Lo siento, no estoy seguro de haberle entendido. ¿Podría decirlo de otra manera?",
+        Some("pt") => "Desculpe, não tenho certeza se entendi. Poderia dizer de outra forma?",
+        _ => "Sorry, I'm not sure I understood. Could you say that another way?",
+    }
+    .to_string()
+}
+
 /// The reply sent when a consequential tool call's outcome is lost and the call was not
 /// sent again (its service cannot tell a repeat from a new call): it says the request went
 /// out, that its outcome is being checked, and asks the customer not to send it again, in
@@ -496,6 +515,15 @@ mod tests {
 
     fn mended(reply: &str, history: &[(String, String)], language: Option<&str>) -> Option<String> {
         in_context(history, language, |context| without_customers_words(reply, context))
+    }
+
+    #[test]
+    fn the_no_match_reply_is_the_agents_own_or_in_the_replys_language() {
+        let mut agent = crate::builder::AgentBuilder::new("Tian").build().unwrap().agent;
+        assert_eq!(no_match_reply(&agent, Some("zh-CN")), "抱歉，我没太明白您的意思。能换个说法吗？");
+        assert!(no_match_reply(&agent, None).starts_with("Sorry"));
+        agent.no_match_reply = Some("Only balances, sorry.".into());
+        assert_eq!(no_match_reply(&agent, Some("zh")), "Only balances, sorry.");
     }
 
     #[test]

@@ -322,6 +322,25 @@ fn apply_checked_answer(
     }
 }
 
+/// Where a journey that moved into a tool step rests instead when the tool cannot run for want
+/// of something only the customer can give: the question the step before offered as the other
+/// way into that tool step (a start that goes to the lookup when the customer named a city and
+/// to "ask which city" when not). `path` with its tool step replaced by that question; `None`
+/// when the journey does not stand at a tool step or no such question exists.
+pub fn question_before_tool(graph: &JourneyGraph, path: &JourneyPath) -> Option<JourneyPath> {
+    let states = path.states();
+    let tool = graph.node(path.current()).filter(|n| n.kind == NodeKind::Tool)?;
+    let before = graph.node(states.get(states.len().checked_sub(2)?)?)?;
+    let question = before
+        .edges
+        .iter()
+        .filter_map(|e| graph.node(&e.to))
+        .find(|q| q.id != tool.id && q.is_customer_dependent() && q.edges.iter().any(|e| e.to == tool.id))?;
+    let mut steps = states[..states.len() - 1].to_vec();
+    steps.push(question.id.clone());
+    JourneyPath::from_states(steps)
+}
+
 /// The match of the current node of `path`: chat and tool nodes only (the root, forks and
 /// the end have nothing to do).
 pub fn node_match(graph: &JourneyGraph, path: &JourneyPath, rationale: &str) -> Option<GuidelineMatch> {
@@ -613,5 +632,21 @@ tools:
         let at_show = path(&["initial", "lookup", "show"]);
         let schema = answer_schema(&JourneyView::build(&g, &at_show));
         assert_eq!(schema["properties"]["exits"]["required"], serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_tool_step_that_cannot_run_gives_way_to_the_question_that_leads_into_it() {
+        let g = weather();
+        let at_lookup = path(&["initial", "lookup"]);
+        let asked = question_before_tool(&g, &at_lookup).unwrap();
+        assert_eq!(asked.states(), ["initial", "ask_city"]);
+        let m = node_match(&g, &asked, "why").unwrap();
+        assert_eq!(m.guideline_id, g.edge("initial", "ask_city").unwrap().guideline_id);
+        assert!(m.tools.is_empty());
+        // Entered from the question itself: nothing else asks for what the tool needs.
+        assert!(question_before_tool(&g, &path(&["initial", "ask_city", "lookup"])).is_none());
+        // Not at a tool step.
+        assert!(question_before_tool(&g, &path(&["initial", "ask_city"])).is_none());
+        assert!(question_before_tool(&g, &JourneyPath::start()).is_none());
     }
 }

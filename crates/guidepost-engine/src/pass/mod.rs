@@ -434,11 +434,17 @@ impl<'a> Pass<'a> {
         let mut second: Vec<Task<'a>> = Vec::new();
         let corrected = state.steps.gate(self.agent.correction_item().id.as_str()) == Some(true)
             || (!state.correctable.is_empty() && crate::catalog::has_correction_cue(&ctx.last_customer_message()));
+        // The moves a correction's fuller look replaces, kept in case it finds nothing to
+        // correct.
+        let mut replaced: Vec<(String, Decision)> = Vec::new();
         if corrected {
             // The customer corrected an earlier answer: the journeys that would have moved on
             // without reading it get a selection that sees the whole journey.
             for journey in std::mem::take(&mut state.correctable) {
                 if let Some(path) = input.paths_in.get(&journey) {
+                    if let Some(decision) = state.decisions.remove(&journey) {
+                        replaced.push((journey.clone(), decision));
+                    }
                     second.push(Task::Journey {
                         journey,
                         path: path.clone(),
@@ -464,6 +470,7 @@ impl<'a> Pass<'a> {
             }
         }
         self.wave(second, &conversation, &mut state, &input.paths_in).await;
+        restore_uncorrected(&mut state, replaced);
         drop_pruned_records_of_checked(&mut state);
         for journey in &starting {
             if let Some(decision) = state.speculative.remove(journey)
@@ -647,5 +654,27 @@ pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: Stri
         tools: g.tools.clone(),
         score,
         rationale,
+    }
+}
+
+/// Where the fuller look a correction cue opened went nowhere because its answer named no move
+/// the graph allows (it neither went back nor chose to stay), the move the journey would have
+/// made without the cue stands (the walk on the answers the checks found goes on from it): a
+/// small model takes a new request ("what about Shanghai?") for a correction, and its
+/// journey-wide answer then often names steps out of order. A fuller look that chose to stay
+/// is followed. The fuller look's rationale is kept beside the move's.
+fn restore_uncorrected(state: &mut State<'_>, replaced: Vec<(String, Decision)>) {
+    for (journey, mut before) in replaced {
+        let full = state.decisions.get(&journey);
+        if full.is_some_and(|d| d.change.decision != JourneyDecision::Stayed || d.change.correction.is_none()) {
+            continue;
+        }
+        if let Some(full) = full {
+            before.rationale = format!(
+                "{}; the fuller look after a correction cue went nowhere ({})",
+                before.rationale, full.rationale
+            );
+        }
+        state.decisions.insert(journey, before);
     }
 }

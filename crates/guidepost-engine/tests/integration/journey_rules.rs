@@ -46,6 +46,11 @@ tools:
     parameters: { address: { type: string } }
 "#;
 
+/// The shop agent matched by `model`.
+fn shop_matcher(model: Arc<ScriptedModel>) -> guidepost_engine::GuidelineMatcher {
+    matcher(inline(SHOP), model)
+}
+
 /// A small model holding yes from 0.7 whose verdicts give p(yes) = `p(statement, the
 /// customer's latest message)`; the caller adds how it answers other questions.
 fn verdicts_by(p: impl Fn(&str, &str) -> f32 + Send + Sync + 'static) -> ScriptedModel {
@@ -174,6 +179,65 @@ async fn a_journey_waiting_at_a_tool_step_reads_a_changed_request() {
     let o = matcher.match_turn(&session.customer("It's 12 Main Street.")).await.unwrap();
     assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("place"));
     assert_eq!(o.tool_enabled().count(), 1, "the tool is called");
+}
+
+/// A small model that takes every message for a correction (0.8), finds "12 Main Street" an
+/// address (0.9), and answers the journey-wide selection with `full`.
+fn takes_it_for_a_correction(full: serde_json::Value) -> Arc<ScriptedModel> {
+    fn p(statement: &str, message: &str) -> f32 {
+        match statement {
+            s if s.contains("changes or corrects") => 0.8,
+            "The customer gave an address" if message.contains("Main Street") => 0.9,
+            _ => 0.1,
+        }
+    }
+    Arc::new(verdicts_by(p).when(schema_is("JourneySelectionAnswer")).reply_with(move |_| Ok(full.clone())))
+}
+
+/// A journey-wide answer that names the current step `current` and then a step that does not
+/// exist: a move the graph does not allow.
+fn nowhere(current: &str) -> serde_json::Value {
+    json!({"rationale": "moves on", "exits": {}, "decision": "advance", "steps": [current, "99"], "backtrack_to": null})
+}
+
+fn staying() -> serde_json::Value {
+    json!({"rationale": "not yet", "exits": {}, "decision": "stay", "steps": [], "backtrack_to": null})
+}
+
+#[tokio::test]
+async fn a_correction_cue_that_finds_no_step_to_go_back_to_still_reads_the_answer() {
+    // The model takes the address for a correction of something said earlier; the
+    // journey-wide selection then names no move the graph allows. The address still answers
+    // the question the journey stands at.
+    let model = takes_it_for_a_correction(nowhere("3"));
+    let message = || at(&["initial", "item", "fee", "address"]).customer("And it goes to 12 Main Street.");
+    let o = shop_matcher(model.clone()).match_turn(&message()).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("place"));
+    let record = o.record.journey("order").unwrap();
+    assert!(record.rationale.contains("the fuller look went nowhere, walked on"), "{}", record.rationale);
+    assert!(model.requests().iter().any(|r| schema_is("JourneySelectionAnswer")(r)), "the fuller look was asked");
+    // A fuller look that chooses to stay is followed.
+    let o = shop_matcher(takes_it_for_a_correction(staying())).match_turn(&message()).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("address"));
+}
+
+#[tokio::test]
+async fn a_move_made_without_reading_the_message_stands_when_the_correction_look_finds_nothing() {
+    // The fee was told last turn; the journey moves on to the address question without
+    // reading the message, and the checks find the address given. The model also takes the
+    // message for a correction, but the journey-wide look names no move the graph allows: the
+    // move and the answer stand, as without the cue.
+    let model = takes_it_for_a_correction(nowhere("2"));
+    let message = || at(&["initial", "item", "fee"]).customer("Send it to 12 Main Street.");
+    let o = shop_matcher(model.clone()).match_turn(&message()).await.unwrap();
+    assert!(model.requests().iter().any(|r| schema_is("JourneySelectionAnswer")(r)), "the fuller look was asked");
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item", "fee", "address", "place"])));
+    let record = o.record.journey("order").unwrap();
+    let noted = "the fuller look after a correction cue went nowhere (moves on)";
+    assert!(record.rationale.contains(noted), "{}", record.rationale);
+    // A fuller look that chooses to stay is followed.
+    let o = shop_matcher(takes_it_for_a_correction(staying())).match_turn(&message()).await.unwrap();
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item", "fee"])));
 }
 
 #[tokio::test]

@@ -32,9 +32,6 @@ use crate::state::ResponseState;
 const COMPOSE: &str = include_str!("../prompts/compose.j2");
 const SELECT: &str = include_str!("../prompts/select_template.j2");
 
-/// The reply sent in `canned_strict` mode when no template fits and none is configured.
-pub const DEFAULT_NO_MATCH_REPLY: &str = "Sorry, I'm not sure I understood. Could you say that another way?";
-
 /// What composition produced.
 #[derive(Debug, Clone, Default)]
 pub struct Composed {
@@ -186,6 +183,12 @@ impl ComposeInput<'_> {
     /// The reply that says a request's outcome is being checked, in the language the reply
     /// was due in.
     pub fn outcome_check(&self) -> String {
+        guidepost_core::reply_check::outcome_check_reply(self.reply_language().as_deref())
+    }
+
+    /// The language the reply is due in: the agent's, or the customer's where the agent
+    /// answers in theirs (`None` when it cannot be told).
+    fn reply_language(&self) -> Option<String> {
         let context = ReplyContext {
             history: self.history,
             grounding: &Grounding::new(),
@@ -194,7 +197,13 @@ impl ComposeInput<'_> {
             must_ask: &[],
             failed_lookups: &[],
         };
-        guidepost_core::reply_check::outcome_check_reply(context.expected_language().as_deref())
+        context.expected_language()
+    }
+
+    /// The reply sent in strict mode when no template fits: the agent's `no_match_reply`, or
+    /// a request to rephrase in the language the reply was due in.
+    fn no_match(&self) -> String {
+        guidepost_core::reply_check::no_match_reply(&self.definition.agent, self.reply_language().as_deref())
     }
 
     /// The tools whose calls this turn were lost: their service failed, timed out, could not
@@ -218,15 +227,7 @@ impl ComposeInput<'_> {
 
     /// The fallback reply, in the language the reply was due in.
     fn fallback(&self) -> String {
-        let context = ReplyContext {
-            history: self.history,
-            grounding: &Grounding::new(),
-            language: self.definition.agent.language.as_deref(),
-            checks: &[],
-            must_ask: &[],
-            failed_lookups: &[],
-        };
-        fallback_reply(&self.definition.agent, context.expected_language().as_deref())
+        fallback_reply(&self.definition.agent, self.reply_language().as_deref())
     }
 }
 
@@ -262,8 +263,8 @@ fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Va
     Some(json!({"condition": m.condition, "action": action, "critical": critical}))
 }
 
-/// The steps of each active journey to carry out in this reply, in order, as the first
-/// instructions (see [`ResponseState::reply_states`]).
+/// The steps of each active journey to carry out in this reply, in order (see
+/// [`ResponseState::reply_states`]; [`instructions`] places them).
 fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     let d = input.definition;
     let mut out = Vec::new();
@@ -276,17 +277,24 @@ fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     out
 }
 
-/// The instructions of the reply in the order the prompt numbers them (the flows' steps
-/// first), each with the id of its guideline when the guideline is tracked: a reply that
-/// carries it out makes it applied (see [`Composed::followed`]).
+/// The instructions of the reply in the order the prompt numbers them, each with the id of
+/// its guideline when the guideline is tracked: a reply that carries it out makes it applied
+/// (see [`Composed::followed`]). The flows' steps that tell come first, the guidelines next,
+/// and a step that asks the customer something last: a reply ends on what the customer is to
+/// answer (a small model given the question first tends to write the customer's request back
+/// instead of asking it, or to bury the question under what follows).
 fn instructions(input: &ComposeInput<'_>) -> Vec<(Value, Option<String>)> {
     let d = input.definition;
-    let mut out: Vec<(Value, Option<String>)> = flow_steps(input).into_iter().map(|v| (v, None)).collect();
+    let (asking, telling): (Vec<Value>, Vec<Value>) = flow_steps(input)
+        .into_iter()
+        .partition(|v| v["action"].as_str().is_some_and(guidepost_engine::categorize::asks_customer));
+    let mut out: Vec<(Value, Option<String>)> = telling.into_iter().map(|v| (v, None)).collect();
     out.extend(input.state.ordinary_matches.iter().chain(&input.state.tool_enabled_matches).filter_map(|m| {
         let view = guideline_view(d, m)?;
         let tracked = d.guideline(&m.guideline_id).is_some_and(guidepost_core::Guideline::is_tracked);
         Some((view, tracked.then(|| m.guideline_id.clone())))
     }));
+    out.extend(asking.into_iter().map(|v| (v, None)));
     out
 }
 
@@ -772,7 +780,7 @@ async fn stream_fluid(
 }
 
 async fn select_strict(model: &dyn ChatModel, input: &ComposeInput<'_>, fields: &Value) -> Result<Composed, LlmError> {
-    let no_match = input.definition.agent.no_match_reply.clone().unwrap_or_else(|| DEFAULT_NO_MATCH_REPLY.to_string());
+    let no_match = input.no_match();
     let cands = candidates(input.definition, input.state, fields);
     if cands.is_empty() {
         return Ok(Composed { text: no_match, mode: CompositionMode::CannedStrict, ..Composed::default() });

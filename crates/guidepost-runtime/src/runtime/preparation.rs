@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use guidepost_engine::record::JourneyDecision;
 use guidepost_engine::{MatchingContext, MatchingOutcome};
 use guidepost_llm::TaskKind;
 use guidepost_llm::secrets::scrub;
@@ -85,6 +86,25 @@ impl AgentRuntime {
             if let Some(last) = turn.trace.iterations.last_mut() {
                 last.tool_calls.extend(staged);
             }
+        }
+        // The engine's record of the move says where the journey rests now (its readers, the
+        // simulator's coverage among them, follow the moves as recorded).
+        for asked in turn.state.ask_before_tools(self.matcher.agent()) {
+            let record = turn.trace.iterations.iter_mut().rev().filter_map(|it| it.matching.as_mut()).find_map(|m| {
+                m.journeys.iter_mut().rev().find(|r| r.journey_id == asked.journey && r.decision.steps().is_some())
+            });
+            let Some(record) = record else { continue };
+            if let JourneyDecision::Started { steps } | JourneyDecision::Advanced { steps } = &mut record.decision
+                && let Some(last) = steps.last_mut()
+                && *last == asked.tool_step
+            {
+                last.clone_from(&asked.question);
+            }
+            record.path_after = turn.state.journey_paths.get(&asked.journey).cloned();
+            record.correction = Some(match record.correction.take() {
+                Some(earlier) => format!("{earlier}; {}", asked.note),
+                None => asked.note,
+            });
         }
         turn.state.prepared_to_respond = true;
         turn.trace.tool_insights = turn.state.tool_insights.clone();

@@ -27,12 +27,29 @@ fn step(text: &str, needle: &str) -> String {
 /// on, to the lookup; after the lookup, through the result to the question (the engine stops
 /// the move at the result, which is said first).
 fn weather_walker() -> ScriptedModel {
+    walker_calling(|_| {
+        Ok(
+            json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}),
+        )
+    })
+}
+
+/// [`weather_walker`] whose lookups are decided by `tools`.
+fn walker_calling(
+    tools: impl Fn(&guidepost_llm::ChatRequest) -> Result<serde_json::Value, guidepost_llm::LlmError>
+    + Send
+    + Sync
+    + 'static,
+) -> ScriptedModel {
     let model = ScriptedModel::new()
         .when_task(TaskKind::JourneySelection)
         .reply_with(|r| {
             let text = prompt(r);
             let current = text.lines().find(|l| l.contains("[CURRENT]")).unwrap_or("");
-            let steps = if current.contains("start") || current.contains("询问用户是否还想查询其他城市") {
+            let steps = if current.contains("start")
+                || current.contains("询问用户是否还想查询其他城市")
+                || current.contains("询问用户想查询哪个城市")
+            {
                 vec![step(&text, "get_weather")]
             } else {
                 vec![step(&text, "简洁友好地告诉用户天气情况"), step(&text, "询问用户是否还想查询其他城市")]
@@ -40,10 +57,10 @@ fn weather_walker() -> ScriptedModel {
             Ok(json!({"rationale": "scripted", "decision": "advance", "steps": steps, "backtrack_to": null}))
         })
         .when_task(TaskKind::ToolInference)
-        .reply_json(json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": "上海"}}]}]}));
+        .reply_with(tools);
     let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| {
         (c.contains("想知道天气") || c.contains("提到了一个城市") || c.contains("问了某个城市的天气"))
-            && last.contains("天气")
+            && (last.contains("天气") || last.contains("北京"))
     });
     with_matching(model, oracle)
 }
@@ -235,4 +252,47 @@ async fn a_reply_that_asks_nothing_where_the_journey_waits_on_a_question_is_writ
     assert_eq!(outcome.messages, ["好的！还想查其他城市吗？"]);
     let found: Vec<_> = outcome.trace.composition.reply_checks.iter().flatten().map(|p| p.check).collect();
     assert_eq!(found, [guidepost_core::reply_check::ReplyCheck::Unasked]);
+}
+
+#[tokio::test]
+async fn a_lookup_that_cannot_run_without_the_city_gives_way_to_the_question_for_it() {
+    // The start's checks take a greeting that names no city as naming one; the lookup finds no
+    // city to look up. The journey rests at the question for the city (the reply asks it, as
+    // that step says), and the city that comes next is its answer: looked up and reported.
+    let asked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = asked.clone();
+    let walker = walker_calling(move |_| {
+        let location = if seen.swap(true, std::sync::atomic::Ordering::SeqCst) { json!("北京") } else { json!(null) };
+        Ok(
+            json!({"tools": [{"tool": "get_weather", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"location": location}}]}]}),
+        )
+    });
+    let model = Arc::new(with_reply(walker, |p| {
+        assert!(p.contains("友好地询问用户想查询哪个城市的天气"), "the question's step is followed:\n{p}");
+        "你好！想查哪个城市的天气呢？".into()
+    }));
+    let definition = example("weather");
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model, registry);
+    let session = MemorySession::new();
+    let first = turn(&rt, &session, &Default::default(), "你好！能帮我查一下天气吗？").await;
+    assert_eq!(first.messages, ["你好！想查哪个城市的天气呢？"]);
+    assert_eq!(first.state.journey_paths["weather_lookup"].states(), ["initial", "ask_city"]);
+    assert!(
+        first.trace.matched.iter().any(|m| m.starts_with("journey_node:weather_lookup.ask_city")),
+        "{:?}",
+        first.trace.matched
+    );
+    assert!(!first.trace.matched.iter().any(|m| m.contains(".get_weather")), "{:?}", first.trace.matched);
+    let mut corrected = first.trace.iterations.iter().filter_map(|it| it.matching.as_ref()).flat_map(|m| &m.journeys);
+    let record =
+        corrected.find(|r| r.correction.as_deref().is_some_and(|c| c.contains("rested at `ask_city`"))).unwrap();
+    assert_eq!(record.decision, guidepost_engine::record::JourneyDecision::Started { steps: vec!["ask_city".into()] });
+
+    let next = turn(&rt, &session, &first.state, "北京").await;
+    assert_eq!(next.messages, ["北京现在晴朗，气温 15°C，湿度 45%。还想查查其他城市吗？"]);
+    assert_eq!(
+        next.state.journey_paths["weather_lookup"].states(),
+        ["initial", "ask_city", "get_weather", "show_result"]
+    );
 }

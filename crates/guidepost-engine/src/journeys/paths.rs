@@ -37,6 +37,15 @@ impl PathChange {
     }
 }
 
+impl PathChange {
+    /// Whether the decision went nowhere because the engine could not follow it: the journey
+    /// stayed and a correction says why (a move the graph does not allow, a failed call),
+    /// unlike a decision to stay.
+    pub fn went_nowhere(&self) -> bool {
+        self.decision == JourneyDecision::Stayed && self.correction.is_some()
+    }
+}
+
 /// Moves `path` forward through `steps` (node ids). Invalid steps end the move: the valid
 /// prefix is kept. `starting` marks a journey that is not active yet.
 pub fn advance(

@@ -228,17 +228,14 @@ impl JourneySelector {
         }
         if corrected {
             let full = self.full_selection(model, graph, path, starting, conversation, asked).await;
-            if full.error.is_some()
-                || full.change.decision != JourneyDecision::Stayed
-                || full.change.correction.is_none()
-            {
+            if full.error.is_some() || !full.change.went_nowhere() {
                 return full;
             }
             // The fuller look's answer named no move the graph allows (it neither went back
-            // nor chose to stay): the message is read as
-            // the answer to where the journey stands, as it would have been without the cue
-            // (a small model takes "what about Shanghai?" for a correction, and its fuller
-            // answer then moves nowhere), at the cost of both.
+            // nor chose to stay): the message is read as the answer to where the journey
+            // stands, as it would have been without the cue (a small model takes "what about
+            // Shanghai?" for a correction, and its fuller answer then moves nowhere), at the
+            // cost of both.
             asked = Asking {
                 usage: full.usage,
                 estimated_tokens: full.estimated_tokens,

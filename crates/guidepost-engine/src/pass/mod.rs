@@ -666,7 +666,7 @@ pub(crate) fn guideline_match(g: &MatchableGuideline, score: u8, rationale: Stri
 fn restore_uncorrected(state: &mut State<'_>, replaced: Vec<(String, Decision)>) {
     for (journey, mut before) in replaced {
         let full = state.decisions.get(&journey);
-        if full.is_some_and(|d| d.change.decision != JourneyDecision::Stayed || d.change.correction.is_none()) {
+        if full.is_some_and(|d| !d.change.went_nowhere()) {
             continue;
         }
         if let Some(full) = full {

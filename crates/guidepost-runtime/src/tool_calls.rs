@@ -360,6 +360,26 @@ fn scripts<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<u8> {
     out
 }
 
+/// The passages that keep a word of `value` (in scripts written without spaces, a
+/// character), where the word is likely to carry meaning: a number, or four letters or more
+/// ("tonight" in "9 PM tonight", not "at" or "the").
+fn passages_keeping_words_of(value: &Value, passages: &[String]) -> Vec<String> {
+    let Some(text) = value.as_str() else { return Vec::new() };
+    let words = |t: &str| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for word in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+            if word.chars().any(guidepost_engine::writes_without_spaces) {
+                out.extend(word.chars().filter(|c| guidepost_engine::writes_without_spaces(*c)).map(String::from));
+            } else if word.chars().count() >= 4 || (!word.is_empty() && word.chars().all(|c| c.is_numeric())) {
+                out.insert(word.to_string());
+            }
+        }
+        out
+    };
+    let kept = words(text);
+    passages.iter().filter(|p| !words(p).is_disjoint(&kept)).cloned().collect()
+}
+
 /// Whether `value` is a translation: written in scripts none of which the customer wrote in
 /// (`written`, the [`scripts`] of their messages). A value without letters is none.
 fn translated(value: &Value, written: &BTreeSet<u8>) -> bool {
@@ -607,12 +627,14 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
             "Your previous answer gave {}, which the customer did not write. A parameter marked \"from the customer only\" takes the customer's own words exactly as written, never a translation or a guess; leave it null if the customer did not give it.",
             named.join(", ")
         ));
-        // A value in a script the customer never wrote in is a translation of something
-        // they did write: asked again, it can only be copied, so a small model that
-        // translates whatever it is told still picks the customer's own word for it (or
-        // null). A value in the customer's own script was made up or reworded, not
-        // translated; restricted to passages, it would become whichever words fit worst
-        // ("能帮" as a city), so it is asked for again freely and refused if it comes back.
+        // Asked again, a value can be held to the customer's own words where it plainly
+        // stands for some of them: a translation (a script the customer never wrote in) may
+        // only be a passage of their messages, and a rewording ("9 PM tonight" for "At nine
+        // tonight") only a passage that keeps a word of it, so a small model that rewrites
+        // whatever it is told still picks the customer's version (or null). A value that
+        // shares nothing with what the customer wrote was made up; restricted to passages
+        // it would become whichever words fit worst ("能帮" as a city), so it is asked for
+        // again freely and refused if it comes back.
         let written = scripts(input.history.iter().filter(|(who, _)| who == "customer").map(|(_, text)| text.as_str()));
         let strings = |name: &str| {
             batch
@@ -620,14 +642,16 @@ async fn decide_with_model(model: &dyn ChatModel, batch: &[Tool], input: &Infere
                 .flat_map(|t| &t.parameters)
                 .any(|p| p.name == name && p.allowed.is_empty() && matches!(p.kind, ParameterType::String))
         };
-        let to_copy: Vec<&String> = foreign
-            .iter()
-            .filter(|(name, value)| strings(name) && translated(value, &written))
-            .map(|(n, _)| n)
-            .collect();
-        if !to_copy.is_empty() {
-            let passages = customer_passages(input.history);
-            copied.extend(to_copy.into_iter().map(|name| (name.clone(), passages.clone())));
+        let passages = customer_passages(input.history);
+        for (name, value) in foreign.iter().filter(|(name, _)| strings(name)) {
+            let offered = if translated(value, &written) {
+                passages.clone()
+            } else {
+                passages_keeping_words_of(value, &passages)
+            };
+            if !offered.is_empty() {
+                copied.insert(name.clone(), offered);
+            }
         }
         asked_again = true;
     };
@@ -779,6 +803,26 @@ mod tests {
         assert_eq!(customer_passages(&long).len(), PASSAGE_WORDS, "repeats are offered once");
         let varied = vec![("customer".to_string(), (0..500).map(|i| format!("w{i} ")).collect::<String>())];
         assert_eq!(customer_passages(&varied).len(), MAX_PASSAGES);
+    }
+
+    #[test]
+    fn a_reworded_value_is_offered_the_passages_that_keep_its_words() {
+        let history = vec![
+            ("customer".to_string(), "To the city museum, please.".to_string()),
+            ("agent".to_string(), "When would you like to be picked up?".to_string()),
+            ("customer".to_string(), "At nine tonight.".to_string()),
+        ];
+        let passages = customer_passages(&history);
+        let kept = |value: &str| passages_keeping_words_of(&json!(value), &passages);
+        assert_eq!(kept("9 PM tonight"), ["At nine tonight", "nine tonight", "tonight"]);
+        assert!(kept("the City Museum of Art").contains(&"To the city museum".to_string()));
+        assert!(kept("at the station").is_empty(), "short words keep nothing: {:?}", kept("at the station"));
+        assert!(kept("Oak Avenue").is_empty(), "a made-up value keeps nothing");
+        let zh = vec![("customer".to_string(), "那成都呢？".to_string())];
+        let zh_passages = customer_passages(&zh);
+        assert!(passages_keeping_words_of(&json!("成都市"), &zh_passages).contains(&"成都".to_string()));
+        assert!(passages_keeping_words_of(&json!("北京"), &zh_passages).is_empty());
+        assert!(passages_keeping_words_of(&json!(7), &passages).is_empty(), "only strings are reworded");
     }
 
     #[test]

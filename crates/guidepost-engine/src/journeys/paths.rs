@@ -160,9 +160,6 @@ fn hold_to_exit_verdicts(
 ) -> (JourneySelectionAnswer, Option<String>) {
     let mut checked = answer.clone();
     let Some(current) = graph.node(path.current()) else { return (checked, None) };
-    if checked.exits.is_empty() {
-        return (checked, None);
-    }
     let verdict = |to: &str| {
         answer
             .exits
@@ -171,22 +168,29 @@ fn hold_to_exit_verdicts(
             .map(|(_, holds)| *holds)
     };
     if checked.decision == StepDecision::Exit {
-        // "Exit" while a transition to the journey's end is judged to hold is the designed
-        // ending ("no more lookups, thanks"), not an abandoned journey: complete it.
+        // "Exit" is the designed ending, not an abandoned journey, where the way on to the
+        // journey's end is taken anyway: a transition to it judged to hold ("no more
+        // lookups, thanks"), or the last step's own unconditional one (the booking told,
+        // nothing left to do). Complete it.
         let to_end = current.edges.iter().find(|e| {
-            e.condition.is_some()
-                && verdict(&e.to) == Some(true)
+            (e.condition.is_none() || verdict(&e.to) == Some(true))
                 && graph.node(&e.to).is_some_and(|n| n.kind == NodeKind::End)
         });
         return match to_end {
             Some(edge) => {
-                let note = format!("\"exit\" along the transition to `{}` judged to hold: completed", edge.to);
+                let note = match edge.condition {
+                    None => format!("\"exit\" at the last step, whose way on is `{}`: completed", edge.to),
+                    Some(_) => format!("\"exit\" along the transition to `{}` judged to hold: completed", edge.to),
+                };
                 checked.decision = StepDecision::Advance;
                 checked.steps = vec![local_id(graph, &edge.to)];
                 (checked, Some(note))
             }
             None => (checked, None),
         };
+    }
+    if checked.exits.is_empty() {
+        return (checked, None);
     }
     // A real backtrack (to an earlier visited step) is a correction: the verdicts on the
     // current step's exits do not speak to it.
@@ -593,6 +597,17 @@ tools:
         assert_eq!(
             apply_answer(&conditional, &at_sorry, false, &judged(a.clone(), &[(&end, false)]), 4).decision,
             JourneyDecision::Exited
+        );
+        // So does "exit" at a last step whose one way on is the unconditional one to the end
+        // (the booking told, nothing left), judged or not; not where that way is a condition
+        // nobody judged to hold.
+        let unjudged = answer(StepDecision::Exit, &[], None);
+        assert_eq!(apply_answer(&weather(), &at_sorry, false, &unjudged, 4).decision, JourneyDecision::Completed);
+        assert_eq!(apply_answer(&conditional, &at_sorry, false, &unjudged, 4).decision, JourneyDecision::Exited);
+        assert_eq!(
+            apply_answer(&weather(), &path(&["initial", "lookup"]), false, &unjudged, 4).decision,
+            JourneyDecision::Exited,
+            "a step with a way on other than the end is left, not completed"
         );
         // A step that only says something is rested on: the chat step after it waits for the
         // next turn.

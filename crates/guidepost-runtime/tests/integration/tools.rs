@@ -193,6 +193,62 @@ async fn a_customer_only_value_the_customer_did_not_write_is_asked_for_again() {
 }
 
 #[tokio::test]
+async fn a_customer_only_value_reworded_is_asked_for_again_among_the_passages_that_keep_its_words() {
+    // The model writes the pickup time as "9 PM tonight" for the customer's "At nine
+    // tonight"; asked again, the time can only be a passage of the customer's messages that
+    // keeps a word of it, and the booking runs with the customer's own words. A value that
+    // keeps none of them (a made-up one) is asked for again freely.
+    let yaml = r#"
+agent: {name: Rita}
+guidelines:
+  - id: book
+    condition: The customer wants a taxi
+    action: Book it
+    tools: [book_taxi]
+tools:
+  - name: book_taxi
+    consequential: true
+    parameters:
+      pickup: {type: string, description: Pickup address, source: customer}
+      time: {type: string, description: Pickup time, source: customer}
+    fixture:
+      cases:
+        - args: {}
+          result: {booking_id: TX-1}
+"#;
+    let definition = inline(yaml);
+    let model = ScriptedModel::new().when_task(TaskKind::ToolInference).reply_with(|r| {
+        let p = prompt(r);
+        let OutputFormat::Json { schema, .. } = &r.output else { panic!("a structured answer") };
+        let arguments = &schema["properties"]["tools"]["items"]["properties"]["calls"]["items"]["properties"]["arguments"]
+            ["properties"];
+        let (pickup, time) = if p.contains("which the customer did not write") {
+            assert!(p.contains("time = \"9 PM tonight\"") && p.contains("pickup = \"12 Oak Avenue\""), "{p}");
+            let allowed = arguments["time"]["enum"].as_array().expect("the time is restricted to the customer's words");
+            assert_eq!(allowed, &[json!("At nine tonight"), json!("nine tonight"), json!("tonight"), json!(null)]);
+            assert_eq!(arguments["pickup"]["type"], json!(["string", "null"]), "a made-up value is asked for freely");
+            ("221 Baker Street", "At nine tonight")
+        } else {
+            ("12 Oak Avenue", "9 PM tonight")
+        };
+        Ok(json!({"tools": [{"tool": "book_taxi", "rationale": "asked", "decision": "needs_to_run", "calls": [{"arguments": {"pickup": pickup, "time": time}}]}]}))
+    });
+    let oracle: Oracle =
+        Arc::new(|c: &str, last: &str, _: &str| c.contains("wants a taxi") && last.contains("tonight"));
+    let model = Arc::new(with_reply(with_matching(model, oracle), |_| "Booked: TX-1.".into()));
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let session = MemorySession::new();
+    turn(&rt, &session, &Default::default(), "I need a taxi from 221 Baker Street.").await;
+    let outcome = turn(&rt, &session, &Default::default(), "At nine tonight.").await;
+    let call = &outcome.trace.iterations[0].tool_calls[0];
+    assert_eq!(
+        (call.arguments["pickup"].as_str(), call.arguments["time"].as_str()),
+        (Some("221 Baker Street"), Some("At nine tonight"))
+    );
+    assert_eq!(outcome.messages, ["Booked: TX-1."]);
+}
+
+#[tokio::test]
 async fn secrets_in_tool_arguments_and_results_stay_out_of_events_traces_and_prompts() {
     // The model copies a key the customer pasted into a tool call; the tool echoes it and
     // adds a credential URL of its own. The tool gets the argument as written; the tool

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use guidepost_core::JourneyPath;
 use guidepost_core::projection::NodeKind;
-use guidepost_llm::{ChatModel, TaskKind, schema_name_for, strict_schema_for};
+use guidepost_llm::{ChatModel, TaskKind, TokenDecision, label_odds, schema_name_for, strict_schema_for};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{CallOutcome, boolean_keys_schema, call_with_schema};
+use super::{CallOutcome, boolean_keys_schema, call_weighed};
 use crate::error::BatchError;
 use crate::journeys::graph::JourneyGraph;
 use crate::prompt::{ConversationView, RenderedPrompt, render};
@@ -206,16 +206,117 @@ pub fn answer_schema(journey: &JourneyView) -> serde_json::Value {
     schema
 }
 
-/// Asks the model where the journey stands.
+/// Asks the model where the journey stands. Where the model reports how likely its answers
+/// were, an exit into a consequential step (a booking, a payment) that it judged to hold with
+/// a probability short of `threshold` is taken as not holding, as the one-at-a-time question
+/// about that exit would be; the answer comes with a note for each exit so held. Other exits
+/// stand as the model answered: the whole-journey look is asked where the one-at-a-time
+/// questions could not settle the move.
 pub async fn evaluate(
     model: &dyn ChatModel,
     graph: &JourneyGraph,
     path: &JourneyPath,
     conversation: &ConversationView,
     temperature: f32,
-) -> CallOutcome<JourneySelectionAnswer> {
+    threshold: f32,
+) -> CallOutcome<(JourneySelectionAnswer, Vec<String>)> {
     let journey = JourneyView::build(graph, path);
+    let keys: Vec<(String, bool)> = journey
+        .exits
+        .iter()
+        .map(|t| (exit_key(t), node_of(graph, &t.to).and_then(|n| graph.node(&n)).is_some_and(|n| n.consequential)))
+        .collect();
     let schema = (schema_name_for::<JourneySelectionAnswer>(), answer_schema(&journey));
     let prompt = render_view(journey, conversation);
-    call_with_schema(model, TaskKind::JourneySelection, prompt, temperature, schema).await
+    let outcome = call_weighed(model, TaskKind::JourneySelection, prompt, temperature, schema).await;
+    CallOutcome {
+        answer: outcome.answer.map(|(mut answer, decisions)| {
+            let notes = hold_exits_to_threshold(&mut answer, &keys, &decisions, threshold);
+            (answer, notes)
+        }),
+        usage: outcome.usage,
+        estimated_tokens: outcome.estimated_tokens,
+    }
+}
+
+/// Holds the `exits` of `answer` into consequential steps to `threshold`: the answer's schema
+/// puts `exits` first, its keys in the order of `keys` (each with whether it leads into a
+/// consequential step), so the model's first choices between `true` and `false` are its
+/// verdicts on them, in that order. Such an exit judged to hold with a probability short of
+/// the threshold is set to not holding. Returns a note per exit so held; nothing changes
+/// without token probabilities (hosted models).
+fn hold_exits_to_threshold(
+    answer: &mut JourneySelectionAnswer,
+    keys: &[(String, bool)],
+    decisions: &[TokenDecision],
+    threshold: f32,
+) -> Vec<String> {
+    let odds = decisions.iter().filter_map(|d| label_odds(std::slice::from_ref(d), &["true", "false"]).map(|p| p[0]));
+    let mut notes = Vec::new();
+    for ((key, consequential), p) in keys.iter().zip(odds) {
+        if let Some(holds) = answer.exits.get_mut(key)
+            && *consequential
+            && *holds
+            && p < threshold
+        {
+            *holds = false;
+            notes
+                .push(format!("exit {key}: judged to hold at p {p:.2}, short of {threshold:.2}: taken as not holding"));
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use guidepost_llm::TokenOption;
+
+    use super::*;
+
+    fn choice(offset: usize, options: &[(&str, f32)]) -> TokenDecision {
+        let options = options.iter().map(|(t, p)| TokenOption { token: t.to_string(), probability: *p }).collect();
+        TokenDecision { offset, options }
+    }
+
+    #[test]
+    fn an_exit_into_a_consequential_step_judged_to_hold_short_of_the_threshold_does_not_hold() {
+        let keys = [
+            ("[5] The customer confirms the details".to_string(), true),
+            ("[6] The customer cancels".to_string(), false),
+        ];
+        let answer = |confirms: bool, cancels: bool| JourneySelectionAnswer {
+            exits: BTreeMap::from([(keys[0].0.clone(), confirms), (keys[1].0.clone(), cancels)]),
+            rationale: "r".into(),
+            decision: StepDecision::Advance,
+            steps: vec!["5".into()],
+            backtrack_to: None,
+        };
+        // Keys are written without a choice; the verdicts are the first true/false choices,
+        // in the schema's order; the free text after them does not count.
+        let decisions = [
+            choice(2, &[("\"[", 0.9), ("\"", 0.1)]),
+            choice(40, &[("true", 0.57), ("false", 0.43)]),
+            choice(80, &[("false", 0.78), ("true", 0.22)]),
+            choice(90, &[(" true", 0.2), (" the", 0.8)]),
+        ];
+        let mut held = answer(true, false);
+        let notes = hold_exits_to_threshold(&mut held, &keys, &decisions, 0.7);
+        assert_eq!(held.exits, answer(false, false).exits);
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("p 0.57, short of 0.70"), "{notes:?}");
+        // A sure verdict stands, and so does every verdict without probabilities.
+        let sure = [choice(40, &[("true", 0.93), ("false", 0.07)]), choice(80, &[("false", 0.9), ("true", 0.1)])];
+        let mut kept = answer(true, false);
+        assert!(hold_exits_to_threshold(&mut kept, &keys, &sure, 0.7).is_empty());
+        assert_eq!(kept.exits, answer(true, false).exits);
+        let mut unweighed = answer(true, true);
+        assert!(hold_exits_to_threshold(&mut unweighed, &keys, &[], 0.7).is_empty());
+        assert_eq!(unweighed.exits, answer(true, true).exits);
+        // An exit that books nothing stands as the model answered it.
+        let unsure = [choice(40, &[("false", 0.9), ("true", 0.1)]), choice(80, &[("true", 0.55), ("false", 0.45)])];
+        let mut ordinary = answer(false, true);
+        assert!(hold_exits_to_threshold(&mut ordinary, &keys, &unsure, 0.7).is_empty());
+        assert_eq!(ordinary.exits, answer(false, true).exits);
+    }
 }

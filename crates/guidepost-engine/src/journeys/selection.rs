@@ -441,13 +441,15 @@ impl JourneySelector {
         starting: bool,
         conversation: &ConversationView,
     ) -> ModelSelection {
-        let outcome = journey_selection::evaluate(model, graph, path, conversation, self.temperature).await;
+        let threshold = self.verdict_threshold.unwrap_or_else(|| model.capabilities().verdict_threshold);
+        let outcome = journey_selection::evaluate(model, graph, path, conversation, self.temperature, threshold).await;
         match outcome.answer {
-            Ok(answer) => {
+            Ok((answer, held)) => {
                 let change = apply_answer(graph, path, starting, &answer, self.max_steps);
+                let rationale = std::iter::once(answer.rationale).chain(held).collect::<Vec<_>>().join("; ");
                 let selection = ModelSelection {
                     change,
-                    rationale: answer.rationale,
+                    rationale,
                     usage: outcome.usage,
                     estimated_tokens: outcome.estimated_tokens,
                     error: None,

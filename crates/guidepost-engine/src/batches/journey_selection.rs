@@ -251,7 +251,12 @@ fn hold_exits_to_threshold(
     decisions: &[TokenDecision],
     threshold: f32,
 ) -> Vec<String> {
-    let odds = decisions.iter().filter_map(|d| label_odds(std::slice::from_ref(d), &["true", "false"]).map(|p| p[0]));
+    // A boolean's place offers both words; a key's text never does, even where it holds one.
+    let offers = |d: &TokenDecision, word: &str| d.options.iter().any(|o| o.token.trim() == word);
+    let odds = decisions
+        .iter()
+        .filter(|d| offers(d, "true") && offers(d, "false"))
+        .filter_map(|d| label_odds(std::slice::from_ref(d), &["true", "false"]).map(|p| p[0]));
     let mut notes = Vec::new();
     for ((key, consequential), p) in keys.iter().zip(odds) {
         if let Some(holds) = answer.exits.get_mut(key)
@@ -300,11 +305,16 @@ mod tests {
             choice(80, &[("false", 0.78), ("true", 0.22)]),
             choice(90, &[(" true", 0.2), (" the", 0.8)]),
         ];
+        // A key whose text holds one of the words offers only that word there.
+        let mut with_key_word = decisions.to_vec();
+        with_key_word.insert(1, choice(20, &[(" false", 0.9), (" f", 0.1)]));
         let mut held = answer(true, false);
         let notes = hold_exits_to_threshold(&mut held, &keys, &decisions, 0.7);
         assert_eq!(held.exits, answer(false, false).exits);
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("p 0.57, short of 0.70"), "{notes:?}");
+        let mut held_again = answer(true, false);
+        assert_eq!(hold_exits_to_threshold(&mut held_again, &keys, &with_key_word, 0.7), notes);
         // A sure verdict stands, and so does every verdict without probabilities.
         let sure = [choice(40, &[("true", 0.93), ("false", 0.07)]), choice(80, &[("false", 0.9), ("true", 0.1)])];
         let mut kept = answer(true, false);

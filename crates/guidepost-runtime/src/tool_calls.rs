@@ -360,24 +360,86 @@ fn scripts<'a>(texts: impl Iterator<Item = &'a str>) -> BTreeSet<u8> {
     out
 }
 
-/// The passages that keep a word of `value` (in scripts written without spaces, a
-/// character), where the word is likely to carry meaning: a number, or four letters or more
-/// ("tonight" in "9 PM tonight", not "at" or "the").
+/// The passages that keep a word of `value`, where the word is likely to carry meaning: a
+/// number (written in digits or as a word: "9 PM" keeps "At nine tonight"), a word of four
+/// letters or more ("tonight", not "at" or "the"), or a character of a script written without
+/// spaces.
 fn passages_keeping_words_of(value: &Value, passages: &[String]) -> Vec<String> {
     let Some(text) = value.as_str() else { return Vec::new() };
-    let words = |t: &str| -> BTreeSet<String> {
-        let mut out = BTreeSet::new();
-        for word in t.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
-            if word.chars().any(guidepost_engine::writes_without_spaces) {
-                out.extend(word.chars().filter(|c| guidepost_engine::writes_without_spaces(*c)).map(String::from));
-            } else if word.chars().count() >= 4 || (!word.is_empty() && word.chars().all(|c| c.is_numeric())) {
-                out.insert(word.to_string());
-            }
+    let kept = meaningful_words(text);
+    passages.iter().filter(|p| !meaningful_words(p).is_disjoint(&kept)).cloned().collect()
+}
+
+/// The words of `text` [`passages_keeping_words_of`] compares, lowercased, numbers as digits.
+fn meaningful_words(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut word = String::new();
+    let mut flush = |word: &mut String, out: &mut BTreeSet<String>| {
+        if let Some(n) = number_word(word) {
+            out.insert(n.to_string());
+        } else if word.chars().count() >= 4 || (!word.is_empty() && word.chars().all(|c| c.is_ascii_digit())) {
+            out.insert(word.clone());
         }
-        out
+        word.clear();
     };
-    let kept = words(text);
-    passages.iter().filter(|p| !words(p).is_disjoint(&kept)).cloned().collect()
+    for c in text.to_lowercase().chars() {
+        let unspaced = guidepost_engine::writes_without_spaces(c);
+        // Digits, letters and unspaced characters each make words of their own ("9点" is
+        // "9" and "点", "7pm" is "7" and "pm").
+        let joins = word
+            .chars()
+            .last()
+            .is_some_and(|last| !unspaced && c.is_alphanumeric() && (last.is_ascii_digit() == c.is_ascii_digit()));
+        if !joins {
+            flush(&mut word, &mut out);
+        }
+        if unspaced {
+            match number_word(&c.to_string()) {
+                Some(n) => out.insert(n.to_string()),
+                None => out.insert(c.to_string()),
+            };
+        } else if c.is_alphanumeric() {
+            word.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// The number a number word stands for, in English or Chinese ("nine", "twelve", "九", "两").
+fn number_word(word: &str) -> Option<u32> {
+    const ENGLISH: [&str; 21] = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    const CHINESE: [&str; 11] = ["零", "一", "二", "三", "四", "五", "六", "七", "八", "九", "十"];
+    let at = |list: &[&str]| list.iter().position(|w| *w == word).and_then(|i| u32::try_from(i).ok());
+    match word {
+        "thirty" => Some(30),
+        "forty" => Some(40),
+        "fifty" => Some(50),
+        "两" => Some(2),
+        _ => at(&ENGLISH).or_else(|| at(&CHINESE)),
+    }
 }
 
 /// Whether `value` is a translation: written in scripts none of which the customer wrote in
@@ -814,7 +876,9 @@ mod tests {
         ];
         let passages = customer_passages(&history);
         let kept = |value: &str| passages_keeping_words_of(&json!(value), &passages);
-        assert_eq!(kept("9 PM tonight"), ["At nine tonight", "nine tonight", "tonight"]);
+        assert_eq!(kept("9 PM tonight"), ["At nine", "At nine tonight", "nine", "nine tonight", "tonight"]);
+        assert_eq!(kept("21:00"), Vec::<String>::new(), "a clock time in other numbers keeps nothing");
+        assert_eq!(kept("9 PM"), ["At nine", "At nine tonight", "nine", "nine tonight"]);
         assert!(kept("the City Museum of Art").contains(&"To the city museum".to_string()));
         assert!(kept("at the station").is_empty(), "short words keep nothing: {:?}", kept("at the station"));
         assert!(kept("Oak Avenue").is_empty(), "a made-up value keeps nothing");
@@ -822,6 +886,10 @@ mod tests {
         let zh_passages = customer_passages(&zh);
         assert!(passages_keeping_words_of(&json!("成都市"), &zh_passages).contains(&"成都".to_string()));
         assert!(passages_keeping_words_of(&json!("北京"), &zh_passages).is_empty());
+        let at_nine = vec![("customer".to_string(), "晚上九点".to_string())];
+        let at_nine = customer_passages(&at_nine);
+        assert!(passages_keeping_words_of(&json!("21点"), &at_nine).contains(&"点".to_string()));
+        assert!(passages_keeping_words_of(&json!("9点"), &at_nine).contains(&"九点".to_string()));
         assert!(passages_keeping_words_of(&json!(7), &passages).is_empty(), "only strings are reworded");
     }
 

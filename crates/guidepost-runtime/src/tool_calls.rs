@@ -374,7 +374,7 @@ fn passages_keeping_words_of(value: &Value, passages: &[String]) -> Vec<String> 
 fn meaningful_words(text: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut word = String::new();
-    let mut flush = |word: &mut String, out: &mut BTreeSet<String>| {
+    let flush = |word: &mut String, out: &mut BTreeSet<String>| {
         if let Some(n) = number_word(word) {
             out.insert(n.to_string());
         } else if word.chars().count() >= 4 || (!word.is_empty() && word.chars().all(|c| c.is_ascii_digit())) {

@@ -171,9 +171,10 @@ fn hold_to_exit_verdicts(
         // "Exit" is the designed ending, not an abandoned journey, where the way on to the
         // journey's end is taken anyway: a transition to it judged to hold ("no more
         // lookups, thanks"), or the last step's own unconditional one (the booking told,
-        // nothing left to do). Complete it.
+        // nothing left to do; a tool step a journey rests at has not run, so it is left).
+        // Complete it.
         let to_end = current.edges.iter().find(|e| {
-            (e.condition.is_none() || verdict(&e.to) == Some(true))
+            ((e.condition.is_none() && current.kind != NodeKind::Tool) || verdict(&e.to) == Some(true))
                 && graph.node(&e.to).is_some_and(|n| n.kind == NodeKind::End)
         });
         return match to_end {
@@ -604,6 +605,14 @@ tools:
         let unjudged = answer(StepDecision::Exit, &[], None);
         assert_eq!(apply_answer(&weather(), &at_sorry, false, &unjudged, 4).decision, JourneyDecision::Completed);
         assert_eq!(apply_answer(&conditional, &at_sorry, false, &unjudged, 4).decision, JourneyDecision::Exited);
+        let mut tool_last = weather();
+        let to_end = tool_last.nodes["show"].edges.clone();
+        tool_last.nodes.get_mut("lookup").unwrap().edges = to_end;
+        assert_eq!(
+            apply_answer(&tool_last, &path(&["initial", "lookup"]), false, &unjudged, 4).decision,
+            JourneyDecision::Exited,
+            "a tool step waiting to run is left, not completed"
+        );
         assert_eq!(
             apply_answer(&weather(), &path(&["initial", "lookup"]), false, &unjudged, 4).decision,
             JourneyDecision::Exited,

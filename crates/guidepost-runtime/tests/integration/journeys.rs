@@ -117,9 +117,7 @@ async fn a_strict_step_sends_its_template_filled_from_the_tool() {
     // mode, and its only template, filled from the tool's result, goes out without a
     // composition call.
     let model = Arc::new(with_reply(weather_walker(), |p| panic!("no composition call expected:\n{p}")));
-    let definition = example("weather");
-    let registry = fixtures(&definition);
-    let rt = runtime(definition, model, registry);
+    let rt = example_runtime("weather", model);
     let session = MemorySession::new();
     let outcome = turn(&rt, &session, &Default::default(), "上海天气怎么样？").await;
     assert_eq!(outcome.messages, ["上海现在多云，气温 20°C，湿度 60%。还想查查其他城市吗？"]);
@@ -141,9 +139,7 @@ async fn the_reply_knows_when_a_journey_just_ended() {
         assert!(p.contains("## Flows that ended with the customer's last message\n- 查询天气"), "{p}");
         "好的，有需要随时找我！".into()
     }));
-    let definition = example("weather");
-    let registry = fixtures(&definition);
-    let rt = runtime(definition, model, registry);
+    let rt = example_runtime("weather", model);
     let mut previous = guidepost_core::AgentState::default();
     previous.journey_paths.insert(
         "weather_lookup".into(),
@@ -271,9 +267,7 @@ async fn a_lookup_that_cannot_run_without_the_city_gives_way_to_the_question_for
         assert!(p.contains("友好地询问用户想查询哪个城市的天气"), "the question's step is followed:\n{p}");
         "你好！想查哪个城市的天气呢？".into()
     }));
-    let definition = example("weather");
-    let registry = fixtures(&definition);
-    let rt = runtime(definition, model, registry);
+    let rt = example_runtime("weather", model);
     let session = MemorySession::new();
     let first = turn(&rt, &session, &Default::default(), "你好！能帮我查一下天气吗？").await;
     assert_eq!(first.messages, ["你好！想查哪个城市的天气呢？"]);
@@ -295,4 +289,11 @@ async fn a_lookup_that_cannot_run_without_the_city_gives_way_to_the_question_for
         next.state.journey_paths["weather_lookup"].states(),
         ["initial", "ask_city", "get_weather", "show_result"]
     );
+}
+
+/// A runtime for the example agent `name` on `model`, its tools answered by their fixtures.
+fn example_runtime(name: &str, model: Arc<dyn guidepost_llm::ChatModel>) -> Arc<guidepost_runtime::AgentRuntime> {
+    let definition = example(name);
+    let registry = fixtures(&definition);
+    runtime(definition, model, registry)
 }

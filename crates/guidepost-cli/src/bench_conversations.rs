@@ -309,6 +309,10 @@ async fn conversation(
         );
         turns.push(figures);
     }
+    // The customer reads the last reply: what the server reads ahead then is done before
+    // the next server's conversation starts, so one server's background work does not land
+    // in another's turns.
+    tokio::time::sleep(writing).await;
     Ok(turns)
 }
 

@@ -23,7 +23,7 @@ use candle_core::{DType, Device, Module, Tensor};
 
 use crate::error::LocalError;
 use crate::gguf::Metadata;
-use crate::kv_cache::{self, Cache, CachePlan, LayerCache, SavedCaches, another_kind, plan, shared_prefix};
+use crate::kv_cache::{self, Cache, CachePlan, LayerCache, SavedCaches, plan, shared_prefix};
 use crate::layers::{causal_softmax, rms_norm, rope};
 use crate::requant::{RequantReport, is_slow, requantize};
 use crate::weights::{self, BlockHandle, BlockWeight};
@@ -435,14 +435,16 @@ impl Decoder {
         let shared = shared_prefix(&self.cache.tokens, prompt);
         // At least the last prompt token is evaluated: its logits are the answer.
         let reuse = shared.min(prompt.len() - 1);
-        // Another kind of prompt cuts the cache back to little: the cache is kept aside whole,
-        // and the part shared goes on in a copy (less than half of it).
-        if another_kind(shared, self.cache.tokens.len()) {
+        // Another kind of prompt cuts the cache back to little, or leaves out much of the
+        // prompt read into it: the cache is kept aside whole, and the part shared goes on in
+        // a copy.
+        if self.cache.parts_from(prompt) {
             let copy = self.cache.copy_prefix(reuse)?;
             let left = std::mem::replace(&mut self.cache, copy);
             self.saved.keep(left);
         }
         self.cache.truncate(reuse);
+        self.cache.prompt = prompt.len();
         self.reserve(total + kv_cache::GROWTH)?;
         let tokens: Vec<u32> = prompt[reuse..].iter().chain(guess).copied().collect();
         let last_of_prompt = prompt.len() - reuse - 1;

@@ -20,8 +20,13 @@ use crate::error::LocalError;
 pub(crate) const GROWTH: usize = 256;
 
 /// How many caches of prompts the decoder moved away from it keeps aside, besides the
-/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B).
-pub(crate) const SAVED_PREFIXES: usize = 3;
+/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B). A
+/// turn on an agent with a journey and tools moves between four kinds of prompt (the checks,
+/// the exits compared side by side, the tool decision, the reply), and the caches of a
+/// conversation that ended stay until newer ones push them out; with three kept aside, the
+/// weather agent's reply cache was the one pushed out and the reply read its whole prompt
+/// again (399 new tokens instead of 217).
+pub(crate) const SAVED_PREFIXES: usize = 4;
 
 /// One block's keys and values.
 pub(crate) struct LayerCache {
@@ -105,18 +110,29 @@ impl LayerCache {
 pub(crate) struct Cache {
     pub(crate) tokens: Vec<u32>,
     pub(crate) layers: Vec<LayerCache>,
+    /// How many of the first tokens were the prompt last read into it (the rest are its
+    /// answer and the tokens drafted after it).
+    pub(crate) prompt: usize,
 }
 
 impl Cache {
     /// An empty cache for `layers` blocks.
     pub(crate) fn empty(layers: usize) -> Self {
-        Self { tokens: Vec::new(), layers: (0..layers).map(|_| LayerCache::new()).collect() }
+        Self { tokens: Vec::new(), layers: (0..layers).map(|_| LayerCache::new()).collect(), prompt: 0 }
     }
 
     /// Keeps the first `positions` tokens.
     pub(crate) fn truncate(&mut self, positions: usize) {
         self.tokens.truncate(positions);
+        self.prompt = self.prompt.min(positions);
         self.layers.iter_mut().for_each(|l| l.truncate(positions));
+    }
+
+    /// Whether `prompt` is another kind of prompt than the one this cache holds (see
+    /// [`another_kind`]).
+    pub(crate) fn parts_from(&self, prompt: &[u32]) -> bool {
+        let held_prompt = self.prompt.min(self.tokens.len());
+        another_kind(shared_prefix(&self.tokens, prompt), held_prompt, self.tokens.len())
     }
 
     /// The first `positions` tokens, in buffers of their own.
@@ -125,6 +141,7 @@ impl Cache {
         Ok(Self {
             tokens: self.tokens[..positions].to_vec(),
             layers: self.layers.iter().map(|l| l.copy_prefix(positions)).collect::<Result<_, _>>()?,
+            prompt: self.prompt.min(positions),
         })
     }
 
@@ -139,12 +156,22 @@ pub(crate) fn shared_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// Whether a prompt sharing `shared` tokens with a cache of `held` tokens is another kind
-/// of prompt: it keeps less than half of the cache. Within a kind (the checks of one turn,
-/// which differ only in their statement) the cache is simply cut back; across kinds the one
-/// left is worth keeping aside.
-pub(crate) fn another_kind(shared: usize, held: usize) -> bool {
-    shared * 2 < held
+/// Most tokens of the prompt a cache was last read from that another prompt may leave out for
+/// the two to count as the same kind of prompt. The checks of one turn differ in their
+/// statement, a few dozen tokens (the answer after it does not count); a prompt
+/// that asks something else about the same conversation (the exits compared side by side after
+/// the checks) parts from it where its instructions differ, and cutting the checks' cache back
+/// there made the check after it read the whole conversation again (195 new tokens where 14
+/// were needed, measured on the weather agent's "那北京呢？").
+pub(crate) const SAME_KIND_CUT: usize = 64;
+
+/// Whether a prompt sharing `shared` tokens with a cache of `held` tokens, the first
+/// `held_prompt` of them the prompt last read into it, is another kind of prompt: it keeps
+/// less than half of the cache, or leaves out more than [`SAME_KIND_CUT`] tokens of that
+/// prompt. Within a kind (the checks of one turn, which differ only in their statement) the
+/// cache is simply cut back; across kinds the one left is worth keeping aside.
+pub(crate) fn another_kind(shared: usize, held_prompt: usize, held: usize) -> bool {
+    shared * 2 < held || held_prompt.saturating_sub(shared) > SAME_KIND_CUT
 }
 
 /// What the decoder does with the caches before evaluating a prompt.
@@ -188,7 +215,7 @@ impl SavedCaches {
         if cache.tokens.is_empty() {
             return;
         }
-        self.0.retain(|c| another_kind(shared_prefix(&c.tokens, &cache.tokens), c.tokens.len()));
+        self.0.retain(|c| c.parts_from(&cache.tokens));
         self.0.push(cache);
         if self.0.len() > SAVED_PREFIXES {
             self.0.remove(0);
@@ -217,8 +244,15 @@ mod tests {
         assert_eq!(plan(&[1, 2], &[&[1, 2, 3]], &[1, 2, 5]), CachePlan::Current);
         assert_eq!(plan(&[], &[tools, checks], &[1, 2, 3]), CachePlan::Saved(1));
         // The checks of one turn differ in their statement only: the same kind of prompt.
-        assert!(!another_kind(5, 6));
-        assert!(another_kind(1, 6));
+        assert!(!another_kind(5, 6, 6));
+        assert!(another_kind(1, 6, 6));
+        // A prompt that keeps most of a long cache but parts from it well before the end of
+        // the prompt read into it (the exits compared after the checks, sharing the
+        // instructions' head only) is another kind: the checks' cache is kept aside for the
+        // check that follows. A long answer after the prompt does not count.
+        assert!(!another_kind(344, 354, 360));
+        assert!(another_kind(301, 418, 421));
+        assert!(!another_kind(571, 626, 700));
     }
 
     fn positions(from: usize, len: usize) -> Result<Tensor, LocalError> {
@@ -259,15 +293,26 @@ mod tests {
     #[test]
     fn caches_of_the_same_kind_replace_each_other_and_the_oldest_goes() {
         let mut saved = SavedCaches::default();
-        let cache = |tokens: &[u32]| Cache { tokens: tokens.to_vec(), layers: Vec::new() };
+        let cache = |tokens: &[u32]| Cache { tokens: tokens.to_vec(), layers: Vec::new(), prompt: tokens.len() };
         saved.keep(cache(&[1, 2, 3, 4]));
         saved.keep(cache(&[1, 2, 3, 5]));
         assert_eq!(saved.tokens(), vec![&[1, 2, 3, 5][..]], "the same kind, kept once");
-        for first in 10..14 {
+        for first in 10..11 + SAVED_PREFIXES as u32 {
             saved.keep(cache(&[first, 0, 0]));
         }
         assert_eq!(saved.tokens().len(), SAVED_PREFIXES);
         assert_eq!(saved.tokens()[0], &[11, 0, 0][..]);
         assert!(saved.take(7).is_none());
+        // A prompt that parts from a cache long before the end of the prompt read into it is
+        // another kind: both are kept. One that leaves out only its statement replaces it.
+        let mut saved = SavedCaches::default();
+        let checks: Vec<u32> = (0..400).collect();
+        let compared: Vec<u32> = (0..300).chain(1000..1150).collect();
+        saved.keep(cache(&checks));
+        saved.keep(cache(&compared));
+        assert_eq!(saved.tokens().len(), 2);
+        let next_check: Vec<u32> = (0..390).chain(2000..2020).collect();
+        saved.keep(cache(&next_check));
+        assert_eq!(saved.tokens(), vec![&compared[..], &next_check[..]]);
     }
 }

@@ -115,6 +115,20 @@ impl JourneyGraph {
         }
     }
 
+    /// The journey's closing question right after the step `tell`, if there is one: `tell`'s
+    /// one way on is unconditional and leads to a question ("Ask if there is anything else")
+    /// whose one way on is the unconditional one to the end.
+    pub fn closing_question_after(&self, tell: &str) -> Option<&str> {
+        let [edge] = self.node(tell)?.edges.as_slice() else { return None };
+        if edge.condition.is_some() {
+            return None;
+        }
+        let question = self.node(&edge.to)?;
+        let [last] = question.edges.as_slice() else { return None };
+        (question.is_customer_dependent() && last.condition.is_none() && self.is_end(&last.to))
+            .then_some(edge.to.as_str())
+    }
+
     /// The node with this id.
     pub fn node(&self, id: &str) -> Option<&JourneyNode> {
         self.nodes.get(id)

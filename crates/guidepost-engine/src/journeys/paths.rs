@@ -2,8 +2,9 @@
 //! forward progress appends, revisiting truncates (backtracking), reaching `end` or the
 //! root again completes. Model answers are validated against the graph: an advance only
 //! follows existing transitions, stops after a tool step and after a step that only tells the
-//! customer something (it is said, and rested on), and a backtrack only targets a visited
-//! step; anything else is corrected and the correction recorded.
+//! customer something (it is said, and rested on; a closing question right after it is asked
+//! with it), and a backtrack only targets a visited step; anything else is corrected and the
+//! correction recorded.
 
 use guidepost_core::journey::START_STATE;
 use guidepost_core::projection::NodeKind;
@@ -88,10 +89,21 @@ pub fn advance(
             break;
         }
         // A step that only tells the customer something is said and rested on: the steps
-        // after it wait for the next turn.
+        // after it wait for the next turn. Unless what follows is the journey's closing
+        // question ("Is there anything else?", whose one way on ends the journey): it is
+        // asked in the same reply, as an agent would, so that the customer's answer to what
+        // was told ("No, that's all, thanks") is the answer to it and ends the journey,
+        // instead of being asked after the customer already said so.
         if graph.node(step).is_some_and(|n| n.kind == NodeKind::Chat && !n.is_customer_dependent()) {
-            if valid.len() < steps.len() {
-                correction = Some(format!("stopped at `{step}`: the agent tells the customer something there first"));
+            let closing = graph.closing_question_after(step).filter(|q| !valid.iter().any(|v| v == q));
+            let next_is_closing = steps.get(valid.len()).is_none_or(|s| Some(s.as_str()) == closing);
+            match closing {
+                Some(question) if next_is_closing => valid.push(question.to_string()),
+                _ if valid.len() < steps.len() => {
+                    correction =
+                        Some(format!("stopped at `{step}`: the agent tells the customer something there first"));
+                }
+                _ => {}
             }
             break;
         }
@@ -507,6 +519,47 @@ tools:
         // A restatement with nothing new is no move.
         let nothing = apply_answer(&g, &at_dropoff, false, &answer(StepDecision::Advance, &["0", "1", "2"], None), 4);
         assert_eq!(nothing.decision, JourneyDecision::Stayed);
+    }
+
+    #[test]
+    fn a_closing_question_after_a_step_that_tells_is_asked_with_it() {
+        const STATUS: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: status
+    title: Order status
+    conditions: [The customer asks where their order is]
+    start: lookup
+    states:
+      - { id: lookup, tool: check_order, next: report }
+      - { id: report, chat: Tell the customer the order's status, next: wrap }
+      - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+tools:
+  - { name: check_order, description: Status of an order }
+"#;
+        let def = load_agent(&[SourceFile::new("s.yaml", STATUS)]).definition.unwrap();
+        let g = CompiledAgent::new(Arc::new(def)).journey("status").unwrap().clone();
+        assert_eq!(g.closing_question_after("report"), Some("wrap"));
+        assert_eq!(g.closing_question_after("wrap"), None, "a question is no step that tells");
+        let at_tool = path(&["initial", "lookup"]);
+        // The status is told and the closing question asked in the same reply: the journey
+        // rests at the question, so "No, that's all" answers it and ends the journey.
+        let change = advance(&g, &at_tool, &["report".into()], false, 4);
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["report".into(), "wrap".into()] });
+        assert_eq!(change.correction, None);
+        let listed = advance(&g, &at_tool, &["report".into(), "wrap".into()], false, 4);
+        assert_eq!(listed.decision, change.decision, "listed on by the model, the same move");
+        let at_wrap = change.path.unwrap();
+        assert_eq!(advance(&g, &at_wrap, &["end".into()], false, 4).decision, JourneyDecision::Completed);
+        // Not a closing question: one the customer's answer routes, or one that leads on to
+        // more steps. The step that tells is rested on as before.
+        let weather = weather();
+        assert_eq!(weather.closing_question_after("show"), None, "`show` leads to the end itself");
+        let mut routed = g.clone();
+        routed.nodes.get_mut("wrap").unwrap().edges[0].condition = Some("The customer needs nothing else".into());
+        assert_eq!(routed.closing_question_after("report"), None);
+        let change = advance(&routed, &at_tool, &["report".into()], false, 4);
+        assert_eq!(change.decision, JourneyDecision::Advanced { steps: vec!["report".into()] });
     }
 
     #[test]

@@ -291,6 +291,47 @@ async fn a_lookup_that_cannot_run_without_the_city_gives_way_to_the_question_for
     );
 }
 
+#[tokio::test]
+async fn the_result_is_told_with_the_closing_question_and_no_more_ends_the_journey() {
+    // The store agent's order status: the lookup's one way on tells the result, whose one way
+    // on is the closing question ("anything else?"), whose one way on is the end. The result
+    // and the question go out in one reply, so "No, that's all" answers the question.
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::JourneySelection)
+        .reply_with(|r| {
+            let text = prompt(r);
+            Ok(json!({"rationale": "scripted", "decision": "advance", "steps": [step(&text, "check_order_status")], "backtrack_to": null}))
+        })
+        .when_task(TaskKind::ToolInference)
+        .reply_with(|_| {
+            Ok(json!({"tools": [{"tool": "check_order_status", "rationale": "given", "decision": "needs_to_run", "calls": [{"arguments": {"order_number": "48213"}}]}]}))
+        });
+    let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        if p.contains("Tell the customer the result of the order status lookup") {
+            assert!(p.contains("Ask the customer if there is anything else you can help with"), "{p}");
+            assert!(p.contains("shipped"), "the tool result is a fact: {p}");
+            "Order 48213 has shipped. Is there anything else I can help you with?".into()
+        } else {
+            assert!(p.contains("## Flows that ended with the customer's last message\n- Order Status"), "{p}");
+            "You're welcome, have a nice day!".into()
+        }
+    }));
+    let rt = example_runtime("otto", model);
+    let session = MemorySession::new();
+    let mut previous = guidepost_core::AgentState::default();
+    previous.journey_paths.insert(
+        "order_status".into(),
+        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "ask".into()]).unwrap(),
+    );
+    let told = turn(&rt, &session, &previous, "My order number is 48213.").await;
+    assert_eq!(told.messages, ["Order 48213 has shipped. Is there anything else I can help you with?"]);
+    assert_eq!(told.state.journey_paths["order_status"].states(), ["initial", "ask", "lookup", "report", "wrap"]);
+    let done = turn(&rt, &session, &told.state, "No, that's all I needed, thanks.").await;
+    assert_eq!(done.messages, ["You're welcome, have a nice day!"]);
+    assert!(done.state.journey_paths.is_empty(), "{:?}", done.state.journey_paths);
+}
+
 /// A runtime for the example agent `name` on `model`, its tools answered by their fixtures.
 fn example_runtime(name: &str, model: Arc<dyn guidepost_llm::ChatModel>) -> Arc<guidepost_runtime::AgentRuntime> {
     let definition = example(name);

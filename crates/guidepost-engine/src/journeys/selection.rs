@@ -284,7 +284,7 @@ impl JourneySelector {
                 continue;
             }
             let rests = !(node.kind == NodeKind::Fork || (!entered && node.kind == NodeKind::Tool));
-            let how = Exit { rests, reached: entered };
+            let how = Exit { rests, reached: entered, graph };
             let next = match self.next_exit(model, node, how, conversation, &mut asked, &unknown).await {
                 Ok(next) => next,
                 Err(error) => return self.failed(path, starting, asked, error),
@@ -335,7 +335,7 @@ impl JourneySelector {
         &self,
         model: &dyn ChatModel,
         node: &'g JourneyNode,
-        Exit { rests, reached }: Exit,
+        Exit { rests, reached, graph }: Exit<'_>,
         conversation: &ConversationView,
         asked: &mut Asking,
         known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
@@ -384,6 +384,10 @@ impl JourneySelector {
             return self.compare(model, &conditional, None, conversation, asked).await;
         }
         if let Some(edge) = choose_exit(&conditional, &verdicts) {
+            return Ok(Some(edge));
+        }
+        if !reached && let Some(edge) = answer_to_the_question(node, graph, &conditional, &verdicts) {
+            asked.notes.push(format!("the answer to the question asked, likelier than not: on to `{}`", edge.to));
             return Ok(Some(edge));
         }
         if let Some(edge) = otherwise {
@@ -488,7 +492,7 @@ impl JourneySelector {
             && guard > 0
         {
             guard -= 1;
-            let how = Exit { rests: false, reached: true };
+            let how = Exit { rests: false, reached: true, graph };
             match self.next_exit(model, fork, how, conversation, &mut asked, known).await {
                 Ok(Some(edge)) => steps.push(edge.to.clone()),
                 Ok(None) => break,
@@ -701,11 +705,32 @@ impl JourneySelector {
 
 /// How the way out of a step is chosen.
 #[derive(Debug, Clone, Copy)]
-struct Exit {
+struct Exit<'g> {
     /// The journey may rest at the step.
     rests: bool,
     /// The move only reached the step (it is not where the journey stood).
     reached: bool,
+    /// The journey the step is in.
+    graph: &'g JourneyGraph,
+}
+
+/// The one way on from the question the customer was just asked (where the journey rested,
+/// its agent message asking it), found likelier than not yet short of the threshold, when it
+/// leads to a step that is not consequential: it is taken. Staying there asks the same
+/// question again, and a journey that stays on an answer it did not recognise trails one step
+/// behind the customer for the rest of the conversation ("To the harbour." after "Where are
+/// you going?" was put at p 0.61 of giving the destination); going on asks the next question,
+/// and what is missing is still asked for before any consequential step (a booking, a
+/// payment) runs, which holds to the threshold as before.
+fn answer_to_the_question<'e>(
+    node: &JourneyNode,
+    graph: &JourneyGraph,
+    conditional: &[&'e JourneyEdge],
+    verdicts: &[ExitVerdict],
+) -> Option<&'e JourneyEdge> {
+    let ([edge], [verdict]) = (conditional, verdicts) else { return None };
+    let quiet = graph.node(&edge.to).is_some_and(|n| !n.consequential);
+    (node.is_customer_dependent() && verdict.unsure() && quiet).then_some(*edge)
 }
 
 /// The last choice of a comparison among a question's exits.

@@ -240,16 +240,22 @@ async fn a_move_made_without_reading_the_message_stands_when_the_correction_look
     assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item", "fee"])));
 }
 
+/// The shop agent whose order placing is consequential.
+fn consequential_shop() -> guidepost_core::AgentDefinition {
+    inline(&SHOP.replace("description: Places an order", "description: Places an order\n    consequential: true"))
+}
+
 #[tokio::test]
 async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so() {
     // At the address question, the model leans towards "an address was given" (0.62) but not
-    // up to its 0.7: the journey stays, and the record says it stayed and why. (A single
-    // exit gets no second look: there is nothing to compare it with.)
+    // up to its 0.7, and the way on places the order: the journey stays, and the record says
+    // it stayed and why. (A single exit gets no second look: there is nothing to compare it
+    // with.)
     fn p(statement: &str, _: &str) -> f32 {
         if statement == "The customer gave an address" { 0.62 } else { 0.1 }
     }
     let model = small_model(p, |_| true);
-    let matcher = matcher(inline(SHOP), model.clone());
+    let matcher = matcher(consequential_shop(), model.clone());
     let o =
         matcher.match_turn(&at(&["initial", "item", "fee", "address"]).customer("Near the station.")).await.unwrap();
     assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("address"));
@@ -261,6 +267,35 @@ async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so
         "{}",
         record.rationale
     );
+    assert!(model.requests().iter().all(|r| !schema_is("Choice")(r)), "no comparison was asked");
+}
+
+#[tokio::test]
+async fn the_answer_to_the_question_asked_is_taken_when_likelier_than_not() {
+    // "Something blue, please." after "Which item do you want?": the model puts it at 0.61 of
+    // naming an item, short of its 0.7. The journey rested at that question and its one way on
+    // only explains the fee, so the answer is taken: asking the same question again would
+    // leave the journey a step behind the customer.
+    fn p(statement: &str, last: &str) -> f32 {
+        match (statement, last) {
+            ("The customer named an item", "Something blue, please.") => 0.61,
+            ("The customer gave an address", _) => 0.61,
+            _ => 0.1,
+        }
+    }
+    let model = small_model(p, |_| true);
+    let matcher = matcher(consequential_shop(), model.clone());
+    let o = matcher.match_turn(&at(&["initial", "item"]).customer("Something blue, please.")).await.unwrap();
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item", "fee"])));
+    let record = o.record.journey("order").unwrap();
+    assert!(record.rationale.contains("the answer to the question asked, likelier than not"), "{}", record.rationale);
+    // Less likely than not, it stays.
+    let o = matcher.match_turn(&at(&["initial", "item"]).customer("What do you sell?")).await.unwrap();
+    assert_eq!(path_of(&o, "order"), Some(states(&["initial", "item"])));
+    // A question this move only reached (not yet asked) is not answered at 0.61: after the
+    // fee, "Fine." goes on to the address question and waits there.
+    let o = matcher.match_turn(&at(&["initial", "item", "fee"]).customer("Fine.")).await.unwrap();
+    assert_eq!(path_of(&o, "order").unwrap().last().map(String::as_str), Some("address"));
     assert!(model.requests().iter().all(|r| !schema_is("Choice")(r)), "no comparison was asked");
 }
 

@@ -154,6 +154,10 @@ pub async fn run(options: EvalOptions) -> Result<ExitCode> {
         eprintln!("error: {} model call(s) failed; the figures above are not the model's", report.errors.len());
         return Ok(ExitCode::from(CALLS_FAILED));
     }
+    // A call without its recording that the engine degraded around is no decision of the model.
+    if crate::models::report_replay_misses() {
+        return Ok(ExitCode::from(CALLS_FAILED));
+    }
     Ok(match options.min_accuracy {
         Some(min) if report.accuracy < min => {
             eprintln!("accuracy {:.1} % is below --min-accuracy {:.1} %", report.accuracy * 100.0, min * 100.0);

@@ -126,3 +126,19 @@ pub fn runtime_models(stack: &ModelStack) -> guidepost_runtime::RuntimeModels {
         embedder: Some(stack.embedder()),
     }
 }
+
+/// Reports on standard error every model call of this process that `--cache replay-or-fail`
+/// found no recording for, and whether there was one: the command that replays then fails,
+/// also where the engine degraded around the failed call (a journey check that kept the
+/// journey where it was) and the run's outcome alone would not show it.
+pub fn report_replay_misses() -> bool {
+    let misses = guidepost_llm::middleware::cache::replay_misses();
+    let Some(first) = misses.first() else { return false };
+    eprintln!(
+        "error: {} model call(s) had no recording (replay-or-fail), so the run fails: record them with \
+         `--cache replay`. The first: {}",
+        misses.len(),
+        guidepost_llm::excerpt(first, 1500)
+    );
+    true
+}

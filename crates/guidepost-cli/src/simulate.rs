@@ -262,6 +262,10 @@ pub async fn run(args: SimulateArgs, threads: Option<usize>) -> Result<ExitCode>
             if args.require_full_coverage && !missed.is_empty() {
                 outln!("Coverage incomplete (--require-full-coverage): {}", missed.join(", "));
             }
+            // A stage that went on without its recorded answer is no result of the model.
+            if crate::models::report_replay_misses() {
+                return Ok(ExitCode::from(2));
+            }
             Ok(ExitCode::from(u8::try_from(args.exit_code(&outcome.report)).unwrap_or(1)))
         }
         Err(err) => {

@@ -239,3 +239,41 @@ fn a_corrupt_recording_fails_the_run_as_corrupt_not_as_missing() {
     assert!(!console.contains("no recording"), "not reported as missing:\n{console}");
     run.assert_bounded();
 }
+
+#[test]
+fn a_missing_recording_fails_the_replay_even_where_the_engine_went_on_without_it() {
+    // The examples' recordings without the journey checks: the engine keeps each journey
+    // where it was when its check fails, so only the ledger of misses tells.
+    let recordings = tempfile::tempdir().unwrap();
+    let source = crate::repo_root().join("examples/recordings");
+    for task in std::fs::read_dir(&source).unwrap() {
+        let task = task.unwrap().path();
+        if task.file_name().is_some_and(|name| name == "journey_selection") {
+            continue;
+        }
+        let copy = recordings.path().join(task.file_name().unwrap());
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in std::fs::read_dir(&task).unwrap() {
+            let file = file.unwrap().path();
+            std::fs::copy(&file, copy.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    let output = guidepost()
+        .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
+        .arg(recordings.path())
+        .args(["--no-progress", "--no-artifacts"])
+        .env("GUIDEPOST_REPORT_PEAK_MEMORY", "1")
+        // A hang guard only.
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let run = Run::of(&output);
+    assert_eq!(run.code, 2, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("had no recording (replay-or-fail)"))
+        .unwrap_or_else(|| panic!("no line names the misses:\n{}", run.stderr));
+    assert!(line.contains("no recording for journey_selection request"), "{line}");
+    run.assert_bounded();
+}

@@ -10,6 +10,7 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -59,6 +60,18 @@ impl fmt::Display for CacheMode {
     }
 }
 
+/// Every request a `replay-or-fail` cache of this process found no recording for, in order:
+/// the task and what differs from the closest recording. A caller that handles a failed call
+/// by degrading (a journey check that keeps the journey where it was) hides the miss from
+/// the run's outcome; commands that replay read this ledger at the end and fail the run, so a
+/// missing recording never reads as a decision.
+static MISSES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The misses [`MISSES`] holds so far (see there).
+pub fn replay_misses() -> Vec<String> {
+    MISSES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+}
+
 /// The record/replay layer. Recordings are keyed by the sha256 of the inner model's id and
 /// the normalized request, and stored under `dir` (see [`recording`](super::recording)).
 #[derive(Debug)]
@@ -91,10 +104,12 @@ impl<M: ChatModel> RecordReplay<M> {
             return Ok((Some(response), recording));
         }
         if self.mode == CacheMode::ReplayOrFail {
-            return Err(LlmError::ReplayMiss {
+            let miss = LlmError::ReplayMiss {
                 task: req.task.to_string(),
                 diff: explain_miss(&self.dir, &req.task, &model, &request).await,
-            });
+            };
+            MISSES.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(miss.to_string());
+            return Err(miss);
         }
         let placeholder = Recording {
             key,

@@ -95,6 +95,15 @@ async fn replay_or_fail_names_what_changed() {
 
     let err = model.complete(ChatRequest::new(TaskKind::Judge).user("x")).await.unwrap_err().to_string();
     assert!(err.contains("no recordings exist"), "{err}");
+    // Each miss is in the process's ledger, for the command that replays to fail the run
+    // even where the caller degraded around the failed call (other tests of this binary may
+    // add their own misses: these are looked up by their text).
+    let ledger = guidepost_llm::middleware::cache::replay_misses();
+    assert!(
+        ledger.iter().any(|m| m.contains("-Customer: I want a refund.\n+Customer: I want my money back.")),
+        "{ledger:?}"
+    );
+    assert!(ledger.iter().any(|m| m.contains("temperature changed: Some(0.0) -> Some(0.7)")), "{ledger:?}");
     server.verify().await;
 }
 

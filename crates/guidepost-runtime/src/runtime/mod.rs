@@ -92,11 +92,12 @@ impl AgentRuntime {
     }
 
     /// Reads ahead ([`guidepost_llm::ChatModel::read_ahead`]) what the first model calls of a
-    /// conversation with this agent begin with: the single checks' instructions, the reply's,
-    /// and the tool decision's where the agent's tools are decided in one batch. Called where
-    /// a conversation opens, while the customer is still writing, so that a model which keeps
-    /// prompt prefixes (a local one) reads only what the first message brings. Does nothing on models that keep nothing, that are busy with an answer
-    /// or not loaded yet, or when answers are replayed. How many prompts a model read.
+    /// conversation with this agent begin with, in the order the turn asks them: the single
+    /// checks' instructions, the tool decision's where the agent's tools are decided in one
+    /// batch, and the reply's. Called where a conversation opens, while the customer is still
+    /// writing, so that a model which keeps prompt prefixes (a local one) reads only what the
+    /// first message brings. Does nothing on models that keep nothing, that are busy with an
+    /// answer or not loaded yet, or when answers are replayed. How many prompts a model read.
     pub async fn read_ahead(&self) -> usize {
         let state = ResponseState::default();
         let input = crate::compose::ComposeInput {
@@ -115,11 +116,15 @@ impl AgentRuntime {
             now: self.clock.now(),
             preview: false,
         };
-        let reply = || crate::compose::read_ahead_request(&input);
-        let mut read = usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await);
+        // In the order a turn asks them: the checks, the tool decision, the reply. The
+        // customer's first message may come before all three are read (on two cores the taxi
+        // agent's three took 7, 10 and 5 s; the customer wrote for 15), and what is left
+        // unread is then read by the turn's last call instead of its first. A model that
+        // keeps prompt prefixes keeps each aside for its call.
+        let mut read = self.matcher.read_ahead().await;
         read += usize::from(self.read_tool_decision_ahead(&[], None).await);
-        // The checks last: the first call of a turn is one of them.
-        read + self.matcher.read_ahead().await
+        let reply = || crate::compose::read_ahead_request(&input);
+        read + usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await)
     }
 
     /// Reads ahead, after a turn, what the next turn's first model calls begin with:

@@ -398,6 +398,25 @@ async fn the_tool_decision_read_ahead_is_how_the_first_one_begins() {
 }
 
 #[tokio::test]
+async fn a_small_model_reads_the_first_prompts_ahead_in_the_order_the_turn_asks_them() {
+    // The customer's first message may come before every prompt is read: the checks' go
+    // first (the turn's first call is one of them), then the tool decision's, the reply's
+    // last.
+    let definition = inline(WEATHER);
+    let model = Arc::new(
+        with_reply(with_matching(ScriptedModel::new(), weather_oracle()), |_| "It is 12 degrees in Paris.".into())
+            .with_capabilities(guidepost_llm::ModelCapabilities::SMALL),
+    );
+    let registry = fixtures(&definition);
+    let rt = runtime(definition, model.clone(), registry);
+    assert!(rt.read_ahead().await >= 3);
+    let tasks: Vec<TaskKind> = model.read_ahead_requests().into_iter().map(|r| r.task).collect();
+    let first = |task: TaskKind| tasks.iter().position(|t| *t == task).unwrap_or_else(|| panic!("{task:?}: {tasks:?}"));
+    assert_eq!(tasks[0], TaskKind::Matching, "{tasks:?}");
+    assert!(first(TaskKind::ToolInference) < first(TaskKind::Generation), "{tasks:?}");
+}
+
+#[tokio::test]
 async fn after_a_turn_the_next_tool_decision_begins_with_the_reply_read_ahead() {
     let definition = inline(WEATHER);
     let model = asks_for_the_city();

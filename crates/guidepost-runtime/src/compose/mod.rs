@@ -264,17 +264,35 @@ fn guideline_view(definition: &AgentDefinition, m: &GuidelineMatch) -> Option<Va
 }
 
 /// The steps of each active journey to carry out in this reply, in order (see
-/// [`ResponseState::reply_states`]; [`instructions`] places them).
+/// [`ResponseState::reply_states`]; [`instructions`] places them). Flows at steps that say
+/// the same give one instruction that names them all: a small model given the same
+/// instruction twice (two flows at "Ask the customer if there is anything else you can help
+/// with") does it twice or neither.
 fn flow_steps(input: &ComposeInput<'_>) -> Vec<Value> {
     let d = input.definition;
-    let mut out = Vec::new();
+    let mut steps: Vec<(&str, Vec<&str>)> = Vec::new();
     for (id, step) in input.state.reply_states(d) {
         let Some(journey) = d.journey(&id) else { continue };
         if let Some(guidepost_core::StateKind::Chat { action }) = journey.state(&step).map(|s| &s.kind) {
-            out.push(json!({"condition": format!("the flow \"{}\" is at this step", journey.title), "action": action, "critical": false}));
+            match steps.iter_mut().find(|(said, _)| said.trim() == action.trim()) {
+                Some((_, titles)) => titles.push(&journey.title),
+                None => steps.push((action, vec![&journey.title])),
+            }
         }
     }
-    out
+    steps
+        .into_iter()
+        .map(|(action, titles)| {
+            let quoted: Vec<String> = titles.iter().map(|t| format!("\"{t}\"")).collect();
+            let condition = match quoted.split_last() {
+                Some((last, rest)) if !rest.is_empty() => {
+                    format!("the flows {} and {last} are at this step", rest.join(", "))
+                }
+                _ => format!("the flow {} is at this step", quoted.concat()),
+            };
+            json!({"condition": condition, "action": action, "critical": false})
+        })
+        .collect()
 }
 
 /// The instructions of the reply in the order the prompt numbers them, each with the id of

@@ -179,3 +179,43 @@ async fn a_reply_is_told_which_lookups_did_not_run() {
     assert!(!text.contains("Not looked up"), "the lookup ran: {text}");
     assert!(text.contains("clear"), "its result is shown instead: {text}");
 }
+
+const TWO_FLOWS_ONE_QUESTION: &str = r#"
+agent: { name: Otto }
+journeys:
+  - id: track
+    title: Track a parcel
+    conditions: [The customer asks about an order]
+    start: ask
+    states:
+      - { id: ask, chat: Ask the customer for their order number, next: end }
+  - id: label
+    title: Return label
+    conditions: [The customer wants a return label for an order]
+    start: ask
+    states:
+      - { id: ask, chat: Ask the customer for their order number, next: end }
+"#;
+
+/// Two flows at steps that say the same give the reply one instruction naming both.
+#[tokio::test]
+async fn flows_at_the_same_step_give_one_instruction() {
+    let oracle: Oracle = Arc::new(|c: &str, last: &str, _: &str| c.contains("order") && last.contains("order"));
+    let model =
+        Arc::new(with_reply(with_matching(ScriptedModel::new(), oracle), |_| "What is your order number?".into()));
+    let definition = inline(TWO_FLOWS_ONE_QUESTION);
+    let rt = runtime(definition.clone(), model.clone(), fixtures(&definition));
+    let outcome =
+        turn(&rt, &MemorySession::new(), &Default::default(), "I want a return label for my order, and where is it?")
+            .await;
+    assert_eq!(outcome.messages, ["What is your order number?"]);
+    let replies = model.requests_for(&TaskKind::Generation);
+    let text = prompt(replies.last().expect("a reply was composed"));
+    let instructions = &text[text.find("## Instructions").expect("instructions")..];
+    let instructions = &instructions[..instructions.find("\n\n").unwrap_or(instructions.len())];
+    assert_eq!(
+        instructions,
+        "## Instructions\n1. When the flows \"Return label\" and \"Track a parcel\" are at this step: Ask the customer for their order number",
+        "{text}"
+    );
+}

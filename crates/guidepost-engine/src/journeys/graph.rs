@@ -129,6 +129,32 @@ impl JourneyGraph {
             .then_some(edge.to.as_str())
     }
 
+    /// The steps the journey most likely enters once the customer answers the question it
+    /// rests at, `at`: the step the question's one conditional way on leads to, where that step
+    /// only talks (a tool step's result is not known before it runs), then the journey's
+    /// closing question where that step tells something and one follows
+    /// ([`Self::closing_question_after`]). `None` where `at` asks nothing or an answer could
+    /// lead more than one way. For reading the next reply's prompt ahead; no decision rests on
+    /// it.
+    pub fn after_answer(&self, at: &str) -> Option<Vec<&str>> {
+        let node = self.node(at)?;
+        let [edge] = node.edges.as_slice() else { return None };
+        if !node.is_customer_dependent() || edge.condition.is_none() {
+            return None;
+        }
+        let next = self.node(&edge.to)?;
+        if next.kind != NodeKind::Chat {
+            return None;
+        }
+        let mut steps = vec![edge.to.as_str()];
+        if !next.is_customer_dependent()
+            && let Some(question) = self.closing_question_after(&edge.to)
+        {
+            steps.push(question);
+        }
+        Some(steps)
+    }
+
     /// The node with this id.
     pub fn node(&self, id: &str) -> Option<&JourneyNode> {
         self.nodes.get(id)

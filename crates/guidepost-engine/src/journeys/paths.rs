@@ -735,4 +735,51 @@ tools:
         assert!(question_before_tool(&g, &path(&["initial", "ask_city"])).is_none());
         assert!(question_before_tool(&g, &JourneyPath::start()).is_none());
     }
+
+    #[test]
+    fn the_step_after_an_answer_is_told_only_where_the_journey_goes_one_way() {
+        const RIDE: &str = r#"
+agent: { name: Rita }
+journeys:
+  - id: ride
+    title: Book a ride
+    conditions: [The customer wants a ride]
+    start: time
+    states:
+      - id: time
+        chat: Ask when they want to be picked up
+        next: [{ to: confirm, when: The customer gave the time }]
+      - id: confirm
+        chat: Repeat the time and ask the customer to confirm
+        next:
+          - { to: book, when: The customer confirms }
+          - { to: end, when: The customer no longer wants the ride }
+      - { id: book, tool: book_ride, next: booked }
+      - { id: booked, chat: Tell the customer the ride is booked, next: wrap }
+      - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+  - id: greet
+    title: Greet by name
+    conditions: [The customer says hello]
+    start: name
+    states:
+      - id: name
+        chat: Ask for their name
+        next: [{ to: hello, when: The customer gave their name }]
+      - { id: hello, chat: Tell the customer they are welcome, next: wrap }
+      - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+tools:
+  - { name: book_ride, description: Books the ride, consequential: true }
+"#;
+        let loaded = load_agent(&[SourceFile::new("r.yaml", RIDE)]);
+        let def = loaded.definition.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics));
+        let agent = CompiledAgent::new(Arc::new(def));
+        let g = agent.journey("ride").unwrap();
+        assert_eq!(g.after_answer("time"), Some(vec!["confirm"]));
+        // Two ways on; a step that tells asks nothing; a step that runs a tool.
+        assert_eq!(g.after_answer("confirm"), None);
+        assert_eq!(g.after_answer("booked"), None);
+        assert_eq!(g.after_answer("book"), None);
+        // A step that tells, with the closing question after it, is told with the question.
+        assert_eq!(agent.journey("greet").unwrap().after_answer("name"), Some(vec!["hello", "wrap"]));
+    }
 }

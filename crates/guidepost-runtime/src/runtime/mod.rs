@@ -132,7 +132,9 @@ impl AgentRuntime {
     /// state it committed), without a new message. The tool decision's prompt and the
     /// checks' show the conversation before what the next message brings, so a model that
     /// keeps prompt prefixes reads the reply it just wrote while the customer reads it and
-    /// writes back; the next turn's calls read only the new message and their question.
+    /// writes back; the next turn's calls read only the new message and their question. The
+    /// reply's prompt is read last, as the next turn will likely lay it out (see
+    /// [`read_reply_ahead_after`](Self::read_reply_ahead_after)).
     /// Called where a turn was committed, in the background; otherwise as
     /// [`read_ahead`](Self::read_ahead) (no variable is refreshed, no tool called). How many
     /// prompts a model read.
@@ -152,14 +154,77 @@ impl AgentRuntime {
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
         let history = self.prompt_history(input, &conversation);
         let read = usize::from(self.read_tool_decision_ahead(history.shown, history.earlier.as_deref()).await);
-        // The checks last: the next turn's first call is one of them.
-        read + self.matcher.read_ahead_after(&ctx).await
+        let read = read + self.matcher.read_ahead_after(&ctx).await;
+        // The reply's last: it is the turn's last call, and the longest to read.
+        read + usize::from(self.read_reply_ahead_after(input, &ctx, &conversation, &history).await)
+    }
+
+    /// Reads ahead the reply's prompt as the next turn will likely lay it out: each active
+    /// journey where the customer's answer to the question it rests at takes it, when that
+    /// can be told from the journey alone (`JourneyGraph::after_answer`), where it stands
+    /// otherwise; no guideline matched and no tool called. The reply's prompt
+    /// gives the turn's instructions before the conversation, so a model that keeps prompt
+    /// prefixes reads the whole conversation again in every reply (216 of its 397 tokens in
+    /// the taxi's "At 7 pm."); where the guess holds, it reads only the new message. Nothing
+    /// is read where no journey is active (the instructions are anyone's guess), and nothing
+    /// depends on the guess: a wrong one parts from the real prompt at the instructions.
+    async fn read_reply_ahead_after(
+        &self,
+        input: &TurnInput,
+        ctx: &MatchingContext,
+        conversation: &[(String, String)],
+        history: &crate::history::PromptHistory<'_>,
+    ) -> bool {
+        let committed = &input.previous_state.journey_paths;
+        if committed.is_empty() || !self.models.generation.reads_ahead() {
+            return false;
+        }
+        let agent = self.matcher.agent();
+        let journey_paths = committed
+            .iter()
+            .map(|(id, path)| {
+                let answered =
+                    agent.journey(id).and_then(|graph| graph.after_answer(path.current())).and_then(|steps| {
+                        let states = path.states().iter().cloned().chain(steps.into_iter().map(str::to_string));
+                        guidepost_core::JourneyPath::from_states(states.collect())
+                    });
+                (id.clone(), answered.unwrap_or_else(|| path.clone()))
+            })
+            .collect();
+        let mut state = ResponseState {
+            journey_paths,
+            previous_journey_paths: committed.clone(),
+            context_variables: ctx.variables.clone(),
+            ..ResponseState::default()
+        };
+        // The terms and capabilities of the conversation so far (all of them, for an agent
+        // with no more than a prompt takes).
+        let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
+        (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
+        let compose_input = crate::compose::ComposeInput {
+            definition: &self.definition,
+            definition_grounding: &self.grounding,
+            state: &state,
+            history: conversation,
+            shown: history.shown,
+            earlier: history.earlier.as_deref(),
+            customer_name: input.customer_name.as_deref(),
+            self_check: self
+                .config
+                .self_check
+                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
+            reply_checks: &[],
+            now: self.clock.now(),
+            preview: false,
+        };
+        let reply = || crate::compose::read_ahead_request(&compose_input);
+        read_ahead(self.models.generation.as_ref(), reply, "the next reply's").await
     }
 
     /// Whether [`read_ahead_after`](Self::read_ahead_after) has anything to do: a model of the
-    /// checks or the tool decision keeps prompt prefixes.
+    /// checks, the tool decision or the reply keeps prompt prefixes.
     pub fn reads_ahead_after(&self) -> bool {
-        [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference]
+        [&self.models.matching, &self.models.journey_selection, &self.models.tool_inference, &self.models.generation]
             .iter()
             .any(|m| m.reads_ahead())
     }

@@ -338,3 +338,61 @@ fn example_runtime(name: &str, model: Arc<dyn guidepost_llm::ChatModel>) -> Arc<
     let registry = fixtures(&definition);
     runtime(definition, model, registry)
 }
+
+#[tokio::test]
+async fn the_next_reply_is_read_ahead_as_the_answer_to_the_question_lays_it_out() {
+    // The taxi journey asks for the time; its one way on is the read-back. After the turn the
+    // reply's prompt is read ahead with the journey there, so the next reply's prompt, once
+    // the time is given, begins with everything read ahead: the same system message, the
+    // same conversation up to the customer's new message.
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::JourneySelection)
+        .reply_with(|r| {
+            let text = prompt(r);
+            let to = if last_customer(&text).contains("7 pm") { "Repeat the pickup address" } else { "Ask when" };
+            Ok(json!({"rationale": "scripted", "decision": "advance", "steps": [step(&text, to)], "backtrack_to": null}))
+        })
+        .when_task(TaskKind::ToolInference)
+        .reply_with(|_| Ok(json!({"tools": []})));
+    let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        if p.contains("Repeat the pickup address") {
+            "To the central station at 7 pm: shall I book it?".into()
+        } else {
+            "When should the taxi come?".into()
+        }
+    }));
+    let rt = example_runtime("taxi", model.clone());
+    let session = MemorySession::new();
+    let mut previous = guidepost_core::AgentState::default();
+    previous.journey_paths.insert(
+        "book_taxi".into(),
+        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "pickup".into(), "dropoff".into()]).unwrap(),
+    );
+    let first = turn(&rt, &session, &previous, "To the central station.").await;
+    assert_eq!(first.messages, ["When should the taxi come?"]);
+    assert_eq!(first.state.journey_paths["book_taxi"].current(), "time");
+    let after = guidepost_runtime::TurnInput {
+        session_id: "s1".into(),
+        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
+        customer_name: None,
+        events: session.events(),
+        previous_state: first.state.clone(),
+        trace_id: String::new(),
+    };
+    rt.read_ahead_after(&after).await;
+    let read =
+        model.read_ahead_requests().into_iter().rfind(|r| r.task == TaskKind::Generation).expect("the reply read");
+
+    let second = turn(&rt, &session, &first.state, "At 7 pm.").await;
+    assert_eq!(second.messages, ["To the central station at 7 pm: shall I book it?"]);
+    let asked = model.requests_for(&TaskKind::Generation).pop().unwrap();
+    assert_eq!(read.system_text(), asked.system_text());
+    assert!(read.system_text().contains("## Instructions\n1. When the flow \"Book a taxi\" is at this step: Repeat"));
+    // The conversation up to the new message: everything but the read-ahead's last line,
+    // which says the customer has not written since.
+    let (ahead, now) = (&read.messages, &asked.messages);
+    assert_eq!(ahead.len(), now.len(), "{ahead:#?}\n{now:#?}");
+    assert_eq!(ahead[..ahead.len() - 1], now[..now.len() - 1]);
+    assert!(now.last().unwrap().content.starts_with("At 7 pm."), "{now:#?}");
+}

@@ -122,9 +122,36 @@ impl AgentRuntime {
         // unread is then read by the turn's last call instead of its first. A model that
         // keeps prompt prefixes keeps each aside for its call.
         let mut read = self.matcher.read_ahead().await;
-        read += usize::from(self.read_tool_decision_ahead(&[], None).await);
+        if self.first_turn_may_call_tools() {
+            read += usize::from(self.read_tool_decision_ahead(&[], None).await);
+        }
         let reply = || crate::compose::read_ahead_request(&input);
         read + usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await)
+    }
+
+    /// Whether a conversation's first turn can call a tool: a guideline calls for one, or a
+    /// journey has a tool step the turn that starts the journey can enter. A step that books,
+    /// pays or sends (a consequential tool) is entered only from the question the customer was
+    /// asked before it, never in the move that reached that question
+    /// ([`guidepost_engine::journeys::paths::advance`]), so one that only questions lead to
+    /// cannot run before the second turn. Where none can, the tool decision's prompt is not
+    /// read ahead at the opening: the customer's writing time goes to the prompts the first
+    /// turn asks (on two cores the taxi agent's tool decision took 10 of the 15 s, and its
+    /// first reply then read 352 new tokens instead of 171). It is read after the first turn.
+    fn first_turn_may_call_tools(&self) -> bool {
+        if self.definition.guidelines.iter().any(|g| !g.tools.is_empty()) {
+            return true;
+        }
+        let agent = self.matcher.agent();
+        self.definition.journeys.iter().filter_map(|j| agent.journey(&j.id)).any(|graph| {
+            graph.nodes.values().filter(|n| !n.tools.is_empty()).any(|step| {
+                // The root is listed first; a step it leads to is entered by the first move.
+                !step.consequential
+                    || graph.nodes.values().enumerate().any(|(i, from)| {
+                        from.edges.iter().any(|e| e.to == step.id) && (i == 0 || !from.is_customer_dependent())
+                    })
+            })
+        })
     }
 
     /// Reads ahead, after a turn, what the next turn's first model calls begin with:

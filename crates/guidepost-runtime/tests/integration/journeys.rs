@@ -396,3 +396,30 @@ async fn the_next_reply_is_read_ahead_as_the_answer_to_the_question_lays_it_out(
     assert_eq!(ahead[..ahead.len() - 1], now[..now.len() - 1]);
     assert!(now.last().unwrap().content.starts_with("At 7 pm."), "{now:#?}");
 }
+
+#[tokio::test]
+async fn an_agent_that_books_only_after_a_question_reads_no_tool_decision_ahead_at_the_opening() {
+    // The taxi's one tool books (consequential) and only the read-back question leads to it:
+    // the first turn cannot call it, so the opening's read-ahead leaves its prompt out.
+    let model = Arc::new(
+        with_reply(with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| false)), |_| {
+            "Where should I pick you up?".into()
+        })
+        .with_capabilities(guidepost_llm::ModelCapabilities::SMALL),
+    );
+    let taxi = example_runtime("taxi", model.clone());
+    taxi.read_ahead().await;
+    let tasks: Vec<TaskKind> = model.read_ahead_requests().into_iter().map(|r| r.task).collect();
+    assert!(tasks.contains(&TaskKind::Matching) && tasks.contains(&TaskKind::Generation), "{tasks:?}");
+    assert!(!tasks.contains(&TaskKind::ToolInference), "{tasks:?}");
+    // The weather agent looks the weather up in the turn that asks for it.
+    let model = Arc::new(
+        with_reply(with_matching(ScriptedModel::new(), Arc::new(|_: &str, _: &str, _: &str| false)), |_| {
+            "Which city?".into()
+        })
+        .with_capabilities(guidepost_llm::ModelCapabilities::SMALL),
+    );
+    example_runtime("weather", model.clone()).read_ahead().await;
+    let tasks: Vec<TaskKind> = model.read_ahead_requests().into_iter().map(|r| r.task).collect();
+    assert!(tasks.contains(&TaskKind::ToolInference), "{tasks:?}");
+}

@@ -389,7 +389,17 @@ impl AgentRuntime {
         };
         sink.emit(completed(trace_id, ready), Visibility::Held).await;
         let new_state = if status.replied() {
-            self.next_state(&input, &state, trace.composition.followed.as_deref())
+            let mut next = self.next_state(&input, &state, trace.composition.followed.as_deref());
+            // The fallback reply ("Could you put it another way?") carried out nothing: the
+            // journeys have not asked what their new steps ask, and a step that books must
+            // not follow a question the customer never saw. Unless a tool acted this turn
+            // (then the journeys stand past it), they stay where the turn found them.
+            if trace.composition.fallback && state.tool_calls.is_empty() {
+                next.journey_paths = input.previous_state.journey_paths.clone();
+                next.journey_answers = input.previous_state.journey_answers.clone();
+                next.applied_guideline_ids = input.previous_state.applied_guideline_ids.clone();
+            }
+            next
         } else {
             input.previous_state.clone()
         };

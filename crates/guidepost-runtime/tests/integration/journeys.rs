@@ -423,3 +423,33 @@ async fn an_agent_that_books_only_after_a_question_reads_no_tool_decision_ahead_
     let tasks: Vec<TaskKind> = model.read_ahead_requests().into_iter().map(|r| r.task).collect();
     assert!(tasks.contains(&TaskKind::ToolInference), "{tasks:?}");
 }
+
+#[tokio::test]
+async fn a_journey_stays_where_it_was_when_the_reply_falls_back() {
+    // The journey moves on to the read-back, but every reply written states a booking number
+    // nobody gave, so the fallback reply goes out: the read-back was never asked, and the
+    // journey stays at the time question (a booking must not follow a question never seen).
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::JourneySelection)
+        .reply_with(|r| {
+            let text = prompt(r);
+            Ok(json!({"rationale": "scripted", "decision": "advance", "steps": [step(&text, "Repeat the pickup address")], "backtrack_to": null}))
+        })
+        .when_task(TaskKind::ToolInference)
+        .reply_with(|_| Ok(json!({"tools": []})));
+    let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
+    let model = Arc::new(with_reply(with_matching(model, oracle), |_| "Your booking TX-4471 is confirmed.".into()));
+    let rt = example_runtime("taxi", model);
+    let mut previous = guidepost_core::AgentState::default();
+    let at_time = guidepost_core::JourneyPath::from_states(vec![
+        "initial".into(),
+        "pickup".into(),
+        "dropoff".into(),
+        "time".into(),
+    ])
+    .unwrap();
+    previous.journey_paths.insert("book_taxi".into(), at_time.clone());
+    let outcome = turn(&rt, &MemorySession::new(), &previous, "At 7 pm.").await;
+    assert!(outcome.trace.composition.fallback, "{:?}", outcome.messages);
+    assert_eq!(outcome.state.journey_paths["book_taxi"], at_time);
+}

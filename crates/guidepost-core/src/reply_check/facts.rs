@@ -297,7 +297,7 @@ pub(super) fn ungrounded(reply: &str, grounding: &Grounding) -> Vec<String> {
 /// - nothing of this turn gives it (`grounding`: the definition, this turn's tool results,
 ///   variables, glossary, the date), only messages of `history` do;
 /// - every message that gives it names something an earlier message of the customer named
-///   (the subject it was given for) which the sentence does not name;
+///   (the subject it was given for), and the sentence names none of that;
 /// - and the sentence names something of the customer's latest message that no message
 ///   giving the figure names.
 ///
@@ -332,8 +332,14 @@ pub(super) fn borrowed(reply: &str, grounding: &Grounding, history: &[(String, S
                 })
                 .map(|(_, text)| text.to_lowercase())
                 .collect();
-            let given_for_another =
-                |text: &String| named_before.iter().any(|n| text.contains(n.as_str()) && !said.contains(n.as_str()));
+            // The subject a message gave the figure for: what it names that the customer named
+            // before. The figure moved when the sentence names none of it ("From 12 Oak Street
+            // to terminal 2" keeps 12 with Oak Street, though it leaves out the "cab" of "I
+            // need a cab from 12 Oak Street").
+            let given_for_another = |text: &String| {
+                let mut subject = named_before.iter().filter(|n| text.contains(n.as_str())).peekable();
+                subject.peek().is_some() && subject.all(|n| !said.contains(n.as_str()))
+            };
             if givers.is_empty() || !givers.iter().all(given_for_another) {
                 continue;
             }
@@ -491,6 +497,18 @@ mod tests {
         ]);
         assert_eq!(borrowed("In Beijing it is 20°C and cloudy.", &nothing, &english), ["20 (beijing)"]);
         assert!(borrowed("Shanghai is 20°C. I have not looked up Beijing yet.", &nothing, &english).is_empty());
+    }
+
+    #[test]
+    fn a_figure_said_with_what_it_was_given_for_is_not_borrowed() {
+        let history = vec![
+            ("customer".to_string(), "Hi, I need a cab from 12 Oak Street.".to_string()),
+            ("agent".to_string(), "When would you like to be picked up?".to_string()),
+            ("customer".to_string(), "To the airport, terminal 2.".to_string()),
+        ];
+        let reply =
+            "I will pick you up from 12 Oak Street and take you to the airport, terminal 2. When should I come?";
+        assert!(borrowed(reply, &Grounding::new(), &history).is_empty());
     }
 
     #[test]

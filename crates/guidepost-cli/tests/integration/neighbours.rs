@@ -211,18 +211,7 @@ fn tool_services_that_hang_at_discovery_cost_one_discovery_limit_and_the_agent_s
 #[test]
 fn a_corrupt_recording_fails_the_run_as_corrupt_not_as_missing() {
     // Every recording of the examples cut in half.
-    let recordings = tempfile::tempdir().unwrap();
-    let source = crate::repo_root().join("examples/recordings");
-    for task in std::fs::read_dir(&source).unwrap() {
-        let task = task.unwrap().path();
-        let copy = recordings.path().join(task.file_name().unwrap());
-        std::fs::create_dir_all(&copy).unwrap();
-        for file in std::fs::read_dir(&task).unwrap() {
-            let file = file.unwrap().path();
-            let text = std::fs::read(&file).unwrap();
-            std::fs::write(copy.join(file.file_name().unwrap()), &text[..text.len() / 2]).unwrap();
-        }
-    }
+    let recordings = recordings_edited(|_, text| Some(text[..text.len() / 2].to_vec()));
     let output = guidepost()
         .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
         .arg(recordings.path())
@@ -244,20 +233,7 @@ fn a_corrupt_recording_fails_the_run_as_corrupt_not_as_missing() {
 fn a_missing_recording_fails_the_replay_even_where_the_engine_went_on_without_it() {
     // The examples' recordings without the journey checks: the engine keeps each journey
     // where it was when its check fails, so only the ledger of misses tells.
-    let recordings = tempfile::tempdir().unwrap();
-    let source = crate::repo_root().join("examples/recordings");
-    for task in std::fs::read_dir(&source).unwrap() {
-        let task = task.unwrap().path();
-        if task.file_name().is_some_and(|name| name == "journey_selection") {
-            continue;
-        }
-        let copy = recordings.path().join(task.file_name().unwrap());
-        std::fs::create_dir_all(&copy).unwrap();
-        for file in std::fs::read_dir(&task).unwrap() {
-            let file = file.unwrap().path();
-            std::fs::copy(&file, copy.join(file.file_name().unwrap())).unwrap();
-        }
-    }
+    let recordings = recordings_edited(|task, text| (task != "journey_selection").then_some(text));
     let output = guidepost()
         .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
         .arg(recordings.path())
@@ -276,4 +252,23 @@ fn a_missing_recording_fails_the_replay_even_where_the_engine_went_on_without_it
         .unwrap_or_else(|| panic!("no line names the misses:\n{}", run.stderr));
     assert!(line.contains("no recording for journey_selection request"), "{line}");
     run.assert_bounded();
+}
+
+/// The examples' recordings copied into a new folder, each file's bytes passed through `edit`
+/// with the name of its task's folder (`None` leaves the file out).
+fn recordings_edited(edit: impl Fn(&std::ffi::OsStr, Vec<u8>) -> Option<Vec<u8>>) -> tempfile::TempDir {
+    let recordings = tempfile::tempdir().unwrap();
+    for task in std::fs::read_dir(crate::repo_root().join("examples/recordings")).unwrap() {
+        let task = task.unwrap().path();
+        let name = task.file_name().unwrap();
+        let copy = recordings.path().join(name);
+        std::fs::create_dir_all(&copy).unwrap();
+        for file in std::fs::read_dir(&task).unwrap() {
+            let file = file.unwrap().path();
+            if let Some(text) = edit(name, std::fs::read(&file).unwrap()) {
+                std::fs::write(copy.join(file.file_name().unwrap()), text).unwrap();
+            }
+        }
+    }
+    recordings
 }

@@ -8,6 +8,12 @@ use super::turn::{Turn, TurnInput};
 use crate::history::{DEFAULT_HISTORY_TURNS, Earlier, PromptHistory};
 use crate::variables::load_variables;
 
+/// What glossary terms and capabilities are retrieved for: the conversation's latest six
+/// messages, newest first.
+pub(super) fn retrieval_query(conversation: &[(String, String)]) -> String {
+    conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n")
+}
+
 impl AgentRuntime {
     /// Stage: the turn's context. Context variables (tools refreshing stale ones), the
     /// conversation as every prompt of the turn shows it (by the matcher's rules), and the
@@ -28,7 +34,7 @@ impl AgentRuntime {
         ctx.variables = turn.state.context_variables.clone();
         ctx.customer_name = input.customer_name.clone();
         let conversation: Vec<(String, String)> = ctx.messages().into_iter().map(|m| (m.speaker, m.text)).collect();
-        let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
+        let query = retrieval_query(&conversation);
         (turn.state.glossary_terms, turn.state.capabilities) = self.retrieve(&query).await;
         (ctx, conversation, query)
     }

@@ -108,10 +108,7 @@ impl AgentRuntime {
             shown: &[],
             earlier: None,
             customer_name: None,
-            self_check: self
-                .config
-                .self_check
-                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
+            self_check: self.self_check(),
             reply_checks: &[],
             now: self.clock.now(),
             preview: false,
@@ -127,6 +124,12 @@ impl AgentRuntime {
         }
         let reply = || crate::compose::read_ahead_request(&input);
         read + usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await)
+    }
+
+    /// Whether the reply's model writes a draft and checks it before the reply: as configured,
+    /// else where the model follows compound instructions.
+    pub(super) fn self_check(&self) -> bool {
+        self.config.self_check.unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions)
     }
 
     /// Whether a conversation's first turn can call a tool: a guideline calls for one, or a
@@ -226,8 +229,7 @@ impl AgentRuntime {
         };
         // The terms and capabilities of the conversation so far (all of them, for an agent
         // with no more than a prompt takes).
-        let query = conversation.iter().rev().take(6).map(|(_, t)| t.as_str()).collect::<Vec<_>>().join("\n");
-        (state.glossary_terms, state.capabilities) = self.retrieve(&query).await;
+        (state.glossary_terms, state.capabilities) = self.retrieve(&context::retrieval_query(conversation)).await;
         let compose_input = crate::compose::ComposeInput {
             definition: &self.definition,
             definition_grounding: &self.grounding,
@@ -236,10 +238,7 @@ impl AgentRuntime {
             shown: history.shown,
             earlier: history.earlier.as_deref(),
             customer_name: input.customer_name.as_deref(),
-            self_check: self
-                .config
-                .self_check
-                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
+            self_check: self.self_check(),
             reply_checks: &[],
             now: self.clock.now(),
             preview: false,

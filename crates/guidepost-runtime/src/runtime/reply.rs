@@ -85,10 +85,7 @@ impl AgentRuntime {
             shown: history.shown,
             earlier: history.earlier.as_deref(),
             customer_name: input.customer_name.as_deref(),
-            self_check: self
-                .config
-                .self_check
-                .unwrap_or_else(|| self.models.generation.capabilities().follows_compound_instructions),
+            self_check: self.self_check(),
             reply_checks: self.config.reply_checks.as_deref().unwrap_or(&guidepost_core::reply_check::ReplyCheck::ALL),
             now: self.clock.now(),
             preview: sink.wants_preview(),

@@ -38,6 +38,7 @@ use crate::hooks::{EngineHooks, HookAction, NoHooks};
 use crate::journal::{CallJournal, NoJournal};
 use crate::retrieval::KnowledgeIndex;
 use crate::state::ResponseState;
+use crate::trace::CompositionTrace;
 use crate::variables::{MemoryVariables, VariableStore};
 
 pub use pulse::PULSE_EVERY;
@@ -99,20 +100,6 @@ impl AgentRuntime {
     /// first message brings. Does nothing on models that keep nothing, that are busy with an
     /// answer or not loaded yet, or when answers are replayed. How many prompts a model read.
     pub async fn read_ahead(&self) -> usize {
-        let state = ResponseState::default();
-        let input = crate::compose::ComposeInput {
-            definition: &self.definition,
-            definition_grounding: &self.grounding,
-            state: &state,
-            history: &[],
-            shown: &[],
-            earlier: None,
-            customer_name: None,
-            self_check: self.self_check(),
-            reply_checks: &[],
-            now: self.clock.now(),
-            preview: false,
-        };
         // In the order a turn asks them: the checks, the tool decision, the reply. The
         // customer's first message may come before all three are read (on two cores the taxi
         // agent's three took 7, 10 and 5 s; the customer wrote for 15), and what is left
@@ -122,8 +109,36 @@ impl AgentRuntime {
         if self.first_turn_may_call_tools() {
             read += usize::from(self.read_tool_decision_ahead(&[], None).await);
         }
-        let reply = || crate::compose::read_ahead_request(&input);
-        read + usize::from(read_ahead(self.models.generation.as_ref(), reply, "the reply's").await)
+        let state = ResponseState::default();
+        read + usize::from(self.read_reply_prompt_ahead(&state, &[], None, None, "the reply's").await)
+    }
+
+    /// Reads ahead the reply's prompt for `state`, with `conversation` as its prompts show it
+    /// (`shown`; none at a conversation's opening) and the customer's name: the request a
+    /// reply begins with before the customer's next message (see
+    /// [`crate::compose::read_ahead_request`]). Whether the model read it.
+    async fn read_reply_prompt_ahead(
+        &self,
+        state: &ResponseState,
+        conversation: &[(String, String)],
+        shown: Option<&crate::history::PromptHistory<'_>>,
+        customer_name: Option<&str>,
+        what: &str,
+    ) -> bool {
+        let input = crate::compose::ComposeInput {
+            definition: &self.definition,
+            definition_grounding: &self.grounding,
+            state,
+            history: conversation,
+            shown: shown.map_or(&[][..], |h| h.shown),
+            earlier: shown.and_then(|h| h.earlier.as_deref()),
+            customer_name,
+            self_check: self.self_check(),
+            reply_checks: &[],
+            now: self.clock.now(),
+            preview: false,
+        };
+        read_ahead(self.models.generation.as_ref(), || crate::compose::read_ahead_request(&input), what).await
     }
 
     /// Whether the reply's model writes a draft and checks it before the reply: as configured,
@@ -230,21 +245,8 @@ impl AgentRuntime {
         // The terms and capabilities of the conversation so far (all of them, for an agent
         // with no more than a prompt takes).
         (state.glossary_terms, state.capabilities) = self.retrieve(&context::retrieval_query(conversation)).await;
-        let compose_input = crate::compose::ComposeInput {
-            definition: &self.definition,
-            definition_grounding: &self.grounding,
-            state: &state,
-            history: conversation,
-            shown: history.shown,
-            earlier: history.earlier.as_deref(),
-            customer_name: input.customer_name.as_deref(),
-            self_check: self.self_check(),
-            reply_checks: &[],
-            now: self.clock.now(),
-            preview: false,
-        };
-        let reply = || crate::compose::read_ahead_request(&compose_input);
-        read_ahead(self.models.generation.as_ref(), reply, "the next reply's").await
+        let name = input.customer_name.as_deref();
+        self.read_reply_prompt_ahead(&state, conversation, Some(history), name, "the next reply's").await
     }
 
     /// Whether [`read_ahead_after`](Self::read_ahead_after) has anything to do: a model of the
@@ -388,17 +390,7 @@ impl AgentRuntime {
         };
         sink.emit(completed(trace_id, ready), Visibility::Held).await;
         let new_state = if status.replied() {
-            let mut next = self.next_state(&input, &state, trace.composition.followed.as_deref());
-            // The fallback reply ("Could you put it another way?") carried out nothing: the
-            // journeys have not asked what their new steps ask, and a step that books must
-            // not follow a question the customer never saw. Unless a tool acted this turn
-            // (then the journeys stand past it), they stay where the turn found them.
-            if trace.composition.fallback && state.tool_calls.is_empty() {
-                next.journey_paths = input.previous_state.journey_paths.clone();
-                next.journey_answers = input.previous_state.journey_answers.clone();
-                next.applied_guideline_ids = input.previous_state.applied_guideline_ids.clone();
-            }
-            next
+            self.next_state(&input, &state, &trace.composition)
         } else {
             input.previous_state.clone()
         };
@@ -466,7 +458,16 @@ impl AgentRuntime {
     /// reply) names it, and, without an analysis, whenever it matched; never a tool-enabled
     /// one whose tools did not run (a missing argument, say). What was not carried out stays
     /// new, so it is evaluated afresh next turn.
-    fn next_state(&self, input: &TurnInput, state: &ResponseState, followed: Option<&[String]>) -> AgentState {
+    ///
+    /// The fallback reply ("Could you put it another way?") carried out nothing: the journeys
+    /// have not asked what their new steps ask, and a step that books must not follow a
+    /// question the customer never saw. Unless a tool acted in the turn (then the journeys
+    /// stand past it), the state is the one the turn found, with the turn's trace id.
+    fn next_state(&self, input: &TurnInput, state: &ResponseState, composition: &CompositionTrace) -> AgentState {
+        if composition.fallback && state.tool_calls.is_empty() {
+            return AgentState { trace_id: input.trace_id.clone(), ..input.previous_state.clone() };
+        }
+        let followed = composition.followed.as_deref();
         let mut applied: Vec<String> = input.previous_state.applied_guideline_ids.clone();
         let done = |tool: &ToolId| {
             state.tool_insights.decisions.iter().any(|(t, d)| t == tool && *d != crate::state::ToolDecision::CannotRun)

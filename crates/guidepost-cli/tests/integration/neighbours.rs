@@ -212,16 +212,7 @@ fn tool_services_that_hang_at_discovery_cost_one_discovery_limit_and_the_agent_s
 fn a_corrupt_recording_fails_the_run_as_corrupt_not_as_missing() {
     // Every recording of the examples cut in half.
     let recordings = recordings_edited(|_, text| Some(text[..text.len() / 2].to_vec()));
-    let output = guidepost()
-        .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
-        .arg(recordings.path())
-        .args(["--no-progress", "--no-artifacts"])
-        .env("GUIDEPOST_REPORT_PEAK_MEMORY", "1")
-        // A hang guard only.
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let run = Run::of(&output);
+    let run = replayed_taxi_happy_path(recordings.path());
     assert_ne!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
     let console = format!("{}{}", run.stdout, run.stderr);
     assert!(console.contains("is corrupt"), "the reason is on the console:\n{console}");
@@ -234,16 +225,7 @@ fn a_missing_recording_fails_the_replay_even_where_the_engine_went_on_without_it
     // The examples' recordings without the journey checks: the engine keeps each journey
     // where it was when its check fails, so only the ledger of misses tells.
     let recordings = recordings_edited(|task, text| (task != "journey_selection").then_some(text));
-    let output = guidepost()
-        .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
-        .arg(recordings.path())
-        .args(["--no-progress", "--no-artifacts"])
-        .env("GUIDEPOST_REPORT_PEAK_MEMORY", "1")
-        // A hang guard only.
-        .timeout(Duration::from_secs(300))
-        .output()
-        .unwrap();
-    let run = Run::of(&output);
+    let run = replayed_taxi_happy_path(recordings.path());
     assert_eq!(run.code, 2, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
     let line = run
         .stderr
@@ -271,4 +253,18 @@ fn recordings_edited(edit: impl Fn(&std::ffi::OsStr, Vec<u8>) -> Option<Vec<u8>>
         }
     }
     recordings
+}
+
+/// `simulate` of the taxi's happy path answered from `recordings` only (`replay-or-fail`).
+fn replayed_taxi_happy_path(recordings: &std::path::Path) -> Run {
+    let output = guidepost()
+        .args(["simulate", "examples/scenarios/taxi-happy-path.yaml", "--cache", "replay-or-fail", "--recordings"])
+        .arg(recordings)
+        .args(["--no-progress", "--no-artifacts"])
+        .env("GUIDEPOST_REPORT_PEAK_MEMORY", "1")
+        // A hang guard only.
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    Run::of(&output)
 }

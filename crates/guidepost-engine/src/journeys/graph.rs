@@ -130,25 +130,37 @@ impl JourneyGraph {
     }
 
     /// The steps the journey most likely enters once the customer answers the question it
-    /// rests at, `at`: the step the question's one conditional way on leads to, where that step
-    /// only talks (a tool step's result is not known before it runs), then the journey's
-    /// closing question where that step tells something and one follows
-    /// ([`Self::closing_question_after`]). `None` where `at` asks nothing or an answer could
-    /// lead more than one way. For reading the next reply's prompt ahead; no decision rests on
-    /// it.
+    /// rests at, `at`: where the question's first way on (as the journey lists them, the
+    /// expected answer first) leads to a step that only talks, that step; where it leads to a
+    /// tool step whose one way on is unconditional and leads to a step that talks, the tool
+    /// step and that step (the reply then tells what the tool returned); after a step that
+    /// tells, the journey's closing question where one follows
+    /// ([`Self::closing_question_after`]). `None` where `at` asks nothing or its way on is
+    /// unconditional. For reading the next reply's prompt ahead; no decision rests on it.
     pub fn after_answer(&self, at: &str) -> Option<Vec<&str>> {
         let node = self.node(at)?;
-        let [edge] = node.edges.as_slice() else { return None };
+        let edge = node.edges.first()?;
         if !node.is_customer_dependent() || edge.condition.is_none() {
             return None;
         }
-        let next = self.node(&edge.to)?;
+        let mut steps = Vec::new();
+        let mut next_id = edge.to.as_str();
+        let mut next = self.node(next_id)?;
+        if next.kind == NodeKind::Tool {
+            let [after_tool] = next.edges.as_slice() else { return None };
+            if after_tool.condition.is_some() {
+                return None;
+            }
+            steps.push(next_id);
+            next_id = after_tool.to.as_str();
+            next = self.node(next_id)?;
+        }
         if next.kind != NodeKind::Chat {
             return None;
         }
-        let mut steps = vec![edge.to.as_str()];
+        steps.push(next_id);
         if !next.is_customer_dependent()
-            && let Some(question) = self.closing_question_after(&edge.to)
+            && let Some(question) = self.closing_question_after(next_id)
         {
             steps.push(question);
         }

@@ -737,7 +737,7 @@ tools:
     }
 
     #[test]
-    fn the_step_after_an_answer_is_told_only_where_the_journey_goes_one_way() {
+    fn the_step_after_an_answer_is_told_from_the_journey_s_first_way_on() {
         const RIDE: &str = r#"
 agent: { name: Rita }
 journeys:
@@ -767,19 +767,39 @@ journeys:
         next: [{ to: hello, when: The customer gave their name }]
       - { id: hello, chat: Tell the customer they are welcome, next: wrap }
       - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+  - id: lookup
+    title: Look up an order
+    conditions: [The customer asks about an order]
+    start: number
+    states:
+      - id: number
+        chat: Ask for the order number
+        next: [{ to: find, when: The customer gave the order number }]
+      - id: find
+        tool: find_order
+        next:
+          - { to: found, when: The order was found }
+          - { to: missing, when: The order was not found }
+      - { id: found, chat: Tell the customer the order status, next: end }
+      - { id: missing, chat: Tell the customer the order was not found, next: end }
 tools:
   - { name: book_ride, description: Books the ride, consequential: true }
+  - { name: find_order, description: Finds an order }
 "#;
         let loaded = load_agent(&[SourceFile::new("r.yaml", RIDE)]);
         let def = loaded.definition.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics));
         let agent = CompiledAgent::new(Arc::new(def));
         let g = agent.journey("ride").unwrap();
         assert_eq!(g.after_answer("time"), Some(vec!["confirm"]));
-        // Two ways on; a step that tells asks nothing; a step that runs a tool.
-        assert_eq!(g.after_answer("confirm"), None);
+        // The first way on, through the tool step to the step that tells its result (and the
+        // closing question after it).
+        assert_eq!(g.after_answer("confirm"), Some(vec!["book", "booked", "wrap"]));
+        // A step that tells asks nothing; a step that runs a tool is no question.
         assert_eq!(g.after_answer("booked"), None);
         assert_eq!(g.after_answer("book"), None);
         // A step that tells, with the closing question after it, is told with the question.
         assert_eq!(agent.journey("greet").unwrap().after_answer("name"), Some(vec!["hello", "wrap"]));
+        // A tool step whose result decides the way on: the step after it is not known.
+        assert_eq!(agent.journey("lookup").unwrap().after_answer("number"), None);
     }
 }

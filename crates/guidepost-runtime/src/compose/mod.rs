@@ -741,8 +741,13 @@ fn conversation_request(system: String, input: &ComposeInput<'_>, note: Option<S
     request
 }
 
-/// The note on the customer's latest turn: the actions the reply must carry out, and why
-/// a previous attempt was refused.
+/// The note on the customer's latest turn: the actions the reply must carry out, why a
+/// previous attempt was refused, and what the tools run for the message returned.
+///
+/// The tool results are here, after the conversation, not among the rules before it: a
+/// model that keeps prompt prefixes then reads the rules and the conversation once, before
+/// the tools have run (see `AgentRuntime::read_reply_ahead_after`), and only this note when
+/// their results are in.
 fn reply_note(ctx: &Value) -> Option<String> {
     let name = ctx["agent_name"].as_str().unwrap_or("the agent");
     let actions: Vec<String> = ctx["guidelines"]
@@ -750,6 +755,17 @@ fn reply_note(ctx: &Value) -> Option<String> {
         .map(|list| list.iter().filter_map(|g| g["action"].as_str()).map(str::to_string).collect())
         .unwrap_or_default();
     let mut parts = Vec::new();
+    let mut results_block = String::new();
+    if let Some(results) = ctx["tool_results"].as_array().filter(|r| !r.is_empty()) {
+        let lines: Vec<String> = results
+            .iter()
+            .map(|r| {
+                let field = |key: &str| r[key].as_str().unwrap_or_default().to_string();
+                format!("- {}({}): {}", field("tool"), field("arguments"), field("result"))
+            })
+            .collect();
+        results_block = format!("\n\n## Tool results\n{}", lines.join("\n"));
+    }
     if !actions.is_empty() {
         let numbered: Vec<String> = actions.iter().enumerate().map(|(i, a)| format!("{}. {a}", i + 1)).collect();
         parts.push(format!("Your reply must do this now: {}", numbered.join(" ")));
@@ -757,7 +773,9 @@ fn reply_note(ctx: &Value) -> Option<String> {
     if let (Some(rejected), Some(why)) = (ctx["rejected_echo"].as_str(), ctx["rejected_why"].as_str()) {
         parts.push(format!("Your previous reply was \"{rejected}\": {why} Write a reply that answers this message."));
     }
-    (!parts.is_empty()).then(|| format!("(Note for {name}, not from the customer. {})", parts.join(" ")))
+    let body = format!("{}{results_block}", parts.join(" "));
+    let body = body.trim();
+    (!body.is_empty()).then(|| format!("(Note for {name}, not from the customer. {body})"))
 }
 
 async fn stream_fluid(

@@ -398,6 +398,80 @@ async fn the_next_reply_is_read_ahead_as_the_answer_to_the_question_lays_it_out(
 }
 
 #[tokio::test]
+async fn the_reply_after_a_booking_is_read_ahead_but_for_what_the_booking_returned() {
+    // At the read-back the journey's first way on is the booking, then the step that tells
+    // it. The reply's prompt is read ahead with the journey there; once the customer confirms
+    // and the booking runs, the reply's prompt begins with everything read ahead, and what
+    // the booking returned comes in the note on the new message.
+    let model = ScriptedModel::new()
+        .when_task(TaskKind::JourneySelection)
+        .reply_with(|r| {
+            let text = prompt(r);
+            let last = last_customer(&text);
+            let to = if last.contains("right") {
+                "book_taxi"
+            } else if last.contains("7 pm") {
+                "Repeat the pickup address"
+            } else {
+                "Ask when"
+            };
+            Ok(json!({"rationale": "scripted", "decision": "advance", "steps": [step(&text, to)], "backtrack_to": null}))
+        })
+        .when_task(TaskKind::ToolInference)
+        .reply_with(|_| {
+            Ok(json!({"tools": [{"tool": "book_taxi", "rationale": "confirmed", "decision": "needs_to_run", "calls": [{"arguments": {"pickup": "221 Baker Street", "dropoff": "the central station", "time": "7 pm"}}]}]}))
+        });
+    let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
+    let model = Arc::new(with_reply(with_matching(model, oracle), |p| {
+        if p.contains("TX-1042") {
+            "Booked: TX-1042, the driver comes in 7 minutes.".into()
+        } else if p.contains("Repeat the pickup address") {
+            "From 221 Baker Street to the central station at 7 pm: shall I book it?".into()
+        } else {
+            "When should the taxi come?".into()
+        }
+    }));
+    let rt = example_runtime("taxi", model.clone());
+    let session = MemorySession::new();
+    let mut previous = guidepost_core::AgentState::default();
+    previous.journey_paths.insert(
+        "book_taxi".into(),
+        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "pickup".into(), "dropoff".into()]).unwrap(),
+    );
+    let asked_time = turn(&rt, &session, &previous, "From 221 Baker Street to the central station.").await;
+    assert_eq!(asked_time.state.journey_paths["book_taxi"].current(), "time", "{:?}", asked_time.messages);
+    let first = turn(&rt, &session, &asked_time.state, "At 7 pm.").await;
+    assert_eq!(first.state.journey_paths["book_taxi"].current(), "confirm", "{:?}", first.messages);
+    let after = guidepost_runtime::TurnInput {
+        session_id: "s1".into(),
+        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
+        customer_name: None,
+        events: session.events(),
+        previous_state: first.state.clone(),
+        trace_id: String::new(),
+    };
+    rt.read_ahead_after(&after).await;
+    let read =
+        model.read_ahead_requests().into_iter().rfind(|r| r.task == TaskKind::Generation).expect("the reply read");
+
+    let second = turn(&rt, &session, &first.state, "Yes, that's right.").await;
+    assert_eq!(second.messages, ["Booked: TX-1042, the driver comes in 7 minutes."]);
+    let asked = model.requests_for(&TaskKind::Generation).pop().unwrap();
+    assert_eq!(read.system_text(), asked.system_text());
+    assert!(
+        read.system_text().contains("is at this step: Tell the customer the ride is booked"),
+        "{}",
+        read.system_text()
+    );
+    let (ahead, now) = (&read.messages, &asked.messages);
+    assert_eq!(ahead.len(), now.len(), "{ahead:#?}\n{now:#?}");
+    assert_eq!(ahead[..ahead.len() - 1], now[..now.len() - 1]);
+    let last = &now.last().unwrap().content;
+    assert!(last.starts_with("Yes, that's right."), "{now:#?}");
+    assert!(last.contains("book_taxi(") && last.contains("TX-1042"), "{last}");
+}
+
+#[tokio::test]
 async fn an_agent_that_books_only_after_a_question_reads_no_tool_decision_ahead_at_the_opening() {
     // The taxi's one tool books (consequential) and only the read-back question leads to it:
     // the first turn cannot call it, so the opening's read-ahead leaves its prompt out.

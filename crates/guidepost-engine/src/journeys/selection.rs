@@ -340,7 +340,13 @@ impl JourneySelector {
         asked: &mut Asking,
         known: &(dyn Fn(&JourneyEdge) -> Option<ExitVerdict> + Sync),
     ) -> Result<Option<&'g JourneyEdge>, BatchError> {
-        let conditional: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
+        // Past a question this move only reached, a way on to a consequential step is not
+        // asked about: the move cannot take it (see `advance`).
+        let out_of_reach = |e: &JourneyEdge| {
+            reached && node.is_customer_dependent() && graph.node(&e.to).is_some_and(|n| n.consequential)
+        };
+        let conditional: Vec<&JourneyEdge> =
+            node.edges.iter().filter(|e| e.condition.is_some() && !out_of_reach(e)).collect();
         let otherwise = node.edges.iter().find(|e| e.condition.is_none()).filter(|_| node.kind != NodeKind::Chat);
         if conditional.is_empty() {
             // A question waits for its answer; a fork, the start or a finished tool step goes on.

@@ -26,7 +26,8 @@ fn passable(node: &JourneyNode) -> bool {
 }
 
 /// The conditional transitions worth checking when a move lands on `landing`: those out of
-/// `landing` and out of every question or fork they reach, within `max_steps` steps.
+/// `landing` and out of every question or fork they reach, within `max_steps` steps, but for
+/// a question's ways on to a consequential step.
 pub(crate) fn transitions_to_check<'g>(
     graph: &'g JourneyGraph,
     landing: &str,
@@ -42,7 +43,13 @@ pub(crate) fn transitions_to_check<'g>(
             if !seen.insert(node.id.as_str()) {
                 continue;
             }
-            for edge in node.edges.iter().filter(|e| e.condition.is_some()) {
+            // Every question here is one the move only reached: a way from it to a
+            // consequential step cannot be taken before the customer is asked it (see
+            // `paths::advance`), nor kept as answered ahead of it.
+            let reachable = |e: &&JourneyEdge| {
+                !(node.is_customer_dependent() && graph.node(&e.to).is_some_and(|n| n.consequential))
+            };
+            for edge in node.edges.iter().filter(|e| e.condition.is_some()).filter(reachable) {
                 edges.push(edge);
                 next.push(edge.to.as_str());
             }

@@ -271,6 +271,72 @@ async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so
 }
 
 #[tokio::test]
+async fn a_question_only_reached_is_not_asked_about_its_way_to_a_consequential_step() {
+    // "At 7 pm." answers the time question and reaches the read-back, whose ways on book the
+    // ride (consequential) or end the journey. The booking cannot be entered from a question
+    // not yet asked, so only the way out is asked about; the journey waits at the read-back.
+    const RIDE: &str = r#"
+agent: { name: Rita }
+journeys:
+  - id: ride
+    title: Book a ride
+    conditions: [The customer wants a ride]
+    start: time
+    states:
+      - { id: time, chat: Ask when they want to be picked up, next: [{ to: confirm, when: The customer gave the time }] }
+      - id: confirm
+        chat: Repeat the time and ask the customer to confirm
+        next:
+          - { to: book, when: The customer confirms }
+          - { to: end, when: The customer no longer wants the ride }
+      - { id: book, tool: book_ride, next: booked }
+      - { id: booked, chat: Tell the customer the ride is booked, next: end }
+tools:
+  - { name: book_ride, description: Books the ride, consequential: true }
+"#;
+    fn p(statement: &str, _: &str) -> f32 {
+        // A small model reads a confirmation into the time as well.
+        match statement {
+            "The customer wants a ride" | "The customer gave the time" | "The customer confirms" => 0.9,
+            _ => 0.1,
+        }
+    }
+    let verdicts_asked = |model: &ScriptedModel| -> Vec<String> {
+        model
+            .requests()
+            .iter()
+            .filter(|r| schema_is("Verdict")(r))
+            .filter_map(|r| statement_of(user(r)).map(str::to_string))
+            .collect()
+    };
+    let matcher_with_model = |model: &Arc<ScriptedModel>| matcher(inline(RIDE), model.clone());
+    let model = small_model(p, |_| true);
+    let matcher = matcher_with_model(&model);
+    let mut session = Session::new();
+    session.state.journey_paths.insert("ride".into(), JourneyPath::from_states(states(&["initial", "time"])).unwrap());
+    let o = matcher.match_turn(&session.customer("At 7 pm.")).await.unwrap();
+    assert_eq!(path_of(&o, "ride"), Some(states(&["initial", "time", "confirm"])));
+    let asked = verdicts_asked(&model);
+    assert!(asked.iter().any(|s| s == "The customer no longer wants the ride"), "{asked:?}");
+    assert!(!asked.iter().any(|s| s == "The customer confirms"), "{asked:?}");
+    // The same where the journey starts: the checks of the steps ahead leave it out too.
+    let model = small_model(p, |_| true);
+    let o = matcher_with_model(&model).match_turn(&Session::new().customer("A ride at 7 pm, please.")).await.unwrap();
+    assert_eq!(path_of(&o, "ride"), Some(states(&["initial", "time", "confirm"])));
+    let asked = verdicts_asked(&model);
+    assert!(asked.iter().any(|s| s == "The customer gave the time"), "{asked:?}");
+    assert!(!asked.iter().any(|s| s == "The customer confirms"), "{asked:?}");
+    // Where the journey rested at the read-back, the confirmation is asked about and books.
+    let mut session = Session::new();
+    session
+        .state
+        .journey_paths
+        .insert("ride".into(), JourneyPath::from_states(states(&["initial", "time", "confirm"])).unwrap());
+    let o = matcher.match_turn(&session.customer("Yes.")).await.unwrap();
+    assert_eq!(path_of(&o, "ride"), Some(states(&["initial", "time", "confirm", "book"])));
+}
+
+#[tokio::test]
 async fn the_answer_to_the_question_asked_is_taken_when_likelier_than_not() {
     // "Something blue, please." after "Which item do you want?": the model puts it at 0.61 of
     // naming an item, short of its 0.7. The journey rested at that question and its one way on

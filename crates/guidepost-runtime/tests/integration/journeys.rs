@@ -332,6 +332,14 @@ async fn the_result_is_told_with_the_closing_question_and_no_more_ends_the_journ
     assert!(done.state.journey_paths.is_empty(), "{:?}", done.state.journey_paths);
 }
 
+/// A conversation state with the taxi's booking journey walked through `steps`.
+fn taxi_at(steps: &[&str]) -> guidepost_core::AgentState {
+    let states = std::iter::once("initial").chain(steps.iter().copied()).map(str::to_string).collect();
+    let mut state = guidepost_core::AgentState::default();
+    state.journey_paths.insert("book_taxi".into(), guidepost_core::JourneyPath::from_states(states).unwrap());
+    state
+}
+
 /// A runtime for the example agent `name` on `model`, its tools answered by their fixtures.
 fn example_runtime(name: &str, model: Arc<dyn guidepost_llm::ChatModel>) -> Arc<guidepost_runtime::AgentRuntime> {
     let definition = example(name);
@@ -364,37 +372,31 @@ async fn the_next_reply_is_read_ahead_as_the_answer_to_the_question_lays_it_out(
     }));
     let rt = example_runtime("taxi", model.clone());
     let session = MemorySession::new();
-    let mut previous = guidepost_core::AgentState::default();
-    previous.journey_paths.insert(
-        "book_taxi".into(),
-        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "pickup".into(), "dropoff".into()]).unwrap(),
-    );
+    let previous = taxi_at(&["pickup", "dropoff"]);
     let first = turn(&rt, &session, &previous, "To the central station.").await;
     assert_eq!(first.messages, ["When should the taxi come?"]);
     assert_eq!(first.state.journey_paths["book_taxi"].current(), "time");
-    let after = guidepost_runtime::TurnInput {
-        session_id: "s1".into(),
-        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
-        customer_name: None,
-        events: session.events(),
-        previous_state: first.state.clone(),
-        trace_id: String::new(),
-    };
-    rt.read_ahead_after(&after).await;
+    read_ahead_after(&rt, &session, &first.state).await;
     let read =
         model.read_ahead_requests().into_iter().rfind(|r| r.task == TaskKind::Generation).expect("the reply read");
 
     let second = turn(&rt, &session, &first.state, "At 7 pm.").await;
     assert_eq!(second.messages, ["To the central station at 7 pm: shall I book it?"]);
     let asked = model.requests_for(&TaskKind::Generation).pop().unwrap();
-    assert_eq!(read.system_text(), asked.system_text());
     assert!(read.system_text().contains("## Instructions\n1. When the flow \"Book a taxi\" is at this step: Repeat"));
-    // The conversation up to the new message: everything but the read-ahead's last line,
-    // which says the customer has not written since.
+    let last = asked_as_read_ahead(&read, &asked);
+    assert!(last.starts_with("At 7 pm."), "{last}");
+}
+
+/// The last message of `asked`, once checked that the request `read` ahead is `asked` but for
+/// it: the same system message, the same conversation up to the customer's new message (the
+/// read-ahead's last message says the customer has not written since).
+fn asked_as_read_ahead(read: &guidepost_llm::ChatRequest, asked: &guidepost_llm::ChatRequest) -> String {
+    assert_eq!(read.system_text(), asked.system_text());
     let (ahead, now) = (&read.messages, &asked.messages);
     assert_eq!(ahead.len(), now.len(), "{ahead:#?}\n{now:#?}");
     assert_eq!(ahead[..ahead.len() - 1], now[..now.len() - 1]);
-    assert!(now.last().unwrap().content.starts_with("At 7 pm."), "{now:#?}");
+    now.last().map(|m| m.content.clone()).unwrap_or_default()
 }
 
 #[tokio::test]
@@ -433,41 +435,25 @@ async fn the_reply_after_a_booking_is_read_ahead_but_for_what_the_booking_return
     }));
     let rt = example_runtime("taxi", model.clone());
     let session = MemorySession::new();
-    let mut previous = guidepost_core::AgentState::default();
-    previous.journey_paths.insert(
-        "book_taxi".into(),
-        guidepost_core::JourneyPath::from_states(vec!["initial".into(), "pickup".into(), "dropoff".into()]).unwrap(),
-    );
+    let previous = taxi_at(&["pickup", "dropoff"]);
     let asked_time = turn(&rt, &session, &previous, "From 221 Baker Street to the central station.").await;
     assert_eq!(asked_time.state.journey_paths["book_taxi"].current(), "time", "{:?}", asked_time.messages);
     let first = turn(&rt, &session, &asked_time.state, "At 7 pm.").await;
     assert_eq!(first.state.journey_paths["book_taxi"].current(), "confirm", "{:?}", first.messages);
-    let after = guidepost_runtime::TurnInput {
-        session_id: "s1".into(),
-        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
-        customer_name: None,
-        events: session.events(),
-        previous_state: first.state.clone(),
-        trace_id: String::new(),
-    };
-    rt.read_ahead_after(&after).await;
+    read_ahead_after(&rt, &session, &first.state).await;
     let read =
         model.read_ahead_requests().into_iter().rfind(|r| r.task == TaskKind::Generation).expect("the reply read");
 
     let second = turn(&rt, &session, &first.state, "Yes, that's right.").await;
     assert_eq!(second.messages, ["Booked: TX-1042, the driver comes in 7 minutes."]);
     let asked = model.requests_for(&TaskKind::Generation).pop().unwrap();
-    assert_eq!(read.system_text(), asked.system_text());
     assert!(
         read.system_text().contains("is at this step: Tell the customer the ride is booked"),
         "{}",
         read.system_text()
     );
-    let (ahead, now) = (&read.messages, &asked.messages);
-    assert_eq!(ahead.len(), now.len(), "{ahead:#?}\n{now:#?}");
-    assert_eq!(ahead[..ahead.len() - 1], now[..now.len() - 1]);
-    let last = &now.last().unwrap().content;
-    assert!(last.starts_with("Yes, that's right."), "{now:#?}");
+    let last = asked_as_read_ahead(&read, &asked);
+    assert!(last.starts_with("Yes, that's right."), "{last}");
     assert!(last.contains("book_taxi(") && last.contains("TX-1042"), "{last}");
 }
 
@@ -514,15 +500,8 @@ async fn a_journey_stays_where_it_was_when_the_reply_falls_back() {
     let oracle: Oracle = Arc::new(|_: &str, _: &str, _: &str| false);
     let model = Arc::new(with_reply(with_matching(model, oracle), |_| "Your booking TX-4471 is confirmed.".into()));
     let rt = example_runtime("taxi", model);
-    let mut previous = guidepost_core::AgentState::default();
-    let at_time = guidepost_core::JourneyPath::from_states(vec![
-        "initial".into(),
-        "pickup".into(),
-        "dropoff".into(),
-        "time".into(),
-    ])
-    .unwrap();
-    previous.journey_paths.insert("book_taxi".into(), at_time.clone());
+    let previous = taxi_at(&["pickup", "dropoff", "time"]);
+    let at_time = previous.journey_paths["book_taxi"].clone();
     let outcome = turn(&rt, &MemorySession::new(), &previous, "At 7 pm.").await;
     assert!(outcome.trace.composition.fallback, "{:?}", outcome.messages);
     assert_eq!(outcome.state.journey_paths["book_taxi"], at_time);

@@ -179,6 +179,24 @@ pub fn fixtures(definition: &AgentDefinition) -> ToolRegistry {
 }
 
 /// Runs one turn for `text` in `session`, with the state of the previous turn.
+/// Reads ahead after the turns `session` holds, the conversation's state being `state` (see
+/// [`AgentRuntime::read_ahead_after`]); how many prompts were read.
+pub async fn read_ahead_after(
+    runtime: &AgentRuntime,
+    session: &MemorySession,
+    state: &guidepost_core::AgentState,
+) -> usize {
+    let input = guidepost_runtime::TurnInput {
+        session_id: "s1".into(),
+        customer: CustomerRef { id: "guest".into(), tags: vec![] },
+        customer_name: None,
+        events: session.events(),
+        previous_state: state.clone(),
+        trace_id: String::new(),
+    };
+    runtime.read_ahead_after(&input).await
+}
+
 pub async fn turn(
     runtime: &AgentRuntime,
     session: &MemorySession,

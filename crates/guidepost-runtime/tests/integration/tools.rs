@@ -424,17 +424,9 @@ async fn after_a_turn_the_next_tool_decision_begins_with_the_reply_read_ahead() 
     let session = MemorySession::new();
     let first = turn(&rt, &session, &Default::default(), "What's the weather like?").await;
     assert_eq!(first.messages, ["Which city should I check?"]);
-    let after = guidepost_runtime::TurnInput {
-        session_id: "s1".into(),
-        customer: guidepost_runtime::CustomerRef { id: "guest".into(), tags: vec![] },
-        customer_name: None,
-        events: session.events(),
-        previous_state: first.state.clone(),
-        trace_id: String::new(),
-    };
     let asked_before = model.requests().len();
     // The tool decision's prompt (the capable model's checks begin with the turn).
-    assert_eq!(rt.read_ahead_after(&after).await, 1);
+    assert_eq!(read_ahead_after(&rt, &session, &first.state).await, 1);
     assert_eq!(model.requests().len(), asked_before, "reading ahead asks nothing");
     let read = model.read_ahead_requests().pop().unwrap();
     assert_eq!(read.task, TaskKind::ToolInference);

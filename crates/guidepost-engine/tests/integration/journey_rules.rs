@@ -270,12 +270,9 @@ async fn a_transition_short_of_the_threshold_is_not_taken_and_the_record_says_so
     assert!(model.requests().iter().all(|r| !schema_is("Choice")(r)), "no comparison was asked");
 }
 
-#[tokio::test]
-async fn a_question_only_reached_is_not_asked_about_its_way_to_a_consequential_step() {
-    // "At 7 pm." answers the time question and reaches the read-back, whose ways on book the
-    // ride (consequential) or end the journey. The booking cannot be entered from a question
-    // not yet asked, so only the way out is asked about; the journey waits at the read-back.
-    const RIDE: &str = r#"
+/// A ride booked after a read-back (consequential), a greeting by name with the closing
+/// question, and an order lookup whose result decides the way on.
+const RIDE: &str = r#"
 agent: { name: Rita }
 journeys:
   - id: ride
@@ -283,17 +280,69 @@ journeys:
     conditions: [The customer wants a ride]
     start: time
     states:
-      - { id: time, chat: Ask when they want to be picked up, next: [{ to: confirm, when: The customer gave the time }] }
+      - id: time
+        chat: Ask when they want to be picked up
+        next: [{ to: confirm, when: The customer gave the time }]
       - id: confirm
         chat: Repeat the time and ask the customer to confirm
         next:
           - { to: book, when: The customer confirms }
           - { to: end, when: The customer no longer wants the ride }
       - { id: book, tool: book_ride, next: booked }
-      - { id: booked, chat: Tell the customer the ride is booked, next: end }
+      - { id: booked, chat: Tell the customer the ride is booked, next: wrap }
+      - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+  - id: greet
+    title: Greet by name
+    conditions: [The customer says hello]
+    start: name
+    states:
+      - id: name
+        chat: Ask for their name
+        next: [{ to: hello, when: The customer gave their name }]
+      - { id: hello, chat: Tell the customer they are welcome, next: wrap }
+      - { id: wrap, chat: Ask the customer if there is anything else you can help with, next: end }
+  - id: lookup
+    title: Look up an order
+    conditions: [The customer asks about an order]
+    start: number
+    states:
+      - id: number
+        chat: Ask for the order number
+        next: [{ to: find, when: The customer gave the order number }]
+      - id: find
+        tool: find_order
+        next:
+          - { to: found, when: The order was found }
+          - { to: missing, when: The order was not found }
+      - { id: found, chat: Tell the customer the order status, next: end }
+      - { id: missing, chat: Tell the customer the order was not found, next: end }
 tools:
   - { name: book_ride, description: Books the ride, consequential: true }
+  - { name: find_order, description: Finds an order }
 "#;
+
+#[test]
+fn the_step_after_an_answer_is_told_from_the_journey_s_first_way_on() {
+    let agent = guidepost_engine::CompiledAgent::new(Arc::new(inline(RIDE)));
+    let g = agent.journey("ride").unwrap();
+    assert_eq!(g.after_answer("time"), Some(vec!["confirm"]));
+    // The first way on, through the tool step to the step that tells its result (and the
+    // closing question after it).
+    assert_eq!(g.after_answer("confirm"), Some(vec!["book", "booked", "wrap"]));
+    // A step that tells asks nothing; a step that runs a tool is no question.
+    assert_eq!(g.after_answer("booked"), None);
+    assert_eq!(g.after_answer("book"), None);
+    // A step that tells, with the closing question after it, is told with the question.
+    assert_eq!(agent.journey("greet").unwrap().after_answer("name"), Some(vec!["hello", "wrap"]));
+    // A tool step whose result decides the way on: the step after it is not known.
+    assert_eq!(agent.journey("lookup").unwrap().after_answer("number"), None);
+}
+
+#[tokio::test]
+async fn a_question_only_reached_is_not_asked_about_its_way_to_a_consequential_step() {
+    // "At 7 pm." answers the time question and reaches the read-back, whose ways on book the
+    // ride (consequential) or end the journey. The booking cannot be entered from a question
+    // not yet asked, so only the way out is asked about; the journey waits at the read-back.
     fn p(statement: &str, _: &str) -> f32 {
         // A small model reads a confirmation into the time as well.
         match statement {

@@ -755,17 +755,6 @@ fn reply_note(ctx: &Value) -> Option<String> {
         .map(|list| list.iter().filter_map(|g| g["action"].as_str()).map(str::to_string).collect())
         .unwrap_or_default();
     let mut parts = Vec::new();
-    let mut results_block = String::new();
-    if let Some(results) = ctx["tool_results"].as_array().filter(|r| !r.is_empty()) {
-        let lines: Vec<String> = results
-            .iter()
-            .map(|r| {
-                let field = |key: &str| r[key].as_str().unwrap_or_default().to_string();
-                format!("- {}({}): {}", field("tool"), field("arguments"), field("result"))
-            })
-            .collect();
-        results_block = format!("\n\n## Tool results\n{}", lines.join("\n"));
-    }
     if !actions.is_empty() {
         let numbered: Vec<String> = actions.iter().enumerate().map(|(i, a)| format!("{}. {a}", i + 1)).collect();
         parts.push(format!("Your reply must do this now: {}", numbered.join(" ")));
@@ -773,7 +762,14 @@ fn reply_note(ctx: &Value) -> Option<String> {
     if let (Some(rejected), Some(why)) = (ctx["rejected_echo"].as_str(), ctx["rejected_why"].as_str()) {
         parts.push(format!("Your previous reply was \"{rejected}\": {why} Write a reply that answers this message."));
     }
-    let body = format!("{}{results_block}", parts.join(" "));
+    let mut body = parts.join(" ");
+    if let Some(results) = ctx["tool_results"].as_array().filter(|r| !r.is_empty()) {
+        body.push_str("\n\n## Tool results");
+        for r in results {
+            let field = |key: &str| r[key].as_str().unwrap_or_default().to_string();
+            body.push_str(&format!("\n- {}({}): {}", field("tool"), field("arguments"), field("result")));
+        }
+    }
     let body = body.trim();
     (!body.is_empty()).then(|| format!("(Note for {name}, not from the customer. {body})"))
 }

@@ -162,12 +162,14 @@ impl AgentRuntime {
         }
         let agent = self.matcher.agent();
         self.definition.journeys.iter().filter_map(|j| agent.journey(&j.id)).any(|graph| {
+            // The root only routes (as every step that is not a question): a step it leads to
+            // is entered by the first move.
             graph.nodes.values().filter(|n| !n.tools.is_empty()).any(|step| {
-                // The root is listed first; a step it leads to is entered by the first move.
                 !step.consequential
-                    || graph.nodes.values().enumerate().any(|(i, from)| {
-                        from.edges.iter().any(|e| e.to == step.id) && (i == 0 || !from.is_customer_dependent())
-                    })
+                    || graph
+                        .nodes
+                        .values()
+                        .any(|from| from.edges.iter().any(|e| e.to == step.id) && !from.is_customer_dependent())
             })
         })
     }

@@ -29,8 +29,9 @@ bin=target/debug/guidepost
 
 "$bin" check examples/agents
 
-# The port the server will listen on, for the hints below (`--port N` or `--port=N`).
-port=8800
+# The port the server will listen on, for the hints below (`--port N` or `--port=N`, else
+# GUIDEPOST_PORT, which `guidepost serve` reads too).
+port=${GUIDEPOST_PORT:-8800}
 args=("$@")
 for i in "${!args[@]}"; do
     case "${args[$i]}" in

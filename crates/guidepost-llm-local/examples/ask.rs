@@ -7,11 +7,12 @@
 //!
 //! Each FILE holds a chat request as JSON, or a recording of the model layer's cache (its
 //! `request` field). The model loads once; each answer is printed with its time, and below it
-//! every point where the answer's grammar left the model a choice, with the likeliest options.
+//! what it read and wrote (new prompt tokens, passes, drafted tokens taken) and every point where
+//! the answer's grammar left the model a choice, with the likeliest options.
 
 use std::time::Instant;
 
-use guidepost_llm::{ChatModel, ChatRequest};
+use guidepost_llm::ChatRequest;
 use guidepost_llm_local::{LocalChatModel, LocalOptions};
 
 #[tokio::main(flavor = "current_thread")]
@@ -40,11 +41,26 @@ async fn main() -> anyhow::Result<()> {
         }
         let req: ChatRequest = serde_json::from_value(value)?;
         let start = Instant::now();
-        let response = model.complete(req).await?;
-        println!("== {file} ({:.1} s)\n{}", start.elapsed().as_secs_f64(), response.output.to_text());
-        for decision in &response.decisions {
-            let options: Vec<String> =
-                decision.options.iter().map(|o| format!("{:?} {:.3}", o.token, o.probability)).collect();
+        let answer = model.answer_blocking(&req)?;
+        let g = &answer.generation;
+        println!("== {file} ({:.1} s)\n{}", start.elapsed().as_secs_f64(), answer.output.to_text());
+        println!(
+            "   read {} new of {} prompt tokens in {:.2} s; wrote {} tokens in {} passes ({} drafted, {} taken) in {:.2} s",
+            g.prompt_tokens - g.cached_prompt_tokens,
+            g.prompt_tokens,
+            g.prefill.as_secs_f64(),
+            g.token_ids.len(),
+            g.decode_passes,
+            g.drafted,
+            g.accepted,
+            g.decode.as_secs_f64()
+        );
+        for decision in &g.decisions {
+            let options: Vec<String> = decision
+                .options
+                .iter()
+                .map(|(token, p)| format!("{:?} {p:.3}", model.tokenizer().decode(&[*token]).unwrap_or_default()))
+                .collect();
             println!("   at {}: {}", decision.offset, options.join(", "));
         }
     }

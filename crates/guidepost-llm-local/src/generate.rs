@@ -177,8 +177,10 @@ impl Generator {
         // one more than was taken after one that was not (every drafted token adds a row to
         // the pass through the blocks, taken or not).
         let mut draft_len = params.draft_tokens;
-        // Of `ahead`, how many tokens the last draft put there.
+        // Of `ahead`, how many tokens the last draft put there, and whether the grammar forced
+        // them (such a draft does not change `draft_len`).
         let mut last_draft = 0usize;
+        let mut last_draft_forced = false;
         let prefill = start.elapsed();
         let start = Instant::now();
         let mut out: Vec<u32> = Vec::new();
@@ -261,7 +263,7 @@ impl Generator {
                     }
                 }
                 None => {
-                    if last_draft > 0 {
+                    if last_draft > 0 && !last_draft_forced {
                         let taken = last_draft.saturating_sub(ahead.len());
                         draft_len = if taken == last_draft {
                             (draft_len * 2).min(params.draft_tokens)
@@ -272,11 +274,21 @@ impl Generator {
                     self.decoder.rewind(self.decoder.evaluated() - ahead.len());
                     ahead.clear();
                     decode_passes += 1;
-                    // Greedy answers often repeat what the prompt or the answer itself says
+                    // What the grammar forces next (the rest of a JSON layout after a value
+                    // closes) is drafted as the model would write it: the mask still leaves
+                    // it a choice of spellings, a pass each without the draft. Otherwise
+                    // greedy answers often repeat what the prompt or the answer itself says
                     // (names, addresses, a tool's words): what followed the answer's last
                     // words there is evaluated in the same pass, as a draft.
+                    let left = params.max_tokens.saturating_sub(out.len());
+                    let forced = match (&sampler, grammar.as_deref()) {
+                        (None, Some(matcher)) => forced_draft(matcher, left.min(params.draft_tokens)),
+                        _ => Vec::new(),
+                    };
+                    last_draft_forced = !forced.is_empty();
                     let draft = match sampler {
-                        None => draft_after(prompt, &out, params.max_tokens.saturating_sub(out.len()).min(draft_len)),
+                        None if last_draft_forced => forced,
+                        None => draft_after(prompt, &out, left.min(draft_len)),
                         Some(_) => Vec::new(),
                     };
                     let (after_feed, after_draft) = self.decoder.step_drafting(&feed, &draft)?;
@@ -375,6 +387,31 @@ fn forced_start(matcher: &Matcher) -> Vec<u32> {
         guess.extend(probe.consume_ff_tokens());
     }
     guess
+}
+
+/// The bytes `matcher` forces next, as the model would write them (the canonical tokens of
+/// those bytes), at most `limit` tokens; empty when nothing is forced. The grammar consumes
+/// the forced bytes' own tokens by itself only where no other spelling is allowed; where the
+/// mask allows several spellings of what is forced (`],` or `]` then `,`), the model picks one
+/// and, without a draft, a pass is spent on a choice of spelling.
+fn forced_draft(matcher: &Matcher, limit: usize) -> Vec<u32> {
+    if limit == 0 || matcher.is_stopped() {
+        return Vec::new();
+    }
+    let mut probe = matcher.deep_clone();
+    let bytes = probe.compute_ff_bytes();
+    if bytes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(env) = probe.tok_env() else {
+        return Vec::new();
+    };
+    let mut tokens = env.tokenize_bytes(&bytes);
+    tokens.truncate(limit);
+    // Only what the grammar takes: a spelling it refuses ends the draft.
+    let taken = probe.try_consume_tokens(&tokens).unwrap_or(0);
+    tokens.truncate(taken);
+    tokens
 }
 
 /// Whether `mask` allows nothing but tokens that end the answer.

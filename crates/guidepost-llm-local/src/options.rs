@@ -26,10 +26,11 @@ pub struct LocalOptions {
     /// files are then only needed if a call reaches the model, and that call fails naming the
     /// fetch command.
     pub check_files_at_build: bool,
-    /// Most tokens drafted after each pass of a greedy answer, from what followed the answer's
-    /// last words earlier in the prompt or the answer, and evaluated in the same pass: the
-    /// answer takes those the model chooses without a pass of their own (its text is the same
-    /// as without drafts). 0 turns drafting off.
+    /// Most tokens drafted after each pass of a greedy answer, and evaluated in the same pass:
+    /// under a grammar that forces what comes next (the JSON layout after a value), that, as
+    /// the model would write it; otherwise what followed the answer's last words earlier in
+    /// the prompt or the answer. The answer takes those the model chooses without a pass of
+    /// their own (its text is the same as without drafts). 0 turns drafting off.
     pub draft_tokens: usize,
     /// Let the quantized matrix products use the CPU's AMX tiles where it has them (Intel Xeon
     /// from Sapphire Rapids on). Off by default: the tiles hold the 4-bit weights a byte per

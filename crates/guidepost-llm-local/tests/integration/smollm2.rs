@@ -392,3 +392,73 @@ fn a_prompt_read_ahead_is_not_read_again_and_changes_no_answer() {
     assert_eq!(warm.usage.cached_tokens as usize, shared, "what was read ahead is not read again");
     assert_eq!(warm.output, cold.output, "the same answer, read ahead or not");
 }
+
+fn weather_call() -> ChatRequest {
+    ChatRequest::new(TaskKind::ToolInference)
+        .system("You decide which tools to call for the customer's message.")
+        .user("Customer: What is the weather in Paris tomorrow?\nTool: get_weather(location)")
+        .json_output(
+            "tool_calls",
+            json!({
+                "type": "object",
+                "properties": {
+                    "tools": {
+                        "type": "array",
+                        "maxItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "tool": {"type": "string", "enum": ["get_weather"]},
+                                "calls": {
+                                    "type": "array",
+                                    "maxItems": 2,
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "arguments": {
+                                                "type": "object",
+                                                "properties": {"location": {"type": "string", "maxLength": 40}},
+                                                "required": ["location"],
+                                                "additionalProperties": false
+                                            }
+                                        },
+                                        "required": ["arguments"],
+                                        "additionalProperties": false
+                                    }
+                                },
+                                "decision": {"type": "string", "enum": ["needs_to_run", "already_done", "cannot_run"]}
+                            },
+                            "required": ["tool", "calls", "decision"],
+                            "additionalProperties": false
+                        }
+                    }
+                },
+                "required": ["tools"],
+                "additionalProperties": false
+            }),
+        )
+        .max_tokens(80)
+}
+
+#[test]
+fn the_layout_a_grammar_forces_after_a_value_is_drafted_as_the_model_would_write_it() {
+    // After a value closes, the grammar forces the rest of the JSON layout (`}], "decision":
+    // "`) but its mask still allows several spellings of it (`],` or `]` then `,`): without a
+    // draft of the forced bytes each spelling costs a pass. Measured: 10 passes without
+    // drafts, 9 with drafts of what the prompt and the answer said only, 7 with the forced
+    // layout drafted as well.
+    let without =
+        LocalChatModel::load("local:smollm2", &LocalOptions { draft_tokens: 0, ..super::common::options() }).unwrap();
+    let plain = without.answer_blocking(&weather_call()).unwrap().generation;
+    let drafted = smollm2().answer_blocking(&weather_call()).unwrap().generation;
+    assert_eq!(
+        plain.text,
+        r#"{"tools": [{"tool": "get_weather", "calls": [{"arguments": {"location": "Paris"}}, {"arguments": {"location": "Paris"}}], "decision": "needs_to_run"}]}"#
+    );
+    assert_eq!(drafted.token_ids, plain.token_ids, "drafts do not change the answer");
+    assert_eq!(plain.decode_passes, 10, "{plain:?}");
+    assert!(drafted.decode_passes <= 7, "{} passes with drafts", drafted.decode_passes);
+    // The choices the model made are reported as they were without drafts.
+    let offsets = |g: &guidepost_llm_local::Generation| g.decisions.iter().map(|d| d.offset).collect::<Vec<_>>();
+    assert_eq!(offsets(&drafted), offsets(&plain));
+}

@@ -375,7 +375,8 @@ impl Decoder {
     /// them as soon as each block is done keeps the memory at load near what stays. Returns
     /// the bytes released.
     fn release_repacked(&self, blocks: &[Vec<BlockHandle>], output: &[BlockHandle]) -> Result<usize, LocalError> {
-        // 33 rows: candle's widest kernels start at 32 rows.
+        // 33 rows: candle's widest kernels start at 32 rows (a CPU whose AMX tiles are to stay
+        // unmade gets them in pieces, see `BlockWeight`).
         let rows = 33.min(self.hp.positions.saturating_sub(1));
         if rows < 2 {
             return Ok(0);

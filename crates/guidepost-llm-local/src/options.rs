@@ -36,8 +36,10 @@ pub struct LocalOptions {
     /// from Sapphire Rapids on). Off by default: the tiles hold the 4-bit weights a byte per
     /// value beside the vector kernels' own copy, and the default model then took 2,774 MiB
     /// resident once loaded instead of 1,448 (and 8.8 s to load instead of 3.4), for prompts
-    /// read 1.39 times and answers written 1.17 times as fast (`local_bench`, two threads, one
-    /// run). Process-wide and effective only before the first model runs: see
+    /// read 1.39 times and answers written 1.17 times as fast as by the 256-bit vector kernels
+    /// (`local_bench`, two threads, one run). Without it such a CPU keeps its 512-bit vector
+    /// kernels, which read prompts 1.34-1.38 times as fast as the 256-bit ones, in the same
+    /// memory (two runs). Process-wide and effective only before the first model runs: see
     /// [`configure_kernels`]. `GUIDEPOST_LOCAL_AMX=1` turns it on for [`Self::from_env`].
     pub amx: bool,
 }
@@ -100,11 +102,14 @@ static THREADS: OnceLock<usize> = OnceLock::new();
 static KERNELS: OnceLock<&'static str> = OnceLock::new();
 
 /// Chooses the quantized kernels candle runs, once for the process, before the first model
-/// runs (candle picks them on first use): unless `amx`, a CPU with AMX tiles gets the 256-bit
-/// vector kernels (AVX-VNNI) instead, which hold the weights in half the memory (see
-/// [`LocalOptions::amx`]). A choice made in the environment (`MISTRALRS_FORCE_AVX2`,
-/// `MISTRALRS_FORCE_AVXVNNI`, candle's own switches) stands. Returns what is in force, for the
-/// log.
+/// runs (candle picks them on first use). Candle multiplies a product of 32 rows or more by
+/// the CPU's AMX tiles where it has them, from a second copy of the weights a byte per value
+/// (see [`LocalOptions::amx`]); unless `amx`, such a CPU keeps its 512-bit vector kernels
+/// (AVX-512 VNNI) and the decoder multiplies at most [`AMX_FREE_ROWS`] rows per product
+/// ([`rows_per_product`]), so the tiles are never made; a CPU with AMX but without AVX-512
+/// VNNI gets the 256-bit kernels. A choice made in the environment (`MISTRALRS_FORCE_AVX2`,
+/// `MISTRALRS_FORCE_AVXVNNI`, candle's own switches) stands, as do its rows per product.
+/// Returns what is in force, for the log.
 pub fn configure_kernels(amx: bool) -> &'static str {
     KERNELS.get_or_init(|| {
         let chosen = ["MISTRALRS_FORCE_AVX2", "MISTRALRS_FORCE_AVXVNNI"].iter().any(|v| std::env::var_os(v).is_some());
@@ -115,6 +120,11 @@ pub fn configure_kernels(amx: bool) -> &'static str {
             return "candle's choice";
         }
         #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vnni") {
+            let _ = ROWS_PER_PRODUCT.set(AMX_FREE_ROWS);
+            return "AVX-512 VNNI, at most 31 rows per product (the CPU's AMX tiles left unused)";
+        }
+        #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avxvnni") && std::is_x86_feature_detected!("avx2") {
             set_env(&[("MISTRALRS_FORCE_AVXVNNI", "1")]);
             return "AVX-VNNI (the CPU's AMX tiles left unused)";
@@ -122,6 +132,19 @@ pub fn configure_kernels(amx: bool) -> &'static str {
         set_env(&[("MISTRALRS_FORCE_AVX2", "1")]);
         "AVX2 (the CPU's AMX tiles left unused)"
     })
+}
+
+/// Candle multiplies a product of this many rows or fewer by its vector kernels, and one of
+/// more rows by the AMX tiles where the CPU has them.
+pub(crate) const AMX_FREE_ROWS: usize = 31;
+
+static ROWS_PER_PRODUCT: OnceLock<usize> = OnceLock::new();
+
+/// The most rows the decoder multiplies by a block's weight in one product: [`AMX_FREE_ROWS`]
+/// where [`configure_kernels`] keeps a CPU's AMX tiles unused behind its 512-bit kernels,
+/// else `usual`.
+pub(crate) fn rows_per_product(usual: usize) -> usize {
+    ROWS_PER_PRODUCT.get().map_or(usual, |&cap| cap.min(usual))
 }
 
 /// Whether the CPU has AMX tiles for 8-bit integers (CPUID leaf 7: AMX-TILE and AMX-INT8).

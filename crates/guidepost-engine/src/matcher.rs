@@ -149,7 +149,8 @@ impl GuidelineMatcher {
     }
 
     /// Reads ahead, where an active journey rests at a question whose exits a second look
-    /// would compare, the comparison's prompt with the conversation as it stands (see
+    /// would compare (or at a step that leads on to one unconditionally), the comparison's
+    /// prompt with the conversation as it stands (see
     /// `journeys::selection::second_look_read_ahead_request`): its answer form differs from
     /// the yes-or-no checks', so a model that keeps prompt prefixes would otherwise read the
     /// whole conversation again when the checks leave the way on unsure.
@@ -159,9 +160,13 @@ impl GuidelineMatcher {
         }
         let mut requests = Vec::new();
         for (id, path) in &ctx.previous_state.journey_paths {
-            let Some(node) = self.agent.journey(id).and_then(|graph| graph.node(path.current())) else { continue };
-            let request =
-                crate::journeys::selection::second_look_read_ahead_request(node, conversation, self.config.temperature);
+            let Some(graph) = self.agent.journey(id) else { continue };
+            let request = crate::journeys::selection::second_look_read_ahead_request(
+                graph,
+                path.current(),
+                conversation,
+                self.config.temperature,
+            );
             match request {
                 Some(Ok(request)) => requests.push(request),
                 Some(Err(error)) => tracing::warn!(%error, "the comparison to read ahead could not be rendered"),

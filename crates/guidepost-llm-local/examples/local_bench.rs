@@ -6,7 +6,8 @@
 //!
 //! Prints one table: load time, prompt (prefill) and generation tokens per second for
 //! SmolLM2 and, when installed, Qwen2.5-Coder-1.5B; MiniLM latency for one sentence and for a
-//! batch of eight. Greedy decoding; the median of a few runs.
+//! batch of eight. Greedy decoding; the median of a few runs. The local model's variables
+//! apply as they do to the server (`GUIDEPOST_LOCAL_AMX=1`, `GUIDEPOST_LOCAL_THREADS`).
 
 use std::time::{Duration, Instant};
 
@@ -146,7 +147,9 @@ fn bench_embed(options: &LocalOptions) -> Result<String, String> {
 }
 
 fn main() {
-    let mut options = LocalOptions::default();
+    // The environment's settings, as the server takes them (`GUIDEPOST_LOCAL_AMX=1` for the
+    // AMX tiles).
+    let mut options = LocalOptions::from_env();
     let args: Vec<String> = std::env::args().collect();
     if let Some(n) =
         args.iter().position(|a| a == "--threads").and_then(|i| args.get(i + 1)).and_then(|n| n.parse().ok())

@@ -723,18 +723,28 @@ fn compared_statements<'e>(exits: &[&'e JourneyEdge]) -> Vec<&'e str> {
     statements
 }
 
-/// The request a second look at `node` sends first, where a journey rests at it (see
-/// [`JourneySelector::second_look`]): read ahead after a turn, so that a comparison of its
-/// exits in the next turn reads only the customer's new message and the statements instead
-/// of the whole conversation again (in "那北京呢？" 171 new prompt tokens of 472). `None`
-/// where the step's exits are not compared.
+/// The request a second look sends first at the question a journey resting at step `at`
+/// of `graph` asks next: `at` itself, or the question its sole unconditional ways on lead to
+/// (a report told, then "another city?"), which the next turn moves to without reading the
+/// message (see [`JourneySelector::second_look`]). Read ahead after a turn, so that a
+/// comparison of that question's exits in the next turn reads only the customer's new
+/// message and the statements instead of the whole conversation again (in "那北京呢？" 171
+/// new prompt tokens of 472). `None` where no such question's exits would be compared.
 pub(crate) fn second_look_read_ahead_request(
-    node: &JourneyNode,
+    graph: &JourneyGraph,
+    at: &str,
     conversation: &ConversationView,
     temperature: f32,
 ) -> Option<Result<guidepost_llm::ChatRequest, BatchError>> {
-    if !may_look_again(node) {
-        return None;
+    let mut node = graph.node(at)?;
+    let mut seen = vec![at];
+    while !may_look_again(node) {
+        let [edge] = node.edges.as_slice() else { return None };
+        if edge.condition.is_some() || seen.contains(&edge.to.as_str()) {
+            return None;
+        }
+        seen.push(&edge.to);
+        node = graph.node(&edge.to).filter(|next| next.kind == NodeKind::Chat)?;
     }
     let exits: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
     let statements = compared_statements(&exits);

@@ -604,6 +604,19 @@ async fn where_a_journey_rests_at_a_question_the_comparison_of_its_exits_is_read
     elsewhere.state.journey_paths.clear();
     let after = MatchingContext::new(elsewhere.events, elsewhere.state);
     assert_eq!(matcher_with(inline(LOOKUP), model, None, MatcherConfig::default()).read_ahead_after(&after).await, 1);
+
+    // The report told in a step of its own: the next turn goes on to the question without
+    // reading the message, and that question's comparison is the one read.
+    let model = names_what_the_message_says(p);
+    let after = MatchingContext::new(at_report().events, at_report().state);
+    let matcher = matcher_with(report_then_ask(), model.clone(), None, MatcherConfig::default());
+    assert_eq!(matcher.read_ahead_after(&after).await, 2);
+    let read = model.read_ahead_requests();
+    let ahead = read.iter().find(|r| schema_is("Choice")(r)).expect("the comparison read ahead");
+    assert_eq!(
+        choices_of(user(ahead)).unwrap()[..2],
+        ["The customer asks about a city", "The customer wants no more lookups"]
+    );
 }
 
 /// [`LOOKUP`] with the report told in a step of its own and the question asked after it.

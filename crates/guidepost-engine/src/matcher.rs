@@ -144,44 +144,7 @@ impl GuidelineMatcher {
     /// statement. How many requests a model read.
     pub async fn read_ahead_after(&self, ctx: &MatchingContext) -> usize {
         let conversation = ConversationView::build(&self.agent.definition, ctx, self.config.history_window);
-        let read = self.read_ahead_on(&conversation).await;
-        read + self.read_second_looks_ahead(ctx, &conversation).await
-    }
-
-    /// Reads ahead, where an active journey rests at a question whose exits a second look
-    /// would compare (or at a step that leads on to one unconditionally), the comparison's
-    /// prompt with the conversation as it stands (see
-    /// `journeys::selection::second_look_read_ahead_request`): its answer form differs from
-    /// the yes-or-no checks', so a model that keeps prompt prefixes would otherwise read the
-    /// whole conversation again when the checks leave the way on unsure.
-    async fn read_second_looks_ahead(&self, ctx: &MatchingContext, conversation: &ConversationView) -> usize {
-        if !self.config.second_look || !self.journey_model.reads_ahead() {
-            return 0;
-        }
-        let mut requests = Vec::new();
-        for (id, path) in &ctx.previous_state.journey_paths {
-            let Some(graph) = self.agent.journey(id) else { continue };
-            let request = crate::journeys::selection::second_look_read_ahead_request(
-                graph,
-                path.current(),
-                conversation,
-                self.config.temperature,
-            );
-            match request {
-                Some(Ok(request)) => requests.push(request),
-                Some(Err(error)) => tracing::warn!(%error, "the comparison to read ahead could not be rendered"),
-                None => {}
-            }
-        }
-        let mut read = 0;
-        for request in requests {
-            match self.journey_model.read_ahead(request).await {
-                Ok(true) => read += 1,
-                Ok(false) => {}
-                Err(error) => tracing::debug!(%error, "reading ahead failed"),
-            }
-        }
-        read
+        self.read_ahead_on(&conversation).await
     }
 
     async fn read_ahead_on(&self, conversation: &ConversationView) -> usize {

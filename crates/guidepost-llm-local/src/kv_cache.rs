@@ -23,13 +23,10 @@ pub(crate) const GROWTH: usize = 256;
 /// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B, kept
 /// aside without room to grow). A turn on an agent with a journey and tools moves between
 /// four kinds of prompt (the checks, the exits compared side by side, the tool decision, the
-/// reply), the reply read ahead after a turn parts from the reply just written, and the
-/// caches of a conversation that ended stay until newer ones push them out. With three kept
-/// aside, the weather agent's reply cache was the one pushed out and the reply read its whole
-/// prompt again (399 new tokens instead of 217); with four, once the comparison of a
-/// question's exits was read ahead too, the tool decision's was (546 new tokens instead of
-/// 50).
-pub(crate) const SAVED_PREFIXES: usize = 5;
+/// reply), and the caches of a conversation that ended stay until newer ones push them out;
+/// with three kept aside, the weather agent's reply cache was the one pushed out and the reply
+/// read its whole prompt again (399 new tokens instead of 217).
+pub(crate) const SAVED_PREFIXES: usize = 4;
 
 /// One block's keys and values.
 pub(crate) struct LayerCache {

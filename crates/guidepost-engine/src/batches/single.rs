@@ -119,28 +119,6 @@ pub fn render_choice(statements: &[&str], conversation: &ConversationView) -> Re
     render("single.j2", &SingleContext { conversation, item: None, question, choices, latest, chinese, anew: false })
 }
 
-/// The answer schema of a choice among `n` statements: the number of one, from 1.
-fn choice_schema(n: usize) -> serde_json::Value {
-    let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
-    serde_json::json!({"type": "string", "enum": labels})
-}
-
-/// The request [`choose`] sends first for `statements` (in their order), to read ahead
-/// ([`ChatModel::read_ahead`]) where a choice among them may come next: a model that keeps
-/// prompt prefixes reads the conversation under the choice's instructions (whose answer
-/// form differs from the single checks') while the customer writes, and the choice then
-/// reads only the new message and the statements.
-pub fn choice_read_ahead_request(
-    statements: &[&str],
-    conversation: &ConversationView,
-    task: TaskKind,
-    temperature: f32,
-) -> Result<guidepost_llm::ChatRequest, BatchError> {
-    let prompt = render_choice(statements, conversation)?;
-    let schema = (CHOICE_SCHEMA_NAME.to_string(), choice_schema(statements.len()));
-    Ok(super::weighed_request(task, prompt, temperature, schema))
-}
-
 /// The statements a choice prompt lists, in the order asked: what a scripted test model
 /// answers on (with the number of the one it picks, from 1).
 pub fn choices_of(user: &str) -> Option<Vec<&str>> {
@@ -192,7 +170,7 @@ pub async fn choose(
     let mut estimated_tokens = 0;
     let labels: Vec<String> = (1..=n).map(|k| k.to_string()).collect();
     let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-    let schema = choice_schema(n);
+    let schema = serde_json::json!({"type": "string", "enum": labels});
     let reversed: Vec<usize> =
         if last_stays { (0..n - 1).rev().chain(std::iter::once(n - 1)).collect() } else { (0..n).rev().collect() };
     let natural: Vec<usize> = (0..n).collect();

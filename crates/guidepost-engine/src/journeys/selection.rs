@@ -612,7 +612,8 @@ impl JourneySelector {
     /// favoured the exit (0.83 for "provided the order number" when no number was given), so
     /// its verdict stands.
     pub(crate) fn wants_second_look(&self, node: &JourneyNode, verdicts: &[ExitVerdict]) -> Option<&'static str> {
-        if !self.second_look || !may_look_again(node) {
+        let conditional = node.edges.iter().filter(|e| e.condition.is_some()).count();
+        if !self.second_look || node.kind != NodeKind::Chat || !(2..single::MAX_CHOICES).contains(&conditional) {
             return None;
         }
         let likely = verdicts.iter().filter(|v| v.holds || v.unsure()).count();
@@ -671,7 +672,9 @@ impl JourneySelector {
         conversation: &ConversationView,
         asked: &mut Asking,
     ) -> Result<Option<&'e JourneyEdge>, BatchError> {
-        let statements = compared_statements(exits);
+        let mut statements: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
+        let chinese = single::writes_chinese(&statements.concat());
+        statements.push(if chinese { NONE_OF_THESE_ZH } else { NONE_OF_THESE });
         let task = TaskKind::JourneySelection;
         let outcome = single::choose(model, task, self.temperature, &statements, true, conversation).await;
         asked.estimated_tokens += outcome.estimated_tokens;
@@ -704,51 +707,6 @@ impl JourneySelector {
             }
         }
     }
-}
-
-/// Whether the exits of `node` may be compared in a second look (see
-/// [`JourneySelector::wants_second_look`]): a question with two or more conditional ways on,
-/// fewer than a choice can list with "none of these".
-fn may_look_again(node: &JourneyNode) -> bool {
-    let conditional = node.edges.iter().filter(|e| e.condition.is_some()).count();
-    node.kind == NodeKind::Chat && (2..single::MAX_CHOICES).contains(&conditional)
-}
-
-/// The statements a comparison of `exits` lists: their conditions, then "none of these" in
-/// their language.
-fn compared_statements<'e>(exits: &[&'e JourneyEdge]) -> Vec<&'e str> {
-    let mut statements: Vec<&str> = exits.iter().filter_map(|e| e.condition.as_deref()).collect();
-    let chinese = single::writes_chinese(&statements.concat());
-    statements.push(if chinese { NONE_OF_THESE_ZH } else { NONE_OF_THESE });
-    statements
-}
-
-/// The request a second look sends first at the question a journey resting at step `at`
-/// of `graph` asks next: `at` itself, or the question its sole unconditional ways on lead to
-/// (a report told, then "another city?"), which the next turn moves to without reading the
-/// message (see [`JourneySelector::second_look`]). Read ahead after a turn, so that a
-/// comparison of that question's exits in the next turn reads only the customer's new
-/// message and the statements instead of the whole conversation again (in "那北京呢？" 171
-/// new prompt tokens of 472). `None` where no such question's exits would be compared.
-pub(crate) fn second_look_read_ahead_request(
-    graph: &JourneyGraph,
-    at: &str,
-    conversation: &ConversationView,
-    temperature: f32,
-) -> Option<Result<guidepost_llm::ChatRequest, BatchError>> {
-    let mut node = graph.node(at)?;
-    let mut seen = vec![at];
-    while !may_look_again(node) {
-        let [edge] = node.edges.as_slice() else { return None };
-        if edge.condition.is_some() || seen.contains(&edge.to.as_str()) {
-            return None;
-        }
-        seen.push(&edge.to);
-        node = graph.node(&edge.to).filter(|next| next.kind == NodeKind::Chat)?;
-    }
-    let exits: Vec<&JourneyEdge> = node.edges.iter().filter(|e| e.condition.is_some()).collect();
-    let statements = compared_statements(&exits);
-    Some(single::choice_read_ahead_request(&statements, conversation, TaskKind::JourneySelection, temperature))
 }
 
 /// How the way out of a step is chosen.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use guidepost_core::{JourneyPath, ToolId};
 use guidepost_engine::batches::single::{choices_of, statement_of};
 use guidepost_engine::record::JourneyDecision;
-use guidepost_engine::{MatcherConfig, MatchingContext, StagedToolResult};
+use guidepost_engine::{MatcherConfig, StagedToolResult};
 use guidepost_llm::ModelCapabilities;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
 use serde_json::json;
@@ -544,79 +544,6 @@ async fn exits_the_questions_left_unsure_or_contested_get_a_second_look() {
     let matcher = matcher_with(inline(LOOKUP), model(), None, off);
     let o = matcher.match_turn(&weather_at_report().customer("And in Lyon?")).await.unwrap();
     assert_eq!(last(&o).as_deref(), Some("report"));
-}
-
-#[tokio::test]
-async fn where_a_journey_rests_at_a_question_the_comparison_of_its_exits_is_read_ahead() {
-    // After the report the journey rests at its question; were the next checks unsure, its
-    // two exits would be compared. That comparison's answer form differs from the checks',
-    // so its prompt is read ahead too: the comparison asked in the next turn shares all of it
-    // up to the customer's new message.
-    fn p(statement: &str, message: &str) -> f32 {
-        match (message, statement) {
-            ("And in Lyon?", "The customer asks about a city") => 0.6,
-            _ => 0.1,
-        }
-    }
-    let at_report = || {
-        let mut session = Session::new();
-        session.customer("What is the weather in Paris?");
-        session.agent("Sunny and 24 °C in Paris. Shall I look up another city?");
-        let path = JourneyPath::from_states(states(&["initial", "lookup", "report"])).unwrap();
-        session.state.journey_paths.insert("weather".into(), path);
-        session
-    };
-    let model = names_what_the_message_says(p);
-    let matcher = matcher_with(inline(LOOKUP), model.clone(), None, MatcherConfig::default());
-    let mut session = at_report();
-    let after = MatchingContext::new(session.events.clone(), session.state.clone());
-    assert_eq!(matcher.read_ahead_after(&after).await, 2, "the checks' prompt and the comparison's");
-    assert!(model.requests().is_empty(), "reading ahead asks nothing");
-    let read = model.read_ahead_requests();
-    let ahead = read.iter().find(|r| schema_is("Choice")(r)).expect("the comparison read ahead");
-    assert_eq!(
-        choices_of(user(ahead)).unwrap(),
-        [
-            "The customer asks about a city",
-            "The customer wants no more lookups",
-            "None of the statements above is true"
-        ]
-    );
-
-    let o = matcher.match_turn(&session.customer("And in Lyon?")).await.unwrap();
-    assert!(o.record.journey("weather").unwrap().rationale.contains("unsure: a second look"));
-    let asked = model.requests().into_iter().find(|r| schema_is("Choice")(r)).expect("the comparison asked");
-    assert_eq!(ahead.messages[0], asked.messages[0], "the same instructions");
-    assert_eq!(ahead.output, asked.output, "the same answer form");
-    let (ahead, now) = (user(ahead), user(&asked));
-    let new_message = now.find("customer: And in Lyon?").expect("the new message in the conversation");
-    assert_eq!(ahead[..new_message], now[..new_message]);
-    assert!(now[..new_message].ends_with("agent: Sunny and 24 °C in Paris. Shall I look up another city?\n"), "{now}");
-
-    // Without the second look, or where the journey rests at no such question, only the
-    // checks' prompt is read.
-    let off = MatcherConfig { second_look: false, ..MatcherConfig::default() };
-    let model = names_what_the_message_says(p);
-    let after = MatchingContext::new(at_report().events, at_report().state);
-    assert_eq!(matcher_with(inline(LOOKUP), model.clone(), None, off).read_ahead_after(&after).await, 1);
-    assert!(model.read_ahead_requests().iter().all(|r| !schema_is("Choice")(r)));
-    let mut elsewhere = at_report();
-    elsewhere.state.journey_paths.clear();
-    let after = MatchingContext::new(elsewhere.events, elsewhere.state);
-    assert_eq!(matcher_with(inline(LOOKUP), model, None, MatcherConfig::default()).read_ahead_after(&after).await, 1);
-
-    // The report told in a step of its own: the next turn goes on to the question without
-    // reading the message, and that question's comparison is the one read.
-    let model = names_what_the_message_says(p);
-    let after = MatchingContext::new(at_report().events, at_report().state);
-    let matcher = matcher_with(report_then_ask(), model.clone(), None, MatcherConfig::default());
-    assert_eq!(matcher.read_ahead_after(&after).await, 2);
-    let read = model.read_ahead_requests();
-    let ahead = read.iter().find(|r| schema_is("Choice")(r)).expect("the comparison read ahead");
-    assert_eq!(
-        choices_of(user(ahead)).unwrap()[..2],
-        ["The customer asks about a city", "The customer wants no more lookups"]
-    );
 }
 
 /// [`LOOKUP`] with the report told in a step of its own and the question asked after it.

@@ -58,12 +58,6 @@ impl Session {
         MatchingContext::new(self.events.clone(), self.state.clone())
     }
 
-    /// Adds an agent message, the agent state left as it is (a session set up at a step).
-    pub fn agent(&mut self, text: &str) {
-        let offset = self.events.len() as u64;
-        self.events.push(message(EventSource::AiAgent, offset, text));
-    }
-
     /// Ends the turn: records the agent's reply and the new state (matched guidelines
     /// with actions count as applied).
     pub fn reply(&mut self, outcome: &MatchingOutcome, text: &str) {

@@ -20,12 +20,12 @@ use crate::error::LocalError;
 pub(crate) const GROWTH: usize = 256;
 
 /// How many caches of prompts the decoder moved away from it keeps aside, besides the
-/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B, kept
-/// aside without room to grow). A turn on an agent with a journey and tools moves between
-/// four kinds of prompt (the checks, the exits compared side by side, the tool decision, the
-/// reply), and the caches of a conversation that ended stay until newer ones push them out;
-/// with three kept aside, the weather agent's reply cache was the one pushed out and the reply
-/// read its whole prompt again (399 new tokens instead of 217).
+/// current one. Each holds its keys and values (about 57 KB per token for Qwen2.5-1.5B). A
+/// turn on an agent with a journey and tools moves between four kinds of prompt (the checks,
+/// the exits compared side by side, the tool decision, the reply), and the caches of a
+/// conversation that ended stay until newer ones push them out; with three kept aside, the
+/// weather agent's reply cache was the one pushed out and the reply read its whole prompt
+/// again (399 new tokens instead of 217).
 pub(crate) const SAVED_PREFIXES: usize = 4;
 
 /// One block's keys and values.
@@ -89,21 +89,6 @@ impl LayerCache {
         Ok((view(keys)?, view(values)?))
     }
 
-    /// The positions held, in buffers of their own with no room to spare.
-    fn compacted(&self) -> Result<Self, LocalError> {
-        let mut copy = Self::new();
-        if let (Some((k, v)), true) = (&self.buffers, self.len > 0) {
-            copy.buffers = Some((k.narrow(0, 0, self.len)?.copy()?, v.narrow(0, 0, self.len)?.copy()?));
-            copy.len = self.len;
-        }
-        Ok(copy)
-    }
-
-    /// Positions the buffers have room for.
-    fn capacity(&self) -> usize {
-        self.buffers.as_ref().map_or(0, |(k, _)| k.dims()[0])
-    }
-
     /// The first `positions` entries, in buffers of their own.
     pub(crate) fn copy_prefix(&self, positions: usize) -> Result<Self, LocalError> {
         let positions = positions.min(self.len);
@@ -163,20 +148,6 @@ impl Cache {
     /// Bytes the buffers take.
     pub(crate) fn bytes(&self) -> usize {
         self.layers.iter().map(LayerCache::bytes).sum()
-    }
-
-    /// The same cache in buffers with no room to grow: a cache kept aside would otherwise hold
-    /// up to [`GROWTH`] positions of room per block (on the demo's prompts of 350-650 tokens,
-    /// about 40 % of its memory), room it gets again when it is taken up and grows.
-    fn compacted(self) -> Self {
-        if self.layers.iter().all(|l| l.capacity() == l.len) {
-            return self;
-        }
-        match self.layers.iter().map(LayerCache::compacted).collect::<Result<Vec<_>, _>>() {
-            Ok(layers) => Self { tokens: self.tokens, layers, prompt: self.prompt },
-            // Without memory for the copy the cache is kept as it is.
-            Err(_) => self,
-        }
     }
 }
 
@@ -245,7 +216,7 @@ impl SavedCaches {
             return;
         }
         self.0.retain(|c| c.parts_from(&cache.tokens));
-        self.0.push(cache.compacted());
+        self.0.push(cache);
         if self.0.len() > SAVED_PREFIXES {
             self.0.remove(0);
         }
@@ -316,23 +287,6 @@ mod tests {
         let mut copy = copy;
         let (k, _) = copy.append(&positions(9, 1)?, &positions(9, 1)?)?;
         assert_eq!(firsts(&k)?, vec![0.0, 1.0, 9.0]);
-        Ok(())
-    }
-
-    #[test]
-    fn a_cache_kept_aside_holds_no_room_to_grow_and_grows_again_when_taken_up() -> Result<(), LocalError> {
-        let mut layer = LayerCache::new();
-        layer.append(&positions(0, 5)?, &positions(0, 5)?)?;
-        let grown = layer.bytes();
-        let mut saved = SavedCaches::default();
-        saved.keep(Cache { tokens: (0..5).collect(), layers: vec![layer], prompt: 5 });
-        let bytes = saved.bytes();
-        assert_eq!(bytes, 2 * 5 * 2 * 3 * 4, "keys and values of five positions, no more");
-        assert!(bytes * 10 < grown, "{bytes} of {grown}");
-        let mut cache = saved.take(0).ok_or_else(|| LocalError::Gguf("the cache was not kept".into()))?;
-        let (k, v) = cache.layers[0].append(&positions(5, 2)?, &positions(5, 2)?)?;
-        assert_eq!(firsts(&k)?, (0..7).map(|p| p as f32).collect::<Vec<_>>());
-        assert_eq!(firsts(&v)?, (0..7).map(|p| p as f32).collect::<Vec<_>>());
         Ok(())
     }
 

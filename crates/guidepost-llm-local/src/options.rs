@@ -105,8 +105,8 @@ static KERNELS: OnceLock<&'static str> = OnceLock::new();
 /// runs (candle picks them on first use). Candle multiplies a product of 32 rows or more by
 /// the CPU's AMX tiles where it has them, from a second copy of the weights a byte per value
 /// (see [`LocalOptions::amx`]); unless `amx`, such a CPU keeps its 512-bit vector kernels
-/// (AVX-512 VNNI) and the decoder multiplies at most [`AMX_FREE_ROWS`] rows per product
-/// ([`rows_per_product`]), so the tiles are never made; a CPU with AMX but without AVX-512
+/// (AVX-512 VNNI) and the decoder evaluates at most [`AMX_FREE_ROWS`] positions per pass
+/// ([`rows_per_product`]), so no product reaches 32 rows and the tiles are never made; a CPU with AMX but without AVX-512
 /// VNNI gets the 256-bit kernels. A choice made in the environment (`MISTRALRS_FORCE_AVX2`,
 /// `MISTRALRS_FORCE_AVXVNNI`, candle's own switches) stands, as do its rows per product.
 /// Returns what is in force, for the log.
@@ -140,9 +140,9 @@ pub(crate) const AMX_FREE_ROWS: usize = 31;
 
 static ROWS_PER_PRODUCT: OnceLock<usize> = OnceLock::new();
 
-/// The most rows the decoder multiplies by a block's weight in one product: [`AMX_FREE_ROWS`]
-/// where [`configure_kernels`] keeps a CPU's AMX tiles unused behind its 512-bit kernels,
-/// else `usual`.
+/// The most positions the decoder evaluates in one pass (the rows of every product in it):
+/// [`AMX_FREE_ROWS`] where [`configure_kernels`] keeps a CPU's AMX tiles unused behind its
+/// 512-bit kernels, else `usual`.
 pub(crate) fn rows_per_product(usual: usize) -> usize {
     ROWS_PER_PRODUCT.get().map_or(usual, |&cap| cap.min(usual))
 }

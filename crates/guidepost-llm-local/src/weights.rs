@@ -191,10 +191,7 @@ fn tiled_only_for_many_rows(dtype: GgmlDType) -> bool {
 
 /// A weight of a transformer block, multiplied by the many rows of a prompt and by the one
 /// row of a generated token; a weight candle tiles only for many rows is multiplied by one
-/// row as by two (see the module documentation), and where the kernels chosen for the CPU
-/// cap the rows of a product ([`crate::options::rows_per_product`]), more rows are
-/// multiplied in pieces of at most that many, one after the other while the weight is still
-/// in the CPU's caches.
+/// row as by two (see the module documentation).
 pub(crate) struct BlockWeight {
     matmul: QMatMul,
     one_row_as_two: bool,
@@ -206,24 +203,10 @@ impl BlockWeight {
         Ok(Self { matmul: QMatMul::from_qtensor(tensor)?, one_row_as_two })
     }
 
-    /// `x` (`[batch, rows, k]` or `[rows, k]`) times the weight's transpose.
+    /// `x` (`[..., rows, k]`) times the weight's transpose.
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor, LocalError> {
-        self.forward_in_pieces(x, crate::options::rows_per_product(usize::MAX))
-    }
-
-    /// [`forward`](Self::forward) with at most `most` rows per product: a `[1, rows, k]` or
-    /// `[rows, k]` input is multiplied in pieces along its rows.
-    fn forward_in_pieces(&self, x: &Tensor, most: usize) -> Result<Tensor, LocalError> {
         let rank = x.rank();
         let rows: usize = x.dims().iter().take(rank.saturating_sub(1)).product();
-        if rank >= 2 && rows > most && most > 0 && rows == x.dim(rank - 2)? {
-            let axis = rank - 2;
-            let pieces = (0..rows)
-                .step_by(most)
-                .map(|start| self.forward_in_pieces(&x.narrow(axis, start, most.min(rows - start))?, most))
-                .collect::<Result<Vec<_>, _>>()?;
-            return Ok(Tensor::cat(&pieces, axis)?);
-        }
         if !self.one_row_as_two || rows != 1 || rank < 2 {
             return Ok(self.matmul.forward(x)?);
         }
@@ -266,25 +249,6 @@ mod tests {
         let diff = (expected - got)?.abs()?.max_all()?.to_scalar::<f32>()?;
         assert!(diff < 1e-4, "{diff}");
         assert!(handle.release() > 0, "the blocks were held");
-        Ok(())
-    }
-
-    #[test]
-    fn many_rows_multiplied_in_pieces_come_out_as_in_one_product() -> Result<(), LocalError> {
-        let device = Device::Cpu;
-        for dtype in [GgmlDType::Q8_0, GgmlDType::Q6K] {
-            let (original, _) = weight(dtype)?;
-            let (wrapped, _handle) = rewrap(&original, &device)?;
-            let w = BlockWeight::new(wrapped)?;
-            let rows = Tensor::arange(0f32, 70.0 * 512.0, &device)?.reshape((1, 70, 512))?.cos()?;
-            let whole = w.forward_in_pieces(&rows, usize::MAX)?;
-            for most in [31, 4, 1] {
-                let pieces = w.forward_in_pieces(&rows, most)?;
-                assert_eq!(pieces.dims(), &[1, 70, 32]);
-                let diff = (&whole - pieces)?.abs()?.max_all()?.to_scalar::<f32>()?;
-                assert!(diff < 1e-4, "{dtype:?} in pieces of {most}: {diff}");
-            }
-        }
         Ok(())
     }
 

@@ -291,8 +291,8 @@ pub(crate) const PREFILL_CHUNK: usize = 256;
 /// Positions evaluated in one pass through the blocks: [`PREFILL_CHUNK`], or fewer where the
 /// kernels chosen for the CPU cap the rows of a product ([`crate::options::rows_per_product`]).
 /// Evaluating a long prompt in passes of 31 positions read it faster than multiplying each
-/// weight by 256 rows in pieces of 31 (three prompts of 96-308 new tokens in the demo: 10-20 % less
-/// time, one run each).
+/// weight by 256 rows in pieces of 31 (three prompts of 96-308 new tokens in the demo: 10-20 %
+/// less time, one run each).
 fn chunk_len() -> usize {
     crate::options::rows_per_product(PREFILL_CHUNK)
 }

@@ -18,6 +18,15 @@ pub fn smollm2() -> &'static LocalChatModel {
     })
 }
 
+/// SmolLM2 again, drafting nothing (`draft_tokens: 0`): what answers are without drafts.
+pub fn smollm2_without_drafts() -> &'static LocalChatModel {
+    static MODEL: OnceLock<LocalChatModel> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        LocalChatModel::load("local:smollm2", &LocalOptions { draft_tokens: 0, ..options() })
+            .unwrap_or_else(|e| panic!("cannot load SmolLM2: {e}"))
+    })
+}
+
 /// Qwen2.5-Coder-1.5B-Instruct (slow suite only).
 pub fn qwen() -> &'static LocalChatModel {
     static MODEL: OnceLock<LocalChatModel> = OnceLock::new();

@@ -6,7 +6,7 @@ use guidepost_llm::{ChatModel, ChatRequest, Output, StreamEvent, TaskKind};
 use guidepost_llm_local::{FinishReason, LocalChatModel, LocalOptions};
 use serde_json::{Value, json};
 
-use super::common::{runtime, smollm2};
+use super::common::{runtime, smollm2, smollm2_without_drafts};
 
 fn capital_question() -> ChatRequest {
     ChatRequest::new(TaskKind::Generation)
@@ -140,8 +140,7 @@ fn a_structured_answer_takes_one_pass_per_choice_and_none_for_what_the_grammar_f
 
 #[test]
 fn drafted_tokens_save_passes_and_leave_the_answer_as_it_was() {
-    let without =
-        LocalChatModel::load("local:smollm2", &LocalOptions { draft_tokens: 0, ..super::common::options() }).unwrap();
+    let without = smollm2_without_drafts();
     let copy = ChatRequest::new(TaskKind::Generation)
         .system("You repeat addresses exactly.")
         .user("Repeat this address: 221 Baker Street, Marylebone, London NW1 6XE, United Kingdom.")
@@ -447,8 +446,7 @@ fn the_layout_a_grammar_forces_after_a_value_is_drafted_as_the_model_would_write
     // draft of the forced bytes each spelling costs a pass. Measured: 10 passes without
     // drafts, 9 with drafts of what the prompt and the answer said only, 7 with the forced
     // layout drafted as well.
-    let without =
-        LocalChatModel::load("local:smollm2", &LocalOptions { draft_tokens: 0, ..super::common::options() }).unwrap();
+    let without = smollm2_without_drafts();
     let plain = without.answer_blocking(&weather_call()).unwrap().generation;
     let drafted = smollm2().answer_blocking(&weather_call()).unwrap().generation;
     assert_eq!(

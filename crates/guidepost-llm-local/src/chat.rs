@@ -1,6 +1,7 @@
 //! [`LocalChatModel`]: the [`ChatModel`] port on a local GGUF model.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -15,9 +16,9 @@ use tokio::sync::mpsc;
 
 use crate::chat_template::{ChatTemplate, TemplateMessage};
 use crate::constrained::{DECISION_TEXT_CHARS, GrammarCompiler, with_bounded_free_text};
-use crate::decoder::Decoder;
+use crate::decoder::{Branch, Decoder, Prefill};
 use crate::error::LocalError;
-use crate::generate::{DecodeParams, FinishReason, Generation, Generator};
+use crate::generate::{self, DecodeParams, FinishReason, Generation, Generator, Prompt, Start};
 use crate::gguf::{self, GgufSource, Metadata};
 use crate::options::{LocalOptions, configure_kernels, configure_threads};
 use crate::requant::RequantReport;
@@ -75,6 +76,39 @@ struct Inner {
     session: Mutex<Session>,
     /// Answers waiting for the session: reading ahead gives way to them.
     waiting: AtomicUsize,
+    /// Built on the first structured answer; matchers are made before waiting for the
+    /// session, so that a waiting answer's guess is known to the one being read.
+    grammar: Mutex<Option<GrammarCompiler>>,
+    /// The prompts of the answers waiting for the session, which the answer being read may
+    /// read in its pass (see [`LocalOptions::share_passes`]).
+    queue: Mutex<Vec<Queued>>,
+    /// What those passes read for waiting answers, by ticket.
+    read_for: Mutex<HashMap<u64, Prefill>>,
+    next_ticket: AtomicU64,
+    /// Answers being prepared (rendered, tokenized, their grammar made), not yet queued.
+    preparing: AtomicUsize,
+}
+
+/// Longest an answer that takes the session waits for answers that arrived with it to be
+/// prepared and queued, so that their prompts are read in its pass: preparing takes a few
+/// milliseconds of the CPU, a pass of the model about a hundred.
+const GATHER_WAIT: Duration = Duration::from_millis(20);
+
+/// A request ready to be answered (see `Inner::prepare`).
+struct Prepared {
+    ticket: u64,
+    ids: Arc<Vec<u32>>,
+    guess: Arc<Vec<u32>>,
+    matcher: Option<llguidance::Matcher>,
+    params: DecodeParams,
+}
+
+/// An answer waiting for the session: its prompt and guess.
+#[derive(Clone)]
+struct Queued {
+    ticket: u64,
+    prompt: Arc<Vec<u32>>,
+    guess: Arc<Vec<u32>>,
 }
 
 /// Tokens read ahead between two looks at whether an answer waits (about a second on two
@@ -84,7 +118,6 @@ const READ_AHEAD_CHUNK: usize = 48;
 /// What one generation at a time needs exclusively.
 struct Session {
     generator: Generator,
-    grammar: Option<GrammarCompiler>,
 }
 
 impl std::fmt::Debug for LocalChatModel {
@@ -170,8 +203,13 @@ impl LocalChatModel {
                 info,
                 options: options.clone(),
                 verdict_threshold,
-                session: Mutex::new(Session { generator: Generator { decoder, stop_ids }, grammar: None }),
+                session: Mutex::new(Session { generator: Generator { decoder, stop_ids } }),
                 waiting: AtomicUsize::new(0),
+                grammar: Mutex::new(None),
+                queue: Mutex::new(Vec::new()),
+                read_for: Mutex::new(HashMap::new()),
+                next_ticket: AtomicU64::new(0),
+                preparing: AtomicUsize::new(0),
             }),
         })
     }
@@ -195,6 +233,19 @@ impl LocalChatModel {
     /// code).
     pub fn answer_blocking(&self, req: &ChatRequest) -> Result<LocalAnswer, LocalError> {
         self.inner.answer(req, &mut |_| {}, None)
+    }
+
+    /// Answers `requests` one after another on the current thread, each as
+    /// [`answer_blocking`](Self::answer_blocking) would, with every prompt queued before the
+    /// first is read: prompts that continue the same cached prefix (checks of one
+    /// conversation) are read in shared passes (see [`LocalOptions::share_passes`]).
+    pub fn answer_all_blocking(&self, requests: &[ChatRequest]) -> Vec<Result<LocalAnswer, LocalError>> {
+        let prepared: Vec<_> = requests.iter().map(|req| self.inner.prepare(req)).collect();
+        requests
+            .iter()
+            .zip(prepared)
+            .map(|(req, prepared)| self.inner.finish(req, prepared?, &mut |_| {}, None))
+            .collect()
     }
 }
 
@@ -262,6 +313,19 @@ impl Inner {
         on_text: &mut dyn FnMut(&str),
         progress: Option<&CallProgress>,
     ) -> Result<LocalAnswer, LocalError> {
+        self.preparing.fetch_add(1, Ordering::AcqRel);
+        let prepared = self.prepare(req);
+        self.preparing.fetch_sub(1, Ordering::AcqRel);
+        let prepared = prepared?;
+        if let Some(progress) = progress {
+            progress.waiting();
+        }
+        self.finish(req, prepared, on_text, progress)
+    }
+
+    /// Renders and tokenizes `req`, makes its grammar's matcher and its guess, and queues its
+    /// prompt for a shared pass (see [`LocalOptions::share_passes`]).
+    fn prepare(&self, req: &ChatRequest) -> Result<Prepared, LocalError> {
         let prompt = self.render_prompt(req)?;
         let ids = self.tokenizer.encode(&prompt)?;
         let room = self.info.context_length.saturating_sub(ids.len());
@@ -280,36 +344,53 @@ impl Inner {
             stop: req.stop.clone(),
             draft_tokens: self.options.draft_tokens,
         };
-        let decode = |ids: &[u32]| self.tokenizer.decode(ids);
-        if let Some(progress) = progress {
-            progress.waiting();
-        }
-        self.waiting.fetch_add(1, Ordering::AcqRel);
-        let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        let session = &mut *session;
-        match &req.output {
-            OutputFormat::Text => {
-                let generation = session.generator.generate(&ids, &params, None, &decode, on_text, progress)?;
-                self.after_answer(req, &generation, session);
-                Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation })
-            }
+        let matcher = match &req.output {
+            OutputFormat::Text => None,
             OutputFormat::Json { schema, .. } => {
-                if session.grammar.is_none() {
-                    session.grammar =
-                        Some(GrammarCompiler::new(&self.tokenizer, self.info.vocab_size, &self.info.stop_ids)?);
+                let mut grammar = lock(&self.grammar);
+                if grammar.is_none() {
+                    *grammar = Some(GrammarCompiler::new(&self.tokenizer, self.info.vocab_size, &self.info.stop_ids)?);
                 }
-                let Some(grammar) = &session.grammar else {
+                let Some(grammar) = grammar.as_ref() else {
                     return Err(LocalError::Grammar("grammar compiler unavailable".into()));
                 };
-                let mut matcher = match req.task {
+                Some(match req.task {
                     // A reply or a simulated customer's message is as long as it needs to be.
                     TaskKind::Generation | TaskKind::Simulation | TaskKind::Other(_) => grammar.matcher(schema)?,
                     _ => grammar.matcher(&with_bounded_free_text(schema, DECISION_TEXT_CHARS))?,
-                };
-                let generation =
-                    session.generator.generate(&ids, &params, Some(&mut matcher), &decode, on_text, progress)?;
-                self.after_answer(req, &generation, session);
+                })
+            }
+        };
+        let ids = Arc::new(ids);
+        let guess = Arc::new(generate::guess(matcher.as_ref(), params.temperature));
+        let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+        if self.options.share_passes {
+            lock(&self.queue).push(Queued { ticket, prompt: Arc::clone(&ids), guess: Arc::clone(&guess) });
+        }
+        Ok(Prepared { ticket, ids, guess, matcher, params })
+    }
+
+    /// Waits for the session and answers a prepared request.
+    fn finish(
+        &self,
+        req: &ChatRequest,
+        prepared: Prepared,
+        on_text: &mut dyn FnMut(&str),
+        progress: Option<&CallProgress>,
+    ) -> Result<LocalAnswer, LocalError> {
+        let Prepared { ticket, ids, guess, mut matcher, params } = prepared;
+        let decode = |ids: &[u32]| self.tokenizer.decode(ids);
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let mut session = lock(&self.session);
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let session = &mut *session;
+        let start = self.start(ticket, &ids, &guess, session, progress)?;
+        let prompt = Prompt { ids: &ids, start };
+        let generation = session.generator.generate(prompt, &params, matcher.as_mut(), &decode, on_text, progress)?;
+        self.after_answer(req, &generation, session);
+        match &req.output {
+            OutputFormat::Text => Ok(LocalAnswer { output: Output::Text(generation.text.clone()), generation }),
+            OutputFormat::Json { .. } => {
                 if generation.finish == FinishReason::Length {
                     return Err(LocalError::Grammar(format!(
                         "the answer reached the limit of {} tokens before the JSON was complete; it ended: {}",
@@ -322,6 +403,53 @@ impl Inner {
                 Ok(LocalAnswer { output: Output::Json(value), generation })
             }
         }
+    }
+
+    /// How the answer with `ticket`, now holding the session, gets its prompt read: from an
+    /// earlier answer's pass that read it; else now, with the prompts of the answers still
+    /// waiting, when some continue the cache this one keeps (their reads are left for them).
+    fn start(
+        &self,
+        ticket: u64,
+        ids: &[u32],
+        guess: &[u32],
+        session: &mut Session,
+        progress: Option<&CallProgress>,
+    ) -> Result<Start, LocalError> {
+        if !self.options.share_passes {
+            return Ok(Start::Now);
+        }
+        lock(&self.queue).retain(|q| q.ticket != ticket);
+        if let Some(prefill) = lock(&self.read_for).remove(&ticket) {
+            return Ok(Start::Elsewhere(prefill));
+        }
+        let began = Instant::now();
+        while self.preparing.load(Ordering::Acquire) > 0 && began.elapsed() < GATHER_WAIT {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let others: Vec<Queued> = lock(&self.queue).clone();
+        if others.is_empty() {
+            return Ok(Start::Now);
+        }
+        let branches: Vec<Branch<'_>> =
+            others.iter().map(|q| Branch { prompt: q.prompt.as_slice(), guess: q.guess.as_slice() }).collect();
+        let mut on_read = |done: usize, total: usize| {
+            if let Some(progress) = progress {
+                progress.reading(done, total);
+            }
+        };
+        let (prefill, read) =
+            session.generator.decoder.prefill_shared(Branch { prompt: ids, guess }, &branches, &mut on_read)?;
+        if !read.is_empty() {
+            let mut read_for = lock(&self.read_for);
+            let mut queue = lock(&self.queue);
+            for (i, their) in read {
+                let ticket = others[i].ticket;
+                read_for.insert(ticket, their);
+                queue.retain(|q| q.ticket != ticket);
+            }
+        }
+        Ok(Start::Read(prefill, began.elapsed()))
     }
 
     /// After an answer: hands the memory its passes freed back to the system, and logs what
@@ -347,6 +475,7 @@ impl Inner {
             accepted = generation.accepted,
             prefill_ms = generation.prefill.as_millis() as u64,
             decode_ms = generation.decode.as_millis() as u64,
+            shared_pass = generation.shared_pass,
             cache_mb = current / (1 << 20),
             saved_caches_mb = saved / (1 << 20),
             "local answer"
@@ -387,6 +516,11 @@ impl Inner {
         usage.calls = 1;
         usage
     }
+}
+
+/// Locks `mutex`, through a poisoning (what it guards stays whole between statements).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn role_name(role: Role) -> &'static str {

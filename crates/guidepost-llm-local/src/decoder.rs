@@ -24,7 +24,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use crate::error::LocalError;
 use crate::gguf::Metadata;
 use crate::kv_cache::{self, Cache, CachePlan, LayerCache, SavedCaches, plan, shared_prefix};
-use crate::layers::{causal_softmax, rms_norm, rope};
+use crate::layers::{causal_softmax, rms_norm, rope, softmax_last_dim};
 use crate::requant::{RequantReport, is_slow, requantize};
 use crate::weights::{self, BlockHandle, BlockWeight};
 
@@ -205,7 +205,7 @@ impl Block {
     fn forward(
         &self,
         x: &Tensor,
-        pos: usize,
+        place: &Place<'_>,
         rope: &Rope,
         hp: &Hyperparameters,
         cache: &mut LayerCache,
@@ -231,8 +231,10 @@ impl Block {
         if let Some(norm) = &self.k_norm {
             k = rms_norm(&k, norm, hp.rms_eps)?;
         }
-        let q = rope.apply(&q, pos)?;
-        let k = rope.apply(&k, pos)?;
+        let (q, k) = match place {
+            Place::After(pos) => (rope.apply(&q, *pos)?, rope.apply(&k, *pos)?),
+            Place::Tree { positions, .. } => (rope.apply_at(&q, positions)?, rope.apply_at(&k, positions)?),
+        };
         let (k, v) = cache.append(&k, &v)?;
 
         // The query heads that share a key/value head attend together, as the rows of one
@@ -242,7 +244,10 @@ impl Block {
         let q = q.reshape((batch, hp.kv_heads, groups * len, hp.head_dim))?;
         let scores = q.matmul(&k.t()?)?;
         let scale = 1.0 / (hp.head_dim as f32).sqrt();
-        let weights = causal_softmax(&scores, len, pos, scale)?;
+        let weights = match place {
+            Place::After(pos) => causal_softmax(&scores, len, *pos, scale)?,
+            Place::Tree { mask, .. } => softmax_last_dim(&(scores * f64::from(scale))?.broadcast_add(mask)?)?,
+        };
         let attended = weights.matmul(&v)?.reshape((batch, hp.heads, len, hp.head_dim))?.transpose(1, 2)?.reshape((
             batch,
             len,
@@ -282,6 +287,25 @@ impl Rope {
         let sin = self.sin.narrow(0, pos, len)?;
         rope(x, &cos, &sin, !self.halves)
     }
+
+    /// Rotates the rows of `x` (`[batch, heads, len, dim]`) each to its own position:
+    /// `positions` holds `len` of them (`u32`).
+    fn apply_at(&self, x: &Tensor, positions: &Tensor) -> Result<Tensor, LocalError> {
+        let cos = self.cos.index_select(positions, 0)?;
+        let sin = self.sin.index_select(positions, 0)?;
+        rope(x, &cos, &sin, !self.halves)
+    }
+}
+
+/// Where the positions of a pass sit and what each attends to.
+enum Place<'a> {
+    /// One run right after the cache, from this position on: each position attends to
+    /// everything before it.
+    After(usize),
+    /// The tokens of several prompts' branches after the cache ([`Decoder::prefill_shared`]):
+    /// each row at its own position (`positions`, `u32`), attending to the keys `mask` lets it
+    /// (`0` or minus infinity, one row per query row of a key/value head's group).
+    Tree { positions: &'a Tensor, mask: &'a Tensor },
 }
 
 /// A prompt is evaluated this many positions at a time: the attention scores of a chunk
@@ -295,6 +319,84 @@ pub(crate) const PREFILL_CHUNK: usize = 256;
 /// less time, one run each).
 fn chunk_len() -> usize {
     crate::options::rows_per_product(PREFILL_CHUNK)
+}
+
+/// Most positions a shared pass ([`Decoder::prefill_shared`]) evaluates for the other
+/// prompts, besides the first's.
+pub(crate) const SHARED_ROWS: usize = 256;
+
+/// A prompt to read in a shared pass ([`Decoder::prefill_shared`]) and the guess after it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Branch<'a> {
+    pub(crate) prompt: &'a [u32],
+    pub(crate) guess: &'a [u32],
+}
+
+/// The tokens of several prompts after a shared part, as a tree: a token two prompts share
+/// (with everything before it) is one node. Nodes are numbered as they were made, so every
+/// node comes after the one it descends from, and the first prompt's nodes come first, in
+/// order.
+#[derive(Debug, Default)]
+struct Tree {
+    tokens: Vec<u32>,
+    parents: Vec<Option<usize>>,
+    /// Positions after the shared part.
+    depths: Vec<usize>,
+    /// Whether the logits after the node are wanted (it ends a prompt or a guess).
+    wanted: Vec<bool>,
+    children: std::collections::HashMap<(Option<usize>, u32), usize>,
+}
+
+/// Where one prompt ends in a [`Tree`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ends {
+    /// The node of the prompt's last token.
+    prompt: usize,
+    /// The node of the guess's last token, when there is a guess.
+    guess: Option<usize>,
+    /// Nodes its prompt added (its tokens no earlier prompt had read).
+    fresh: usize,
+}
+
+impl Tree {
+    fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Adds `prompt` (at least one token) and `guess` after it.
+    fn insert(&mut self, prompt: &[u32], guess: &[u32]) -> Ends {
+        let mut at = None;
+        let mut fresh = 0;
+        let mut ends = Ends { prompt: 0, guess: None, fresh: 0 };
+        for (i, &token) in prompt.iter().chain(guess).enumerate() {
+            let node = match self.children.get(&(at, token)) {
+                Some(&node) => node,
+                None => {
+                    let node = self.tokens.len();
+                    self.tokens.push(token);
+                    self.parents.push(at);
+                    self.depths.push(i);
+                    self.wanted.push(false);
+                    self.children.insert((at, token), node);
+                    if i < prompt.len() {
+                        fresh += 1;
+                    }
+                    node
+                }
+            };
+            if i + 1 == prompt.len() {
+                ends.prompt = node;
+                self.wanted[node] = true;
+            }
+            if !guess.is_empty() && i + 1 == prompt.len() + guess.len() {
+                ends.guess = Some(node);
+                self.wanted[node] = true;
+            }
+            at = Some(node);
+        }
+        ends.fresh = fresh;
+        ends
+    }
 }
 
 /// What [`Decoder::prefill_guessing`] returns.
@@ -398,8 +500,8 @@ impl Decoder {
         let mut released = 0;
         for (block, handles) in self.blocks.iter().zip(blocks) {
             let mut cache = LayerCache::new();
-            let y = block.forward(&x, 0, &self.rope, &self.hp, &mut cache)?;
-            block.forward(&y.narrow(1, rows - 1, 1)?, rows, &self.rope, &self.hp, &mut cache)?;
+            let y = block.forward(&x, &Place::After(0), &self.rope, &self.hp, &mut cache)?;
+            block.forward(&y.narrow(1, rows - 1, 1)?, &Place::After(rows), &self.rope, &self.hp, &mut cache)?;
             released += release(handles);
             // Now, not after the last layer: freed blocks left to the allocator add up while
             // the next layers' tiles are made (see `crate::memory`).
@@ -428,7 +530,24 @@ impl Decoder {
         guess: &[u32],
         on_read: &mut dyn FnMut(usize, usize),
     ) -> Result<Prefill, LocalError> {
-        let total = prompt.len() + guess.len();
+        let reuse = self.take_up(prompt, guess.len())?;
+        let tokens: Vec<u32> = prompt[reuse..].iter().chain(guess).copied().collect();
+        let last_of_prompt = prompt.len() - reuse - 1;
+        let mut wanted = vec![last_of_prompt];
+        if !guess.is_empty() {
+            wanted.push(tokens.len() - 1);
+        }
+        let mut logits = self.evaluate(&tokens, &wanted, on_read)?.into_iter();
+        let after_prompt = logits.next().unwrap_or_default();
+        Ok(Prefill { logits: after_prompt, after_guess: logits.next(), reused: reuse })
+    }
+
+    /// Readies the cache for `prompt` and `more` positions after it: continues the cache (the
+    /// current one or one kept aside) that shares the longest prefix with it, cut back to
+    /// that prefix (at most all but the prompt's last token, whose logits are the answer).
+    /// Returns how many of the prompt's tokens the cache holds.
+    fn take_up(&mut self, prompt: &[u32], more: usize) -> Result<usize, LocalError> {
+        let total = prompt.len() + more;
         if prompt.is_empty() || total > self.hp.positions {
             return Err(LocalError::ContextOverflow {
                 prompt_tokens: total,
@@ -443,7 +562,6 @@ impl Decoder {
             self.saved.keep(left);
         }
         let shared = shared_prefix(&self.cache.tokens, prompt);
-        // At least the last prompt token is evaluated: its logits are the answer.
         let reuse = shared.min(prompt.len() - 1);
         // Another kind of prompt cuts the cache back to little, or leaves out much of the
         // prompt read into it: the cache is kept aside whole, and the part shared goes on in
@@ -456,15 +574,102 @@ impl Decoder {
         self.cache.truncate(reuse);
         self.cache.prompt = prompt.len();
         self.reserve(total + kv_cache::GROWTH)?;
-        let tokens: Vec<u32> = prompt[reuse..].iter().chain(guess).copied().collect();
-        let last_of_prompt = prompt.len() - reuse - 1;
-        let mut wanted = vec![last_of_prompt];
-        if !guess.is_empty() {
-            wanted.push(tokens.len() - 1);
+        Ok(reuse)
+    }
+
+    /// Reads `first` as [`prefill_guessing`](Self::prefill_guessing) does, and in the same
+    /// passes those of `others` that continue the part of the cache `first` keeps: each
+    /// other prompt's tokens after that part sit at their own positions and see only that
+    /// part and their own prompt's tokens, and tokens several prompts share there (the
+    /// customer's new message before each check's statement) are evaluated once. One pass
+    /// streams the weights once, however many rows it holds; a few rows more cost far less
+    /// than a pass of their own.
+    ///
+    /// The cache ends as `prefill_guessing` leaves it for `first`. Each other prompt read gets,
+    /// by its index in `others`, what its own `prefill_guessing` would have returned (its
+    /// `reused`: its tokens evaluated for an earlier prompt of the pass, or cached), but not
+    /// its keys and values: an answer that needs a pass of its own reads its prompt again.
+    pub(crate) fn prefill_shared(
+        &mut self,
+        first: Branch<'_>,
+        others: &[Branch<'_>],
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<(Prefill, Vec<(usize, Prefill)>), LocalError> {
+        let reuse = self.take_up(first.prompt, first.guess.len())?;
+        let mut tree = Tree::default();
+        let first_ends = tree.insert(&first.prompt[reuse..], first.guess);
+        let first_len = tree.len();
+        let mut read = Vec::new();
+        for (i, other) in others.iter().enumerate() {
+            let len = other.prompt.len() + other.guess.len();
+            let continues = other.prompt.len() > reuse && other.prompt[..reuse] == first.prompt[..reuse];
+            if continues && len <= self.hp.positions && tree.len() + (len - reuse) <= first_len + SHARED_ROWS {
+                read.push((i, tree.insert(&other.prompt[reuse..], other.guess)));
+            }
         }
-        let mut logits = self.evaluate(&tokens, &wanted, on_read)?.into_iter();
-        let after_prompt = logits.next().unwrap_or_default();
-        Ok(Prefill { logits: after_prompt, after_guess: logits.next(), reused: reuse })
+        let result = self.evaluate_tree(&tree, reuse, on_read);
+        let logits = match result {
+            Ok(logits) => logits,
+            Err(e) => {
+                self.forget();
+                return Err(e);
+            }
+        };
+        self.cache.truncate(reuse + first_len);
+        let prefill = |ends: &Ends, reused: usize| Prefill {
+            logits: logits.get(&ends.prompt).cloned().unwrap_or_default(),
+            after_guess: ends.guess.and_then(|node| logits.get(&node).cloned()),
+            reused,
+        };
+        let others_read =
+            read.iter().map(|(i, ends)| (*i, prefill(ends, others[*i].prompt.len() - ends.fresh))).collect::<Vec<_>>();
+        Ok((prefill(&first_ends, reuse), others_read))
+    }
+
+    /// Evaluates the tokens of `tree` after the first `reuse` positions of the cache, in
+    /// chunks, and returns the logits after each token that ends a prompt or a guess in it,
+    /// by node. The cache holds every node's keys and values afterwards, in node order.
+    fn evaluate_tree(
+        &mut self,
+        tree: &Tree,
+        reuse: usize,
+        on_read: &mut dyn FnMut(usize, usize),
+    ) -> Result<std::collections::HashMap<usize, Vec<f32>>, LocalError> {
+        let groups = (self.hp.heads / self.hp.kv_heads).max(1);
+        let layers = self.blocks.len().max(1);
+        let mut logits = std::collections::HashMap::new();
+        let chunk = chunk_len();
+        let mut start = 0;
+        while start < tree.len() {
+            let end = (start + chunk).min(tree.len());
+            let nodes = start..end;
+            let tokens: Vec<u32> = nodes.clone().map(|n| tree.tokens[n]).collect();
+            let positions: Vec<u32> = nodes.clone().map(|n| (reuse + tree.depths[n]) as u32).collect();
+            // Each row sees the cache before the branches, then itself and the nodes it
+            // descends from.
+            let keys = reuse + end;
+            let mut mask = vec![f32::NEG_INFINITY; nodes.len() * keys];
+            for (row, n) in mask.chunks_mut(keys).zip(nodes.clone()) {
+                row[..reuse].fill(0.0);
+                let mut at = Some(n);
+                while let Some(m) = at {
+                    row[reuse + m] = 0.0;
+                    at = tree.parents[m];
+                }
+            }
+            let rows = nodes.len();
+            let mask = Tensor::from_vec(mask.repeat(groups), (groups * rows, keys), &self.device)?;
+            let positions = Tensor::new(positions.as_slice(), &self.device)?;
+            let place = Place::Tree { positions: &positions, mask: &mask };
+            let mut on_layer = |layer: usize| on_read(start + rows * layer / layers, tree.len());
+            let x = self.hidden(&tokens, &place, &mut on_layer)?;
+            self.cache.tokens.extend_from_slice(&tokens);
+            for n in nodes.filter(|n| tree.wanted[*n]) {
+                logits.insert(n, self.logits_after(&x.narrow(1, n - start, 1)?)?);
+            }
+            start = end;
+        }
+        Ok(logits)
     }
 
     /// How many of `prompt`'s first tokens a cache holds already (the current one or one kept
@@ -527,7 +732,7 @@ impl Decoder {
                 context: self.hp.positions,
             });
         }
-        let hidden = match self.hidden(&all, pos, &mut |_| {}) {
+        let hidden = match self.hidden(&all, &Place::After(pos), &mut |_| {}) {
             Ok(x) => x,
             Err(e) => {
                 self.forget();
@@ -597,17 +802,22 @@ impl Decoder {
         rows: &[usize],
         on_layer: &mut dyn FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, LocalError> {
-        let x = self.hidden(tokens, pos, on_layer)?;
+        let x = self.hidden(tokens, &Place::After(pos), on_layer)?;
         rows.iter().map(|&row| self.logits_after(&x.narrow(1, row, 1)?)).collect()
     }
 
     /// Runs `tokens` at positions from `pos` through every block and returns their hidden
     /// states. `on_layer` hears how many layers are done.
-    fn hidden(&mut self, tokens: &[u32], pos: usize, on_layer: &mut dyn FnMut(usize)) -> Result<Tensor, LocalError> {
+    fn hidden(
+        &mut self,
+        tokens: &[u32],
+        place: &Place<'_>,
+        on_layer: &mut dyn FnMut(usize),
+    ) -> Result<Tensor, LocalError> {
         let ids = Tensor::new(tokens, &self.device)?;
         let mut x = self.embedding.embedding(&ids)?.unsqueeze(0)?;
         for (i, (block, cache)) in self.blocks.iter().zip(&mut self.cache.layers).enumerate() {
-            x = block.forward(&x, pos, &self.rope, &self.hp, cache)?;
+            x = block.forward(&x, place, &self.rope, &self.hp, cache)?;
             on_layer(i + 1);
         }
         Ok(x)
@@ -622,6 +832,21 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_holds_each_shared_beginning_once_and_the_first_prompt_first() {
+        let mut tree = Tree::default();
+        let a = tree.insert(&[1, 2, 3], &[9]);
+        let b = tree.insert(&[1, 2, 4, 5], &[]);
+        let c = tree.insert(&[1, 2, 3], &[8]);
+        assert_eq!(tree.tokens, vec![1, 2, 3, 9, 4, 5, 8]);
+        assert_eq!(tree.parents, vec![None, Some(0), Some(1), Some(2), Some(1), Some(4), Some(2)]);
+        assert_eq!(tree.depths, vec![0, 1, 2, 3, 2, 3, 3]);
+        assert_eq!(a, Ends { prompt: 2, guess: Some(3), fresh: 3 });
+        assert_eq!(b, Ends { prompt: 5, guess: None, fresh: 2 });
+        assert_eq!(c, Ends { prompt: 2, guess: Some(6), fresh: 0 });
+        assert_eq!(tree.wanted, vec![false, false, true, true, false, true, true]);
+    }
 
     #[test]
     fn rotary_tables_start_at_identity() -> Result<(), LocalError> {

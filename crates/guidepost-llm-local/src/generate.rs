@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::constrained::masked_argmax;
-use crate::decoder::Decoder;
+use crate::decoder::{Decoder, Prefill};
 use crate::error::LocalError;
 
 /// How to decode.
@@ -66,6 +66,27 @@ pub struct Generation {
     /// Under a grammar: every step where it allowed more than one token, with the likeliest
     /// allowed tokens and their probabilities among the allowed ones.
     pub decisions: Vec<Decision>,
+    /// Whether the prompt was read in a pass shared with other answers' prompts (see
+    /// [`Start`]).
+    pub shared_pass: bool,
+}
+
+/// The prompt of an answer: its tokens, and how they get read.
+pub(crate) struct Prompt<'a> {
+    pub(crate) ids: &'a [u32],
+    pub(crate) start: Start,
+}
+
+/// How an answer's prompt gets read.
+pub(crate) enum Start {
+    /// Read now, into the current cache.
+    Now,
+    /// Read already, with other answers' prompts, into the current cache, the guess after it
+    /// (`Decoder::prefill_shared`, first prompt), in this long.
+    Read(Prefill, Duration),
+    /// Read in another answer's pass, which left its logits but not its keys and values: the
+    /// prompt is read again only if the answer needs a pass of its own.
+    Elsewhere(Prefill),
 }
 
 /// A step where the grammar left the model a choice.
@@ -126,13 +147,14 @@ impl Generator {
     /// read and how many tokens are written.
     pub(crate) fn generate(
         &mut self,
-        prompt: &[u32],
+        prompt: Prompt<'_>,
         params: &DecodeParams,
         mut grammar: Option<&mut Matcher>,
         decode: &dyn Fn(&[u32]) -> Result<String, LocalError>,
         on_text: &mut dyn FnMut(&str),
         progress: Option<&CallProgress>,
     ) -> Result<Generation, LocalError> {
+        let Prompt { ids: prompt, start } = prompt;
         if prompt.is_empty() {
             return Err(LocalError::Tokenizer("the prompt is empty".into()));
         }
@@ -147,19 +169,23 @@ impl Generator {
             Some(t) if t > 0.0 => Some(Sampler::new(params.seed, t as f32)),
             _ => None,
         };
-        let start = Instant::now();
+        let began = Instant::now();
         // Greedy under a grammar, the answer's first tokens are guessed from what the grammar
         // forces and evaluated with the prompt: one pass fewer when the model picks them.
-        let guess = match (&grammar, &sampler) {
-            (Some(matcher), None) => forced_start(matcher),
-            _ => Vec::new(),
-        };
+        let guess = guess(grammar.as_deref(), params.temperature);
         let mut on_read = |done: usize, total: usize| {
             if let Some(progress) = progress {
                 progress.reading(done, total);
             }
         };
-        let prefill = self.decoder.prefill_guessing(prompt, &guess, &mut on_read)?;
+        let shared_pass = !matches!(start, Start::Now);
+        // Whether the current cache holds the prompt and the guess (an answer whose prompt
+        // was read elsewhere reads it when it needs a pass).
+        let (prefill, mut in_cache, read_before) = match start {
+            Start::Now => (self.decoder.prefill_guessing(prompt, &guess, &mut on_read)?, true, Duration::ZERO),
+            Start::Read(prefill, took) => (prefill, true, took),
+            Start::Elsewhere(prefill) => (prefill, false, Duration::ZERO),
+        };
         let cached_prompt_tokens = prefill.reused;
         let mut logits = prefill.logits;
         // Tokens evaluated ahead of the answer (the guessed start, then the tokens drafted with
@@ -181,7 +207,7 @@ impl Generator {
         // them (such a draft does not change `draft_len`).
         let mut last_draft = 0usize;
         let mut last_draft_forced = false;
-        let prefill = start.elapsed();
+        let prefill = began.elapsed() + read_before;
         let start = Instant::now();
         let mut out: Vec<u32> = Vec::new();
         let mut emitted = 0usize; // bytes of text already passed to `on_text`
@@ -271,6 +297,10 @@ impl Generator {
                             (taken + 1).min(params.draft_tokens)
                         };
                     }
+                    if !in_cache {
+                        self.decoder.prefill_guessing(prompt, &guess, &mut |_, _| {})?;
+                        in_cache = true;
+                    }
                     self.decoder.rewind(self.decoder.evaluated() - ahead.len());
                     ahead.clear();
                     decode_passes += 1;
@@ -300,7 +330,9 @@ impl Generator {
             };
         };
         // Tokens evaluated ahead that the answer did not take are not part of it.
-        self.decoder.rewind(self.decoder.evaluated() - ahead.len());
+        if in_cache {
+            self.decoder.rewind(self.decoder.evaluated() - ahead.len());
+        }
         if finish == FinishReason::Length {
             emit(&text, &mut emitted, on_text);
         }
@@ -316,6 +348,7 @@ impl Generator {
             accepted,
             finish,
             decisions,
+            shared_pass,
         })
     }
 }
@@ -364,6 +397,15 @@ fn take_ahead<T>(ahead: &mut VecDeque<(u32, Option<T>)>, feed: &[u32]) -> Option
         return None;
     }
     ahead.drain(..=last).next_back().and_then(|(_, logits)| logits)
+}
+
+/// The tokens an answer is guessed to start with, read with its prompt: greedy under a
+/// grammar, what the grammar forces at the start ([`forced_start`]); otherwise none.
+pub(crate) fn guess(grammar: Option<&Matcher>, temperature: Option<f64>) -> Vec<u32> {
+    match grammar {
+        Some(matcher) if temperature.is_none_or(|t| t <= 0.0) => forced_start(matcher),
+        _ => Vec::new(),
+    }
 }
 
 /// The tokens `matcher` forces at the start of the answer, as the model would write them: the

@@ -42,6 +42,13 @@ pub struct LocalOptions {
     /// memory (two runs). Process-wide and effective only before the first model runs: see
     /// [`configure_kernels`]. `GUIDEPOST_LOCAL_AMX=1` turns it on for [`Self::from_env`].
     pub amx: bool,
+    /// Read the prompts of answers waiting for the model in the pass of the one being read,
+    /// where they continue the same cached prefix (the checks of one turn, asked side by
+    /// side): a pass streams every weight once however many rows it holds, so a check read
+    /// with others costs a few rows instead of a pass of its own. Answers are what each
+    /// would be alone. `GUIDEPOST_LOCAL_SHARED_PASSES=0` turns it off for
+    /// [`Self::from_env`].
+    pub share_passes: bool,
 }
 
 impl Default for LocalOptions {
@@ -56,17 +63,20 @@ impl Default for LocalOptions {
             check_files_at_build: true,
             draft_tokens: 8,
             amx: false,
+            share_passes: true,
         }
     }
 }
 
 impl LocalOptions {
-    /// The defaults, with the thread count from `GUIDEPOST_LOCAL_THREADS` when set (the models
-    /// directory already follows `GUIDEPOST_MODELS_DIR`).
+    /// The defaults, with the thread count from `GUIDEPOST_LOCAL_THREADS` when set, and the
+    /// switches named on [`Self::amx`] and [`Self::share_passes`] (the models directory
+    /// already follows `GUIDEPOST_MODELS_DIR`).
     pub fn from_env() -> Self {
         let threads = std::env::var("GUIDEPOST_LOCAL_THREADS").ok().and_then(|t| t.trim().parse().ok());
         let amx = std::env::var("GUIDEPOST_LOCAL_AMX").is_ok_and(|v| v.trim() == "1");
-        Self { threads, amx, ..Self::default() }
+        let share_passes = std::env::var("GUIDEPOST_LOCAL_SHARED_PASSES").map_or(true, |v| v.trim() != "0");
+        Self { threads, amx, share_passes, ..Self::default() }
     }
 
     /// The models directory these options point at.

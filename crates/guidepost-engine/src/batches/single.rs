@@ -7,6 +7,7 @@
 //! prefix of its previous call (the local models do) reads only the statement anew and
 //! writes a single word.
 
+use futures::future::join_all;
 use serde::Serialize;
 
 use super::{CallOutcome, LocalVerdict, call_weighed};
@@ -176,18 +177,26 @@ pub async fn choose(
     let natural: Vec<usize> = (0..n).collect();
     // One statement and "none of these" read the same both ways: asked once.
     let orders: Vec<Vec<usize>> = if reversed == natural { vec![natural] } else { vec![natural, reversed] };
-    for order in &orders {
+    // Both orders are asked at once (see [`evaluate`]).
+    let calls = orders.iter().map(|order| {
         let asked: Vec<&str> = order.iter().map(|&i| statements[i]).collect();
         let prompt = render_choice(&asked, conversation);
         let schema = (CHOICE_SCHEMA_NAME.to_string(), schema.clone());
-        let outcome = call_weighed::<String>(model, task.clone(), prompt, temperature, schema).await;
+        call_weighed::<String>(model, task.clone(), prompt, temperature, schema)
+    });
+    let outcomes = join_all(calls).await;
+    let mut failed = None;
+    for (order, outcome) in orders.iter().zip(outcomes) {
         estimated_tokens += outcome.estimated_tokens;
         if let Some(u) = &outcome.usage {
             Usage::sum_into(&mut usage, u);
         }
         let (answer, decisions) = match outcome.answer {
             Ok(answer) => answer,
-            Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
+            Err(e) => {
+                failed = failed.or(Some(e));
+                continue;
+            }
         };
         let picked = answer.trim().parse::<usize>().ok().filter(|k| (1..=n).contains(k));
         let odds = guidepost_llm::label_odds(&decisions, &labels);
@@ -197,6 +206,9 @@ pub async fn choose(
                 None => f32::from(u8::from(picked == Some(position + 1))),
             };
         }
+    }
+    if let Some(e) = failed {
+        return CallOutcome { answer: Err(e), usage, estimated_tokens };
     }
     let probabilities = totals.into_iter().map(|t| t / orders.len() as f32).collect();
     CallOutcome { answer: Ok(probabilities), usage, estimated_tokens }
@@ -274,37 +286,52 @@ pub async fn evaluate(
     conversation: &ConversationView,
 ) -> CallOutcome<Vec<LocalVerdict>> {
     let threshold = ask.threshold.unwrap_or_else(|| model.capabilities().verdict_threshold);
-    let mut verdicts = Vec::with_capacity(items.len());
+    // Every statement (and negation) is asked at once: a model that keeps prompt prefixes
+    // can read the questions waiting for it side by side, in one pass.
+    let asked_per_item: Vec<Vec<PromptItem>> = items
+        .iter()
+        .map(|item| {
+            let mut asked = vec![item.clone()];
+            if ask.both_ways {
+                // The negation's examples hold where the statement's do not.
+                let examples = item
+                    .examples
+                    .iter()
+                    .map(|e| guidepost_core::GuidelineExample { message: e.message.clone(), applies: !e.applies })
+                    .collect();
+                asked.push(PromptItem { condition: negated(&item.condition), examples, ..item.clone() });
+            }
+            asked
+        })
+        .collect();
+    let calls = asked_per_item.iter().flatten().map(|asked| {
+        let prompt = render_single(asked, conversation, ask.asked);
+        let schema = (SCHEMA_NAME.to_string(), answer_schema());
+        call_weighed::<String>(model, ask.task.clone(), prompt, ask.temperature, schema)
+    });
+    let mut outcomes = join_all(calls).await.into_iter();
     let mut usage: Option<Usage> = None;
     let mut estimated_tokens = 0;
-    for item in items {
-        let mut asked_items = vec![item.clone()];
-        if ask.both_ways {
-            // The negation's examples hold where the statement's do not.
-            let examples = item
-                .examples
-                .iter()
-                .map(|e| guidepost_core::GuidelineExample { message: e.message.clone(), applies: !e.applies })
-                .collect();
-            asked_items.push(PromptItem { condition: negated(&item.condition), examples, ..item.clone() });
-        }
-        let mut answers = Vec::with_capacity(asked_items.len());
-        for asked in &asked_items {
-            let prompt = render_single(asked, conversation, ask.asked);
-            let schema = (SCHEMA_NAME.to_string(), answer_schema());
-            let outcome = call_weighed::<String>(model, ask.task.clone(), prompt, ask.temperature, schema).await;
+    let mut verdicts = Vec::with_capacity(items.len());
+    let mut failed = None;
+    for (item, asked) in items.iter().zip(&asked_per_item) {
+        let mut answers = Vec::with_capacity(asked.len());
+        for outcome in outcomes.by_ref().take(asked.len()) {
             estimated_tokens += outcome.estimated_tokens;
             if let Some(u) = &outcome.usage {
                 Usage::sum_into(&mut usage, u);
             }
             match outcome.answer {
                 Ok((answer, decisions)) => answers.push(yes_odds(&answer, &decisions)),
-                Err(e) => return CallOutcome { answer: Err(e), usage, estimated_tokens },
+                Err(e) => failed = failed.or(Some(e)),
             }
         }
         verdicts.push(weigh(&item.id, &answers, threshold));
     }
-    CallOutcome { answer: Ok(verdicts), usage, estimated_tokens }
+    match failed {
+        Some(e) => CallOutcome { answer: Err(e), usage, estimated_tokens },
+        None => CallOutcome { answer: Ok(verdicts), usage, estimated_tokens },
+    }
 }
 
 /// How likely "yes" was, and whether the model reported it (else the answer counts as

@@ -460,3 +460,52 @@ fn the_layout_a_grammar_forces_after_a_value_is_drafted_as_the_model_would_write
     let offsets = |g: &guidepost_llm_local::Generation| g.decisions.iter().map(|d| d.offset).collect::<Vec<_>>();
     assert_eq!(offsets(&drafted), offsets(&plain));
 }
+
+fn verdict_on(statement: &str) -> ChatRequest {
+    ChatRequest::new(TaskKind::Matching)
+        .system("You check one statement about a customer-service conversation.")
+        .user(format!("Customer: I want my money back for the broken lamp.\nStatement: {statement}\nDoes it hold?"))
+        .json_output("verdict", json!({"type": "string", "enum": ["yes", "no"]}))
+}
+
+#[test]
+fn prompts_queued_together_are_read_in_shared_passes_and_answered_as_alone() {
+    // Models of their own: what a cache holds decides what is read where.
+    let fresh = || LocalChatModel::load("local:smollm2", &super::common::options()).unwrap();
+    let requests = vec![
+        verdict_on("The customer asks for a refund."),
+        verdict_on("The customer is angry."),
+        verdict_on("The customer names a product."),
+        // Answers that need passes of their own after a shared read: a structured one and
+        // free text.
+        refund_check(),
+        capital_question(),
+    ];
+    let model = fresh();
+    let alone: Vec<_> = requests.iter().map(|r| model.answer_blocking(r).unwrap().generation).collect();
+    let together = fresh().answer_all_blocking(&requests);
+    let together: Vec<_> = together.into_iter().map(|a| a.unwrap().generation).collect();
+    for (i, (one, shared)) in alone.iter().zip(&together).enumerate() {
+        assert_eq!(shared.text, one.text, "request {i}");
+        assert_eq!(shared.token_ids, one.token_ids, "request {i}");
+        assert!(shared.shared_pass, "request {i} was read in the first one's pass");
+        assert_eq!(shared.decisions.len(), one.decisions.len(), "request {i}");
+        for (a, b) in shared.decisions.iter().zip(&one.decisions) {
+            assert_eq!(a.offset, b.offset);
+            for ((ta, pa), (tb, pb)) in a.options.iter().zip(&b.options) {
+                assert_eq!(ta, tb, "request {i}");
+                assert!((pa - pb).abs() < 1e-3, "request {i}: {pa} against {pb}");
+            }
+        }
+    }
+    assert_eq!(alone[4].text, "The capital of France is Paris.");
+    // The first prompt read every token; each other one only what no earlier one had.
+    let tokens = |req: &ChatRequest| model.tokenizer().encode(&model.render_prompt(req).unwrap()).unwrap();
+    let (first, second) = (tokens(&requests[0]), tokens(&requests[1]));
+    let common = first.iter().zip(&second).take_while(|(a, b)| a == b).count();
+    assert!(common > 20, "the checks share their instructions and the message");
+    assert_eq!(together[0].cached_prompt_tokens, 0);
+    assert_eq!(together[1].cached_prompt_tokens, common);
+    // A yes-or-no check read with the first needs no pass of its own.
+    assert_eq!(together[1].decode_passes, 0, "{:?}", together[1]);
+}

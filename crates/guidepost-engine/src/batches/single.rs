@@ -371,6 +371,86 @@ fn weigh(id: &str, answers: &[(f32, bool)], threshold: f32) -> LocalVerdict {
 mod tests {
     use super::*;
 
+    /// Counts the calls in flight at once: each call is counted in, gives way once (so that
+    /// calls asked together are all in before any ends), and is counted out.
+    struct Overlap {
+        inner: guidepost_llm::providers::scripted::ScriptedModel,
+        in_flight: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl ChatModel for Overlap {
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+
+        fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
+            self.inner.capabilities()
+        }
+
+        async fn complete(
+            &self,
+            req: guidepost_llm::ChatRequest,
+        ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
+            use std::sync::atomic::Ordering;
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            let answer = self.inner.complete(req).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            answer
+        }
+
+        async fn stream(
+            &self,
+            req: guidepost_llm::ChatRequest,
+        ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
+            self.inner.stream(req).await
+        }
+    }
+
+    #[tokio::test]
+    async fn the_statements_of_one_evaluation_are_asked_at_once() {
+        let scripted = guidepost_llm::providers::scripted::ScriptedModel::new().on(TaskKind::Matching, |req| {
+            let statement = statement_of(req.last_user_message()).unwrap_or_default();
+            let holds = statement.contains("refund") != statement.contains("not true");
+            Ok(serde_json::json!(if holds { "yes" } else { "no" }))
+        });
+        let model = Overlap { inner: scripted, in_flight: Default::default(), most: Default::default() };
+        let item = |id: &str, condition: &str| PromptItem {
+            id: id.into(),
+            condition: condition.into(),
+            action: None,
+            description: None,
+            waits: false,
+            examples: Vec::new(),
+        };
+        let items = [
+            item("1", "The customer asks for a refund"),
+            item("2", "The customer is angry"),
+            item("3", "The customer names a product"),
+        ];
+        let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(
+            "a.yaml",
+            "agent: { name: Penny }",
+        )])
+        .definition
+        .unwrap();
+        let ctx = crate::MatchingContext::new(Vec::new(), Default::default());
+        let conversation = ConversationView::build(&std::sync::Arc::new(definition), &ctx, 4);
+        let ask =
+            Ask { task: TaskKind::Matching, asked: Asked::Now, temperature: 0.0, threshold: None, both_ways: true };
+        let outcome = evaluate(&model, &ask, &items, &conversation).await;
+        let verdicts = outcome.answer.unwrap();
+        // Answers come back in the order asked, each weighed with its negation's.
+        let applies: Vec<(&str, bool)> = verdicts.iter().map(|v| (v.id.as_str(), v.applies)).collect();
+        assert_eq!(applies, vec![("1", true), ("2", false), ("3", false)]);
+        assert_eq!(outcome.usage.map(|u| u.calls), Some(6));
+        // Three statements, each asked both ways: all six calls were in flight together.
+        assert_eq!(model.most.load(std::sync::atomic::Ordering::SeqCst), 6);
+    }
+
     #[test]
     fn the_choice_prompt_lists_the_statements_in_the_order_asked() {
         let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(

@@ -203,6 +203,9 @@ impl JourneySelector {
             .any(|s| graph.node(s).is_some_and(crate::journeys::graph::JourneyNode::is_customer_dependent));
         let latest = conversation.latest_customer_message();
         let mut corrected = false;
+        // The walk from where the journey stands, when it was asked beside the correction
+        // question: its answers and what they cost.
+        let mut walked: Option<(Result<Vec<String>, BatchError>, Asking)> = None;
         if !starting && answered_before {
             if latest.is_some_and(crate::catalog::has_correction_cue) {
                 asked.notes.push("a correction cue in the latest message".into());
@@ -212,8 +215,32 @@ impl JourneySelector {
                 // to go back: it takes the likelier answer, so that a correction the model is
                 // unsure of is still looked at.
                 let gate = Some(GATE_THRESHOLD);
-                // Asked one way: it only opens a fuller decision.
-                match self.ask_conditions(model, &[CORRECTION], conversation, &mut asked, (gate, false)).await {
+                let ask_gate = async {
+                    let mut gate_asked = Asking::default();
+                    // Asked one way: it only opens a fuller decision.
+                    let outcome =
+                        self.ask_conditions(model, &[CORRECTION], conversation, &mut gate_asked, (gate, false));
+                    (outcome.await, gate_asked)
+                };
+                // A model that keeps prompt prefixes reads questions asked together in one
+                // pass (a few rows each), so the walk's first questions are asked beside the
+                // correction question instead of after it; the walk is dropped, its calls
+                // counted, if a correction opens the fuller decision. Any other model pays a
+                // call per question and asks the walk's only when they count.
+                let (outcome, gate_asked) = if model.reads_ahead() {
+                    let walk = async {
+                        let mut walk_asked = Asking::default();
+                        let steps = self.walk(model, graph, path, answered, conversation, &mut walk_asked).await;
+                        (steps, walk_asked)
+                    };
+                    let (gate, walk) = futures::join!(ask_gate, walk);
+                    walked = Some(walk);
+                    gate
+                } else {
+                    ask_gate.await
+                };
+                asked.absorb(gate_asked);
+                match outcome {
                     Ok(verdicts) if verdicts.first().is_some_and(|v| v.holds) => corrected = true,
                     Ok(verdicts) => {
                         let p = verdicts.first().and_then(|v| v.probability);
@@ -222,13 +249,21 @@ impl JourneySelector {
                             None => "no correction".into(),
                         });
                     }
-                    Err(error) => return self.failed(path, starting, asked, error),
+                    Err(error) => {
+                        if let Some((_, walk_asked)) = walked {
+                            asked.absorb_cost(walk_asked);
+                        }
+                        return self.failed(path, starting, asked, error);
+                    }
                 }
             }
         }
         if corrected {
-            let full = self.full_selection(model, graph, path, starting, conversation, asked).await;
+            let mut full = self.full_selection(model, graph, path, starting, conversation, asked).await;
             if full.error.is_some() || !full.change.went_nowhere() {
+                if let Some((_, walk_asked)) = walked {
+                    Asking { notes: Vec::new(), ..walk_asked }.add_to(&mut full);
+                }
                 return full;
             }
             // The fuller look's answer named no move the graph allows (it neither went back
@@ -242,6 +277,51 @@ impl JourneySelector {
                 notes: vec![format!("{}; the fuller look went nowhere, walked on", full.rationale)],
             };
         }
+        let steps = match walked {
+            Some((steps, walk_asked)) => {
+                asked.absorb(walk_asked);
+                steps
+            }
+            None => self.walk(model, graph, path, answered, conversation, &mut asked).await,
+        };
+        let steps = match steps {
+            Ok(steps) => steps,
+            Err(error) => return self.failed(path, starting, asked, error),
+        };
+        let resting_place =
+            graph.node(path.current()).is_some_and(|n| matches!(n.kind, NodeKind::Tool | NodeKind::Fork));
+        if steps.is_empty() && (starting || resting_place) {
+            // The journey's conditions held yet no way in did, or a tool step whose tool ran
+            // (or a fork) found no way out: neither is a place to stay, so the full selection
+            // decides.
+            return self.full_selection(model, graph, path, starting, conversation, asked).await;
+        }
+        let change = if steps.is_empty() {
+            PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
+        } else {
+            advance(graph, path, &steps, starting, self.max_steps.max(steps.len()))
+        };
+        ModelSelection {
+            change,
+            rationale: asked.notes.join("; "),
+            usage: asked.usage,
+            estimated_tokens: asked.estimated_tokens,
+            error: None,
+        }
+    }
+
+    /// The move from where the journey stands that the latest message makes, step by step
+    /// (see [`Self::select_stepwise`]): the steps it passes, in order. `answered`: the exits
+    /// answered in earlier messages.
+    async fn walk(
+        &self,
+        model: &dyn ChatModel,
+        graph: &JourneyGraph,
+        path: &JourneyPath,
+        answered: &[String],
+        conversation: &ConversationView,
+        asked: &mut Asking,
+    ) -> Result<Vec<String>, BatchError> {
         let mut steps: Vec<String> = Vec::new();
         let mut at = path.current().to_string();
         let unknown = |_: &JourneyEdge| None;
@@ -285,11 +365,7 @@ impl JourneySelector {
             }
             let rests = !(node.kind == NodeKind::Fork || (!entered && node.kind == NodeKind::Tool));
             let how = Exit { rests, reached: entered, graph };
-            let next = match self.next_exit(model, node, how, conversation, &mut asked, &unknown).await {
-                Ok(next) => next,
-                Err(error) => return self.failed(path, starting, asked, error),
-            };
-            let Some(edge) = next else { break };
+            let Some(edge) = self.next_exit(model, node, how, conversation, asked, &unknown).await? else { break };
             // A move does not come back to where it began or to a step it passed: one message
             // answers a question once.
             if edge.to == path.current() || steps.contains(&edge.to) {
@@ -305,26 +381,7 @@ impl JourneySelector {
             asked.notes.push(format!("no exit of fork `{}` could be taken: the move ends before it", fork.id));
             steps.pop();
         }
-        let resting_place =
-            graph.node(path.current()).is_some_and(|n| matches!(n.kind, NodeKind::Tool | NodeKind::Fork));
-        if steps.is_empty() && (starting || resting_place) {
-            // The journey's conditions held yet no way in did, or a tool step whose tool ran
-            // (or a fork) found no way out: neither is a place to stay, so the full selection
-            // decides.
-            return self.full_selection(model, graph, path, starting, conversation, asked).await;
-        }
-        let change = if steps.is_empty() {
-            PathChange { decision: JourneyDecision::Stayed, path: Some(path.clone()), correction: None }
-        } else {
-            advance(graph, path, &steps, starting, self.max_steps.max(steps.len()))
-        };
-        ModelSelection {
-            change,
-            rationale: asked.notes.join("; "),
-            usage: asked.usage,
-            estimated_tokens: asked.estimated_tokens,
-            error: None,
-        }
+        Ok(steps)
     }
 
     /// The exit to take out of `node`: one whose condition holds (the likeliest), else (unless
@@ -752,6 +809,20 @@ struct Asking {
 }
 
 impl Asking {
+    /// Takes in `other`'s cost and, after its own, its notes.
+    fn absorb(&mut self, mut other: Asking) {
+        self.notes.append(&mut other.notes);
+        self.absorb_cost(other);
+    }
+
+    /// Takes in `other`'s cost only (questions whose answers were not used).
+    fn absorb_cost(&mut self, other: Asking) {
+        if let Some(u) = &other.usage {
+            Usage::sum_into(&mut self.usage, u);
+        }
+        self.estimated_tokens += other.estimated_tokens;
+    }
+
     /// Adds the questions' cost to `selection`, and their notes after its rationale.
     fn add_to(self, selection: &mut ModelSelection) {
         if let Some(u) = self.usage {

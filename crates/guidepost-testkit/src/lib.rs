@@ -14,7 +14,8 @@
 //! that hold the `guidepost` process to its time and memory limits.
 //!
 //! [`models::Held`] holds back some calls of a chat model (for a while, forever, or with an
-//! error), for tests of a turn whose stage hangs, is slow or fails.
+//! error), for tests of a turn whose stage hangs, is slow or fails; [`models::InFlight`] counts
+//! the calls of a chat model in flight at once, for tests of what is asked together.
 //!
 //! [`embedders::InFlightEmbedder`] counts the embedding calls in flight at once, for tests of
 //! what a turn asks for in one wave.

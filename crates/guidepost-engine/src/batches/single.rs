@@ -371,45 +371,6 @@ fn weigh(id: &str, answers: &[(f32, bool)], threshold: f32) -> LocalVerdict {
 mod tests {
     use super::*;
 
-    /// Counts the calls in flight at once: each call is counted in, gives way once (so that
-    /// calls asked together are all in before any ends), and is counted out.
-    struct Overlap {
-        inner: guidepost_llm::providers::scripted::ScriptedModel,
-        in_flight: std::sync::atomic::AtomicUsize,
-        most: std::sync::atomic::AtomicUsize,
-    }
-
-    #[async_trait::async_trait]
-    impl ChatModel for Overlap {
-        fn model_id(&self) -> &str {
-            self.inner.model_id()
-        }
-
-        fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-            self.inner.capabilities()
-        }
-
-        async fn complete(
-            &self,
-            req: guidepost_llm::ChatRequest,
-        ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
-            use std::sync::atomic::Ordering;
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most.fetch_max(now, Ordering::SeqCst);
-            tokio::task::yield_now().await;
-            let answer = self.inner.complete(req).await;
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
-            answer
-        }
-
-        async fn stream(
-            &self,
-            req: guidepost_llm::ChatRequest,
-        ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
-            self.inner.stream(req).await
-        }
-    }
-
     #[tokio::test]
     async fn the_statements_of_one_evaluation_are_asked_at_once() {
         let scripted = guidepost_llm::providers::scripted::ScriptedModel::new().on(TaskKind::Matching, |req| {
@@ -417,7 +378,7 @@ mod tests {
             let holds = statement.contains("refund") != statement.contains("not true");
             Ok(serde_json::json!(if holds { "yes" } else { "no" }))
         });
-        let model = Overlap { inner: scripted, in_flight: Default::default(), most: Default::default() };
+        let model = guidepost_testkit::models::InFlight::new(std::sync::Arc::new(scripted), |_| true);
         let item = |id: &str, condition: &str| PromptItem {
             id: id.into(),
             condition: condition.into(),
@@ -448,7 +409,7 @@ mod tests {
         assert_eq!(applies, vec![("1", true), ("2", false), ("3", false)]);
         assert_eq!(outcome.usage.map(|u| u.calls), Some(6));
         // Three statements, each asked both ways: all six calls were in flight together.
-        assert_eq!(model.most.load(std::sync::atomic::Ordering::SeqCst), 6);
+        assert_eq!(model.most_in_flight(), 6);
     }
 
     #[test]

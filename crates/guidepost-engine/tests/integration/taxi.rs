@@ -7,6 +7,7 @@ use guidepost_engine::StagedToolResult;
 use guidepost_engine::record::{FastPath, JourneyDecision};
 use guidepost_llm::TaskKind;
 use guidepost_llm::providers::scripted::{ScriptedModel, schema_is};
+use guidepost_testkit::models::InFlight;
 use serde_json::json;
 
 use crate::support::*;
@@ -512,55 +513,6 @@ async fn a_booking_waits_for_the_confirmation_it_asks_for() {
     assert_eq!(o.tool_enabled().count(), 1, "the booking tool runs");
 }
 
-/// The scripted taxi model, counting the journey's questions in flight at once: each call
-/// gives way once before it is answered, so questions asked together are all in before any
-/// is answered. `reads_ahead` is what it says of itself.
-struct JourneyCallsInFlight {
-    inner: Arc<ScriptedModel>,
-    reads_ahead: bool,
-    now: std::sync::atomic::AtomicUsize,
-    most: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl guidepost_llm::ChatModel for JourneyCallsInFlight {
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-
-    fn capabilities(&self) -> guidepost_llm::ModelCapabilities {
-        self.inner.capabilities()
-    }
-
-    fn reads_ahead(&self) -> bool {
-        self.reads_ahead
-    }
-
-    async fn complete(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::ChatResponse, guidepost_llm::LlmError> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let journey = req.task == TaskKind::JourneySelection;
-        if journey {
-            self.most.fetch_max(self.now.fetch_add(1, SeqCst) + 1, SeqCst);
-        }
-        tokio::task::yield_now().await;
-        let answer = self.inner.complete(req).await;
-        if journey {
-            self.now.fetch_sub(1, SeqCst);
-        }
-        answer
-    }
-
-    async fn stream(
-        &self,
-        req: guidepost_llm::ChatRequest,
-    ) -> Result<guidepost_llm::TextStream, guidepost_llm::LlmError> {
-        self.inner.stream(req).await
-    }
-}
-
 #[tokio::test]
 async fn a_model_that_reads_ahead_is_asked_the_way_on_beside_the_correction_question() {
     fn p(statement: &str, _: &str) -> f32 {
@@ -568,24 +520,20 @@ async fn a_model_that_reads_ahead_is_asked_the_way_on_beside_the_correction_ques
     }
     let mut seen = Vec::new();
     for reads_ahead in [false, true] {
-        let model = Arc::new(JourneyCallsInFlight {
-            inner: leaning_taxi_model(p),
-            reads_ahead,
-            now: Default::default(),
-            most: Default::default(),
-        });
+        let scripted = leaning_taxi_model(p);
+        let journey_calls = |req: &guidepost_llm::ChatRequest| req.task == TaskKind::JourneySelection;
+        let model = Arc::new(InFlight::new(scripted.clone(), journey_calls).reading_ahead(reads_ahead));
         let matcher = matcher_with(example("taxi"), model.clone(), None, Default::default());
         let mut session = taxi_at(&["initial", "pickup", "dropoff", "time"]);
         let o = matcher.match_turn(&session.customer("At 7 pm.")).await.unwrap();
         assert_eq!(path_of(&o, "book_taxi"), Some(states(&["initial", "pickup", "dropoff", "time", "confirm"])));
         let journey = o.record.journey("book_taxi").unwrap();
-        let statements: Vec<String> = model
-            .inner
+        let statements: Vec<String> = scripted
             .requests_for(&TaskKind::JourneySelection)
             .iter()
             .filter_map(|r| guidepost_engine::batches::single::statement_of(user(r)).map(str::to_string))
             .collect();
-        seen.push((journey.rationale.clone(), statements, model.most.load(std::sync::atomic::Ordering::SeqCst)));
+        seen.push((journey.rationale.clone(), statements, model.most_in_flight()));
     }
     let (alone, together) = (&seen[0], &seen[1]);
     // The same questions and the same decision, said the same way.

@@ -57,7 +57,9 @@ pub struct LocalAnswer {
 /// A chat model running on the CPU from a local GGUF file.
 ///
 /// Loading takes about a second (SmolLM2) to three seconds (Qwen-1.5B). Generation runs on a
-/// blocking thread, one request at a time per model; clones share the loaded model.
+/// blocking thread, one request at a time per model, and the prompts of the requests waiting
+/// meanwhile are read in the same passes where they continue the same cached prefix (see
+/// [`LocalOptions::share_passes`]); clones share the loaded model.
 /// Greedy decoding (no temperature, or 0) is deterministic. JSON answers are produced by
 /// constrained decoding and always parse and conform to the schema.
 #[derive(Clone)]

@@ -66,8 +66,9 @@ pub struct Generation {
     /// Under a grammar: every step where it allowed more than one token, with the likeliest
     /// allowed tokens and their probabilities among the allowed ones.
     pub decisions: Vec<Decision>,
-    /// Whether the prompt was read in a pass shared with other answers' prompts (see
-    /// [`Start`]).
+    /// Whether the prompt was read in a pass shared with other answers' prompts: its own pass,
+    /// which read theirs too, or another's (see
+    /// [`LocalOptions::share_passes`](crate::LocalOptions::share_passes)).
     pub shared_pass: bool,
 }
 
@@ -94,7 +95,7 @@ pub(crate) enum Start {
 pub struct Decision {
     /// The byte offset in the answer's text where the chosen token starts.
     pub offset: usize,
-    /// Up to [`DECISION_OPTIONS`] allowed tokens, likeliest first: id and probability among
+    /// Up to four (`DECISION_OPTIONS`) allowed tokens, likeliest first: id and probability among
     /// the allowed tokens.
     pub options: Vec<(u32, f32)>,
 }

@@ -115,8 +115,8 @@ static KERNELS: OnceLock<&'static str> = OnceLock::new();
 /// runs (candle picks them on first use). Candle multiplies a product of 32 rows or more by
 /// the CPU's AMX tiles where it has them, from a second copy of the weights a byte per value
 /// (see [`LocalOptions::amx`]); unless `amx`, such a CPU keeps its 512-bit vector kernels
-/// (AVX-512 VNNI) and the decoder evaluates at most [`AMX_FREE_ROWS`] positions per pass
-/// ([`rows_per_product`]), so no product reaches 32 rows and the tiles are never made; a CPU
+/// (AVX-512 VNNI) and the decoder evaluates at most 31 positions per pass (`AMX_FREE_ROWS`,
+/// through `rows_per_product`), so no product reaches 32 rows and the tiles are never made; a CPU
 /// with AMX but without AVX-512 VNNI gets the 256-bit kernels. A choice made in the environment (`MISTRALRS_FORCE_AVX2`,
 /// `MISTRALRS_FORCE_AVXVNNI`, candle's own switches) stands, as do its rows per product.
 /// Returns what is in force, for the log.

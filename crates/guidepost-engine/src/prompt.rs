@@ -216,6 +216,21 @@ pub struct PromptItem {
     pub examples: Vec<guidepost_core::GuidelineExample>,
 }
 
+impl PromptItem {
+    /// A bare statement under `id`: no action, context or examples (a journey's transition,
+    /// a question asked on its own).
+    pub fn statement(id: impl Into<String>, condition: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            condition: condition.into(),
+            action: None,
+            description: None,
+            waits: false,
+            examples: Vec::new(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

@@ -48,14 +48,7 @@ mod tests {
     use super::*;
 
     fn item(id: &str, condition: &str) -> PromptItem {
-        PromptItem {
-            id: id.into(),
-            condition: condition.into(),
-            action: None,
-            description: None,
-            waits: false,
-            examples: Vec::new(),
-        }
+        PromptItem::statement(id, condition)
     }
 
     #[test]

@@ -95,14 +95,7 @@ pub fn read_ahead_requests<'c>(
     let languages = [(other, "The customer asks a question"), (chinese, "顾客提了一个问题")];
     let mut requests = Vec::new();
     for (_, statement) in languages.into_iter().filter(|(used, _)| *used) {
-        let item = PromptItem {
-            id: "1".into(),
-            condition: statement.into(),
-            action: None,
-            description: None,
-            waits: false,
-            examples: Vec::new(),
-        };
+        let item = PromptItem::statement("1", statement);
         let prompt = render_single(&item, conversation, Asked::Now)?;
         requests.push(super::weighed_request(task.clone(), prompt, temperature, (SCHEMA_NAME.into(), answer_schema())));
     }
@@ -379,18 +372,10 @@ mod tests {
             Ok(serde_json::json!(if holds { "yes" } else { "no" }))
         });
         let model = guidepost_testkit::models::InFlight::new(std::sync::Arc::new(scripted), |_| true);
-        let item = |id: &str, condition: &str| PromptItem {
-            id: id.into(),
-            condition: condition.into(),
-            action: None,
-            description: None,
-            waits: false,
-            examples: Vec::new(),
-        };
         let items = [
-            item("1", "The customer asks for a refund"),
-            item("2", "The customer is angry"),
-            item("3", "The customer names a product"),
+            PromptItem::statement("1", "The customer asks for a refund"),
+            PromptItem::statement("2", "The customer is angry"),
+            PromptItem::statement("3", "The customer names a product"),
         ];
         let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(
             "a.yaml",

@@ -593,18 +593,8 @@ impl JourneySelector {
         asked: &mut Asking,
         (threshold, both_ways): (Option<f32>, bool),
     ) -> Result<Vec<ExitVerdict>, BatchError> {
-        let items: Vec<PromptItem> = conditions
-            .iter()
-            .enumerate()
-            .map(|(i, c)| PromptItem {
-                id: (i + 1).to_string(),
-                condition: (*c).to_string(),
-                action: None,
-                description: None,
-                waits: false,
-                examples: Vec::new(),
-            })
-            .collect();
+        let items: Vec<PromptItem> =
+            conditions.iter().enumerate().map(|(i, c)| PromptItem::statement((i + 1).to_string(), *c)).collect();
         let threshold = threshold.unwrap_or_else(|| model.capabilities().verdict_threshold);
         let ask = single::Ask {
             task: TaskKind::JourneySelection,

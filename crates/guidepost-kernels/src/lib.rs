@@ -15,6 +15,8 @@ use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, CustomOp3, Error, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
+pub mod quant;
+
 /// The softmax over the last dimension of `x` (any shape, `f32`). A row whose values are all
 /// minus infinity (nothing to attend to) comes out as zeros instead of NaN.
 pub fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {

@@ -43,6 +43,9 @@ pub struct ModelInfo {
     /// Bytes of quantized weights released after loading because candle multiplies by its
     /// own repacked copy of them (see the crate documentation on memory).
     pub released_bytes: usize,
+    /// Bytes of the transformer blocks' weights held in Guidepost's own tiles
+    /// ([`LocalOptions::packed`]); 0 where candle multiplies them all.
+    pub packed_bytes: usize,
 }
 
 /// An answer with the details of how it was generated.
@@ -155,7 +158,7 @@ impl LocalChatModel {
         if let Some(threads) = options.threads {
             configure_threads(threads);
         }
-        let kernels = configure_kernels(options.amx);
+        let kernels = configure_kernels(options.amx, options.packed);
         tracing::debug!(kernels, "local model kernels");
         let start = Instant::now();
         let (content, reader) = gguf::open(source)?;
@@ -185,7 +188,7 @@ impl LocalChatModel {
         }
         let device = Device::Cpu;
         let mut reader = reader;
-        let (decoder, loaded) = Decoder::load(&content, &mut reader, &device, options.requantize)?;
+        let (decoder, loaded) = Decoder::load(&content, &mut reader, &device, options.requantize, options.packed)?;
         let info = ModelInfo {
             architecture,
             context_length,
@@ -194,6 +197,7 @@ impl LocalChatModel {
             load_time: start.elapsed(),
             requantized: loaded.requantized,
             released_bytes: loaded.released_bytes,
+            packed_bytes: loaded.packed_bytes,
         };
         let id = id.into();
         tracing::info!(model = %id, ?info, "local chat model loaded");

@@ -123,6 +123,10 @@ struct TensorReader<'a, R> {
     report: RequantReport,
     /// The blocks of every weight read so far.
     handles: Vec<BlockHandle>,
+    /// Put the blocks' weights in Guidepost's tiles where they fit.
+    packed: bool,
+    /// Bytes of the weights in Guidepost's tiles.
+    packed_bytes: usize,
 }
 
 impl<R: Read + Seek> TensorReader<'_, R> {
@@ -136,8 +140,17 @@ impl<R: Read + Seek> TensorReader<'_, R> {
         Ok(QMatMul::from_qtensor(self.quantized(name)?)?)
     }
 
-    /// A transformer block's weight (see [`BlockWeight`]).
+    /// A transformer block's weight (see [`BlockWeight`]): in Guidepost's tiles when asked
+    /// for and they fit, else for candle.
     fn block_weight(&mut self, name: &str) -> Result<BlockWeight, LocalError> {
+        let dtype = self.content.tensor_infos.get(name).map(|info| info.ggml_dtype);
+        if self.packed && dtype.is_some_and(|d| !(self.requantize && is_slow(d))) {
+            let (dtype, shape, raw) = weights::read_bytes(self.content, self.reader, name)?;
+            if let Some(weight) = weights::pack(dtype, &shape, &raw) {
+                self.packed_bytes += weight.bytes();
+                return Ok(BlockWeight::Packed(weight));
+            }
+        }
         BlockWeight::new(self.quantized(name)?)
     }
 
@@ -417,6 +430,8 @@ pub(crate) struct LoadReport {
     /// Bytes of quantized blocks released because candle reads the weights from its own
     /// repacked tiles.
     pub(crate) released_bytes: usize,
+    /// Bytes of the weights held in Guidepost's tiles.
+    pub(crate) packed_bytes: usize,
 }
 
 /// A loaded decoder with its key/value cache.
@@ -442,10 +457,19 @@ impl Decoder {
         reader: &mut R,
         device: &Device,
         requantize: bool,
+        packed: bool,
     ) -> Result<(Self, LoadReport), LocalError> {
         let hp = Hyperparameters::read(content)?;
-        let mut tensors =
-            TensorReader { content, reader, device, requantize, report: RequantReport::default(), handles: Vec::new() };
+        let mut tensors = TensorReader {
+            content,
+            reader,
+            device,
+            requantize,
+            report: RequantReport::default(),
+            handles: Vec::new(),
+            packed,
+            packed_bytes: 0,
+        };
         // The embedding is looked up row by row, and stays as it is stored.
         let embedding = Arc::new(content.tensor(tensors.reader, "token_embd.weight", device)?);
         // A model without its own output layer reads the embedding backwards (tied weights).
@@ -463,6 +487,7 @@ impl Decoder {
         }
         let norm = tensors.f32("output_norm.weight")?;
         let report = tensors.report;
+        let packed_bytes = tensors.packed_bytes;
         let hp_layers = hp.layers;
         let decoder = Self {
             rope: Rope::new(&hp, device)?,
@@ -477,7 +502,7 @@ impl Decoder {
         };
         let released = decoder.release_repacked(&block_handles, &output_handles)?;
         crate::memory::return_free_memory();
-        Ok((decoder, LoadReport { requantized: report, released_bytes: released }))
+        Ok((decoder, LoadReport { requantized: report, released_bytes: released, packed_bytes }))
     }
 
     /// Runs each weight once on many rows and once on one row, so that candle repacks every

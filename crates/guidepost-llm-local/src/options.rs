@@ -49,6 +49,14 @@ pub struct LocalOptions {
     /// would be alone. `GUIDEPOST_LOCAL_SHARED_PASSES=0` turns it off for
     /// [`Self::from_env`].
     pub share_passes: bool,
+    /// Multiply the transformer blocks' Q4_K and Q6_K weights in Guidepost's own tiles
+    /// (`guidepost_kernels::quant`) on CPUs with AVX-512 VNNI and BF16: one compact copy of
+    /// the weights (4.6 and 6.6 bits a value, where candle's tiles take 6 and 10), read by
+    /// vector kernels for the few rows of a generated token and, where the CPU has AMX tiles,
+    /// by tile products in bfloat16 for the many rows of a prompt (no second copy: the
+    /// weights are expanded a strip at a time). Other CPUs and types stay with candle.
+    /// `GUIDEPOST_LOCAL_PACKED=0` turns it off for [`Self::from_env`].
+    pub packed: bool,
 }
 
 impl Default for LocalOptions {
@@ -64,19 +72,21 @@ impl Default for LocalOptions {
             draft_tokens: 8,
             amx: false,
             share_passes: true,
+            packed: true,
         }
     }
 }
 
 impl LocalOptions {
     /// The defaults, with the thread count from `GUIDEPOST_LOCAL_THREADS` when set, and the
-    /// switches named on [`Self::amx`] and [`Self::share_passes`] (the models directory
+    /// switches named on [`Self::amx`], [`Self::share_passes`] and [`Self::packed`] (the models directory
     /// already follows `GUIDEPOST_MODELS_DIR`).
     pub fn from_env() -> Self {
         let threads = std::env::var("GUIDEPOST_LOCAL_THREADS").ok().and_then(|t| t.trim().parse().ok());
         let amx = std::env::var("GUIDEPOST_LOCAL_AMX").is_ok_and(|v| v.trim() == "1");
         let share_passes = std::env::var("GUIDEPOST_LOCAL_SHARED_PASSES").map_or(true, |v| v.trim() != "0");
-        Self { threads, amx, share_passes, ..Self::default() }
+        let packed = std::env::var("GUIDEPOST_LOCAL_PACKED").map_or(true, |v| v.trim() != "0");
+        Self { threads, amx, share_passes, packed, ..Self::default() }
     }
 
     /// The models directory these options point at.
@@ -119,9 +129,14 @@ static KERNELS: OnceLock<&'static str> = OnceLock::new();
 /// through `rows_per_product`), so no product reaches 32 rows and the tiles are never made; a CPU
 /// with AMX but without AVX-512 VNNI gets the 256-bit kernels. A choice made in the environment (`MISTRALRS_FORCE_AVX2`,
 /// `MISTRALRS_FORCE_AVXVNNI`, candle's own switches) stands, as do its rows per product.
-/// Returns what is in force, for the log.
-pub fn configure_kernels(amx: bool) -> &'static str {
+/// With `packed` on a CPU whose AMX tiles Guidepost's own kernels use
+/// ([`LocalOptions::packed`]), no product of Q4_K weights (the only type candle tiles in AMX)
+/// reaches candle, so the rows stay uncapped. Returns what is in force, for the log.
+pub fn configure_kernels(amx: bool, packed: bool) -> &'static str {
     KERNELS.get_or_init(|| {
+        if packed && guidepost_kernels::quant::support().tiles {
+            return "Guidepost's tiles for Q4_K and Q6_K weights (AMX for prompts, AVX-512 VNNI for tokens), candle's kernels for the rest";
+        }
         let chosen = ["MISTRALRS_FORCE_AVX2", "MISTRALRS_FORCE_AVXVNNI"].iter().any(|v| std::env::var_os(v).is_some());
         if chosen {
             return "as the environment chose";

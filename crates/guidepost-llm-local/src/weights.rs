@@ -32,6 +32,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use candle_core::quantized::gguf_file::Content;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor, QuantizedType};
 use candle_core::{CpuStorage, Device, Module, Tensor};
+use guidepost_kernels::quant::{PackedWeight, QuantFormat};
 use half::f16;
 
 use crate::error::LocalError;
@@ -155,6 +156,16 @@ pub(crate) fn read<R: Read + Seek>(
     reader: &mut R,
     name: &str,
 ) -> Result<(QTensor, BlockHandle), LocalError> {
+    let (dtype, shape, raw) = read_bytes(content, reader, name)?;
+    wrap(dtype.from_data(Cow::Borrowed(&raw)), dtype, shape)
+}
+
+/// The type, shape and stored bytes of tensor `name` of the GGUF `content`.
+pub(crate) fn read_bytes<R: Read + Seek>(
+    content: &Content,
+    reader: &mut R,
+    name: &str,
+) -> Result<(GgmlDType, candle_core::Shape, Vec<u8>), LocalError> {
     let info =
         content.tensor_infos.get(name).ok_or_else(|| LocalError::Gguf(format!("the model has no tensor `{name}`")))?;
     let dtype = info.ggml_dtype;
@@ -172,7 +183,7 @@ pub(crate) fn read<R: Read + Seek>(
         .seek(SeekFrom::Start(start))
         .and_then(|_| reader.read_exact(&mut raw))
         .map_err(|e| LocalError::Gguf(format!("tensor `{name}`: {bytes} bytes at offset {start}: {e}")))?;
-    wrap(dtype.from_data(Cow::Borrowed(&raw)), dtype, info.shape.clone())
+    Ok((dtype, info.shape.clone(), raw))
 }
 
 /// Whether candle multiplies weights of `dtype` through its tiles only when there is more
@@ -190,28 +201,69 @@ fn tiled_only_for_many_rows(dtype: GgmlDType) -> bool {
 }
 
 /// A weight of a transformer block, multiplied by the many rows of a prompt and by the one
-/// row of a generated token; a weight candle tiles only for many rows is multiplied by one
-/// row as by two (see the module documentation).
-pub(crate) struct BlockWeight {
-    matmul: QMatMul,
-    one_row_as_two: bool,
+/// row of a generated token: in Guidepost's own tiles where the CPU runs them
+/// ([`guidepost_kernels::quant`]: Q4_K and Q6_K, one compact copy, AMX tiles for many rows),
+/// else by candle; a weight candle tiles only for many rows is multiplied by one row as by two
+/// (see the module documentation).
+pub(crate) enum BlockWeight {
+    /// Candle's quantized product.
+    Candle { matmul: QMatMul, one_row_as_two: bool },
+    /// Guidepost's tiles.
+    Packed(PackedWeight),
 }
 
 impl BlockWeight {
     pub(crate) fn new(tensor: QTensor) -> Result<Self, LocalError> {
         let one_row_as_two = tiled_only_for_many_rows(tensor.dtype());
-        Ok(Self { matmul: QMatMul::from_qtensor(tensor)?, one_row_as_two })
+        Ok(Self::Candle { matmul: QMatMul::from_qtensor(tensor)?, one_row_as_two })
     }
 
     /// `x` (`[..., rows, k]`) times the weight's transpose.
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor, LocalError> {
         let rank = x.rank();
         let rows: usize = x.dims().iter().take(rank.saturating_sub(1)).product();
-        if !self.one_row_as_two || rows != 1 || rank < 2 {
-            return Ok(self.matmul.forward(x)?);
+        match self {
+            Self::Packed(weight) => {
+                let values = x.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
+                if values.len() != rows * weight.columns() {
+                    return Err(LocalError::Gguf(format!(
+                        "a product of {} values by a weight of {} inputs",
+                        values.len(),
+                        weight.columns()
+                    )));
+                }
+                let mut shape = x.dims().to_vec();
+                if let Some(last) = shape.last_mut() {
+                    *last = weight.rows();
+                }
+                Ok(Tensor::from_vec(weight.matmul(&values, rows), shape, x.device())?)
+            }
+            Self::Candle { matmul, one_row_as_two } => {
+                if !one_row_as_two || rows != 1 || rank < 2 {
+                    return Ok(matmul.forward(x)?);
+                }
+                let pair = Tensor::cat(&[x, x], rank - 2)?;
+                Ok(matmul.forward(&pair)?.narrow(rank - 2, 0, 1)?)
+            }
         }
-        let pair = Tensor::cat(&[x, x], rank - 2)?;
-        Ok(self.matmul.forward(&pair)?.narrow(rank - 2, 0, 1)?)
+    }
+}
+
+/// The weight `raw` (stored as `dtype`, shaped `shape`) in Guidepost's tiles, when the CPU runs
+/// them and the type and shape fit; `None` otherwise (candle multiplies it then).
+pub(crate) fn pack(dtype: GgmlDType, shape: &candle_core::Shape, raw: &[u8]) -> Option<PackedWeight> {
+    let format = match dtype {
+        GgmlDType::Q4K => QuantFormat::Q4K,
+        GgmlDType::Q6K => QuantFormat::Q6K,
+        _ => return None,
+    };
+    let &[rows, columns] = shape.dims() else { return None };
+    match PackedWeight::pack(format, raw, rows, columns) {
+        Ok(weight) => Some(weight),
+        Err(e) => {
+            tracing::debug!(error = %e, "weight left to candle");
+            None
+        }
     }
 }
 

@@ -41,6 +41,9 @@ pub struct LocalOptions {
     /// kernels, which read prompts 1.34-1.38 times as fast as the 256-bit ones, in the same
     /// memory (two runs). Process-wide and effective only before the first model runs: see
     /// [`configure_kernels`]. `GUIDEPOST_LOCAL_AMX=1` turns it on for [`Self::from_env`].
+    /// With [`Self::packed`] on a CPU with AVX-512 BF16 the blocks' Q4_K weights never reach
+    /// candle (Guidepost's own kernels use the AMX tiles, without a second copy), so this
+    /// changes nothing for them.
     pub amx: bool,
     /// Read the prompts of answers waiting for the model in the pass of the one being read,
     /// where they continue the same cached prefix (the checks of one turn, asked side by
@@ -55,7 +58,9 @@ pub struct LocalOptions {
     /// vector kernels for the few rows of a generated token and, where the CPU has AMX tiles,
     /// by tile products in bfloat16 for the many rows of a prompt (no second copy: the
     /// weights are expanded a strip at a time). Other CPUs and types stay with candle.
-    /// `GUIDEPOST_LOCAL_PACKED=0` turns it off for [`Self::from_env`].
+    /// `GUIDEPOST_LOCAL_PACKED=0` turns it off for [`Self::from_env`];
+    /// `GUIDEPOST_LOCAL_NO_TILES=1` keeps the AMX tiles out of it (the vector kernels then read
+    /// prompts too).
     pub packed: bool,
 }
 

@@ -1,5 +1,9 @@
 //! Quantized matrix weights that candle may keep twice, and how Guidepost keeps them once.
 //!
+//! Where the CPU runs Guidepost's own tiles (AVX-512 VNNI and BF16), the transformer blocks'
+//! Q4_K and Q6_K weights are packed into them at load ([`pack`], [`BlockWeight::Packed`]) and
+//! candle never sees them; what follows is about the weights candle multiplies.
+//!
 //! On x86 CPUs with AVX2 or AVX-512, candle's quantized matrix product repacks a weight's
 //! blocks into tiles of its own the first time the weight is used, keeps the tiles beside the
 //! blocks, and from then on reads only the tiles (for Q4_K and, on AVX-512 VNNI, Q8_0 at

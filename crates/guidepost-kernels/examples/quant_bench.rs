@@ -33,7 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let rows = Tensor::from_vec(x.clone(), (m, k), &device)?;
             // Once each first: candle repacks its tiles on first use.
             product.forward(&rows)?;
-            packed.matmul(&x, m);
+            packed.matmul(&x, m)?;
             let reps = (400 / m).max(5);
             let start = Instant::now();
             for _ in 0..reps {
@@ -42,7 +42,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let theirs = start.elapsed().as_secs_f64() / reps as f64;
             let start = Instant::now();
             for _ in 0..reps {
-                std::hint::black_box(packed.matmul(&x, m));
+                std::hint::black_box(packed.matmul(&x, m)?);
             }
             let ours = start.elapsed().as_secs_f64() / reps as f64;
             println!("| {format:?} {n} x {k} | {m} | {:.2} | {:.2} | {:.2} |", theirs * 1e3, ours * 1e3, ours / theirs);

@@ -229,18 +229,12 @@ impl BlockWeight {
         match self {
             Self::Packed(weight) => {
                 let values = x.flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1::<f32>()?;
-                if values.len() != rows * weight.columns() {
-                    return Err(LocalError::Gguf(format!(
-                        "a product of {} values by a weight of {} inputs",
-                        values.len(),
-                        weight.columns()
-                    )));
-                }
+                let product = weight.matmul(&values, rows).map_err(|e| LocalError::Gguf(e.to_string()))?;
                 let mut shape = x.dims().to_vec();
                 if let Some(last) = shape.last_mut() {
                     *last = weight.rows();
                 }
-                Ok(Tensor::from_vec(weight.matmul(&values, rows), shape, x.device())?)
+                Ok(Tensor::from_vec(product, shape, x.device())?)
             }
             Self::Candle { matmul, one_row_as_two } => {
                 if !one_row_as_two || rows != 1 || rank < 2 {

@@ -14,6 +14,7 @@
 //! holding values `16h + j`, `+ 4`, `+ 8`, `+ 12` two bits each from the lowest; `SC` the
 //! signed 8-bit scale of each of the 16 sub-blocks of 16, per row; `D` each row's factor.
 
+#[cfg(test)]
 use half::f16;
 
 use super::QK;
@@ -123,8 +124,9 @@ pub(super) fn pack_q6k_tile(tile: &mut [u8], blocks: &[u8], t: usize, b: usize, 
     }
 }
 
-/// The values of one row of Q4_K or Q6_K blocks as floats, as the file defines them (for
-/// tests and for rows read one at a time).
+/// The values of a Q4_K block as floats, as the file defines them (what the tests hold the
+/// kernels to).
+#[cfg(test)]
 pub(super) fn dequantize_q4k(block: &[u8], out: &mut [f32]) {
     let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
     let dmin = f16::from_le_bytes([block[2], block[3]]).to_f32();
@@ -136,6 +138,7 @@ pub(super) fn dequantize_q4k(block: &[u8], out: &mut [f32]) {
 }
 
 /// As [`dequantize_q4k`], for a Q6_K block.
+#[cfg(test)]
 pub(super) fn dequantize_q6k(block: &[u8], out: &mut [f32]) {
     let d = f16::from_le_bytes([block[208], block[209]]).to_f32();
     let values = q6k_values(block);

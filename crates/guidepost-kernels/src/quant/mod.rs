@@ -108,6 +108,13 @@ pub enum PackError {
         /// Values per row (inputs).
         columns: usize,
     },
+    /// Rows to multiply that are not as many values as the weight's inputs say.
+    Rows {
+        /// Values expected (rows times inputs).
+        expected: usize,
+        /// Values given.
+        got: usize,
+    },
     /// The blocks are not as many bytes as the shape needs.
     Size {
         /// Bytes expected.
@@ -125,6 +132,7 @@ impl std::fmt::Display for PackError {
                 write!(f, "a weight of {rows} x {columns} does not fill tiles of 16 rows by 256 values")
             }
             Self::Size { expected, got } => write!(f, "expected {expected} bytes of blocks, got {got}"),
+            Self::Rows { expected, got } => write!(f, "expected {expected} values of rows to multiply, got {got}"),
         }
     }
 }
@@ -205,11 +213,14 @@ impl PackedWeight {
     }
 
     /// `x` (`m` rows of [`columns`](Self::columns) values, row-major) times the weight's
-    /// transpose: `m` rows of [`rows`](Self::rows) values.
-    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+    /// transpose: `m` rows of [`rows`](Self::rows) values. `x` of another length is an error.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, PackError> {
+        if x.len() != m * self.columns {
+            return Err(PackError::Rows { expected: m * self.columns, got: x.len() });
+        }
         let mut out = vec![0f32; m * self.rows];
-        if m == 0 || x.len() != m * self.columns {
-            return out;
+        if m == 0 {
+            return Ok(out);
         }
         #[cfg(target_arch = "x86_64")]
         {
@@ -225,7 +236,7 @@ impl PackedWeight {
                 self.matmul_vectors(x, m, &mut out);
             }
         }
-        out
+        Ok(out)
     }
 
     #[cfg(target_arch = "x86_64")]
@@ -462,8 +473,10 @@ impl Product {
     }
 }
 
-/// The values of row `row` of a weight stored as `blocks` (GGUF bytes, `columns` values a row).
-pub fn dequantize_row(format: QuantFormat, blocks: &[u8], columns: usize, row: usize) -> Vec<f32> {
+/// The values of row `row` of a weight stored as `blocks` (GGUF bytes, `columns` values a row),
+/// as the file defines them: what the tests hold the kernels to.
+#[cfg(test)]
+fn dequantize_row(format: QuantFormat, blocks: &[u8], columns: usize, row: usize) -> Vec<f32> {
     let kb = columns / QK;
     let size = format.block_bytes();
     let mut out = vec![0f32; kb * QK];

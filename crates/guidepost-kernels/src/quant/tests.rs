@@ -74,7 +74,7 @@ fn products_are_as_close_to_the_exact_ones_as_candles_for_few_and_many_rows() {
         for m in [1, 2, 3, 4, 5, 9, 23, 24, 31, 33, 70] {
             let x = rows(m, k);
             let exact = reference(&values, &x, n, k, m);
-            let ours = relative_error(&packed.matmul(&x, m), &exact);
+            let ours = relative_error(&packed.matmul(&x, m).unwrap(), &exact);
             let candle = relative_error(&candle_product(dtype, &values, &x, n, k, m), &exact);
             assert!(ours <= candle * 1.05 + 1e-3, "{format:?}, {m} rows: error {ours}, candle's {candle}");
             if m >= AMX_MIN_ROWS && support().tiles {
@@ -99,6 +99,10 @@ fn a_weight_that_does_not_fill_tiles_is_refused_with_its_shape() {
         PackedWeight::pack(QuantFormat::Q4K, &bytes[1..], 16, 256).err(),
         Some(PackError::Size { expected: 16 * 144, got: 16 * 144 - 1 })
     );
+    let (bytes, _) = weight(GgmlDType::Q4K, 16, 256, 0.0);
+    let packed = PackedWeight::pack(QuantFormat::Q4K, &bytes, 16, 256).unwrap();
+    assert_eq!(packed.matmul(&[0.0; 255], 1).err(), Some(PackError::Rows { expected: 256, got: 255 }));
+    assert_eq!(packed.matmul(&[], 0).unwrap(), Vec::<f32>::new());
     let message = PackError::Shape { rows: 8, columns: 512 }.to_string();
     assert!(message.contains("8 x 512"), "{message}");
 }

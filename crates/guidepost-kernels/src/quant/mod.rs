@@ -246,7 +246,7 @@ impl PackedWeight {
     }
 
     /// The vector kernels: the rows quantized to bytes, each strip of weights read once for
-    /// every four rows.
+    /// every eight rows.
     #[cfg(target_arch = "x86_64")]
     fn matmul_vectors(&self, x: &[f32], m: usize, out: &mut [f32]) {
         let kb = self.columns / QK;

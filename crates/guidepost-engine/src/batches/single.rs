@@ -377,14 +377,7 @@ mod tests {
             PromptItem::statement("2", "The customer is angry"),
             PromptItem::statement("3", "The customer names a product"),
         ];
-        let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(
-            "a.yaml",
-            "agent: { name: Penny }",
-        )])
-        .definition
-        .unwrap();
-        let ctx = crate::MatchingContext::new(Vec::new(), Default::default());
-        let conversation = ConversationView::build(&std::sync::Arc::new(definition), &ctx, 4);
+        let conversation = conversation_of("Penny");
         let ask =
             Ask { task: TaskKind::Matching, asked: Asked::Now, temperature: 0.0, threshold: None, both_ways: true };
         let outcome = evaluate(&model, &ask, &items, &conversation).await;
@@ -397,16 +390,20 @@ mod tests {
         assert_eq!(model.most_in_flight(), 6);
     }
 
+    /// The empty conversation of an agent named `name`.
+    fn conversation_of(name: &str) -> ConversationView {
+        let source = format!("agent: {{ name: {name} }}");
+        let definition =
+            guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new("a.yaml", &source)])
+                .definition
+                .unwrap();
+        let ctx = crate::MatchingContext::new(Vec::new(), Default::default());
+        ConversationView::build(&std::sync::Arc::new(definition), &ctx, 4)
+    }
+
     #[test]
     fn the_choice_prompt_lists_the_statements_in_the_order_asked() {
-        let definition = guidepost_core::definition::load_agent(&[guidepost_core::definition::SourceFile::new(
-            "a.yaml",
-            "agent: { name: 小天 }",
-        )])
-        .definition
-        .unwrap();
-        let ctx = crate::MatchingContext::new(Vec::new(), Default::default());
-        let conversation = ConversationView::build(&std::sync::Arc::new(definition), &ctx, 4);
+        let conversation = conversation_of("小天");
         let prompt = render_choice(&["天气工具返回了天气", "天气工具查询失败"], &conversation).unwrap();
         assert_eq!(choices_of(&prompt.user), Some(vec!["天气工具返回了天气", "天气工具查询失败"]));
         assert!(prompt.user.contains("下面哪一条陈述成立？"), "{}", prompt.user);
